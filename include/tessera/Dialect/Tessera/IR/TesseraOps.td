@@ -1,0 +1,137 @@
+// The four tessera directives: wmma_gemm, flash_attn, flash_attn_bwd and paged_decode.
+#ifndef TESSERA_OPS_TD
+#define TESSERA_OPS_TD
+
+include "tessera/Dialect/Tessera/IR/TesseraDialect.td"
+include "tessera/Dialect/Tessera/IR/TesseraAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+// A directive defines a symbol (the kernel's name) and carries only attributes.
+class Tessera_DirectiveOp<string mnemonic>
+    : Tessera_Op<mnemonic, [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+}
+
+def Tessera_WmmaGemmOp : Tessera_DirectiveOp<"wmma_gemm"> {
+  let summary = "C = op(A) * op(B) on the matrix cores";
+  let description = [{
+    Generates a GEMM kernel `@sym_name` computing `C[M, N] = op(A)[M, K] * op(B)[K, N]` with
+    f32 accumulation. M, N, K and the leading dimensions are runtime arguments; any size
+    works (tails are masked). `transpose_a` means A is stored K x M (row-major), and
+    `transpose_b` means B is stored N x K. All matrices are row-major with a runtime leading
+    dimension (unit stride along the row).
+
+    Kernel arguments, in order: `a`, `b`, `c` (pointers), `M`, `N`, `K`, `lda`, `ldb`,
+    `ldc`.
+
+    ```mlir
+    tessera.wmma_gemm @gemm_bf16 {dtype = bf16, out_type = f32, transpose_b,
+                                  tile = #tessera.tile<m = 128, n = 128, k = 32, waves = 4, stages = 1>}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttr:$dtype,
+                       TypeAttr:$out_type,
+                       UnitAttr:$transpose_a,
+                       UnitAttr:$transpose_b,
+                       OptionalAttr<Tessera_TileConfigAttr>:$tile);
+}
+
+def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn"> {
+  let summary = "Attention forward (FlashAttention-2 style, online softmax)";
+  let description = [{
+    Generates a forward attention kernel `@sym_name`:
+    `O = softmax(scale * Q K^T + mask) V` with q `(B, Sq, Hq, D)`, k and v `(B, Sk, Hkv, D)`,
+    `Hq % Hkv == 0` (MHA, GQA and MQA at runtime). `head_dim` (D) and `dtype` are fixed; batch,
+    lengths, head counts, strides and the scale are runtime arguments.
+
+    Optional features the kernel supports (their values are runtime arguments):
+    `sliding_window` (window left/right, -1 = unbounded), `softcap`
+    (`cap * tanh(s / cap)` applied to the scaled logits), `return_lse` (writes the
+    log-sum-exp per row, `(B, Hq, Sq)` f32), `varlen` (packed batches with `cu_seqlens_q/k`).
+    `pack_gqa` processes that many query heads of one KV head in one tile (1 = off).
+
+    ```mlir
+    tessera.flash_attn @fa_d128 {dtype = bf16, head_dim = 128,
+                                 mask = #tessera.mask<causal_bottom_right>, return_lse,
+                                 tile = #tessera.tile<m = 128, n = 64, k = 64, waves = 4, stages = 2>}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttr:$dtype,
+                       I64Attr:$head_dim,
+                       DefaultValuedAttr<Tessera_MaskKindAttr, "::mlir::tessera::MaskKind::None">:$mask,
+                       UnitAttr:$sliding_window,
+                       UnitAttr:$softcap,
+                       UnitAttr:$return_lse,
+                       UnitAttr:$varlen,
+                       DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
+                       OptionalAttr<Tessera_TileConfigAttr>:$tile);
+}
+
+def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd"> {
+  let summary = "Attention backward (dQ, dK, dV from O, dO and LSE)";
+  let description = [{
+    Generates the backward kernels of `flash_attn` with the same mask and feature set:
+    given q, k, v, o, dO and the forward LSE, computes dQ, dK and dV (dK and dV summed over
+    the query heads of a GQA group). `deterministic` makes the dQ accumulation order fixed
+    (no floating-point atomics), so repeated runs are bitwise identical.
+
+    ```mlir
+    tessera.flash_attn_bwd @fa_bwd {dtype = bf16, head_dim = 128,
+                                    mask = #tessera.mask<causal_top_left>, deterministic}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttr:$dtype,
+                       I64Attr:$head_dim,
+                       DefaultValuedAttr<Tessera_MaskKindAttr, "::mlir::tessera::MaskKind::None">:$mask,
+                       UnitAttr:$sliding_window,
+                       UnitAttr:$softcap,
+                       UnitAttr:$varlen,
+                       UnitAttr:$deterministic,
+                       OptionalAttr<Tessera_TileConfigAttr>:$tile);
+}
+
+def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode"> {
+  let summary = "Decode attention over a paged KV cache";
+  let description = [{
+    Generates a decode kernel `@sym_name` for a few query tokens per sequence against a
+    KV cache stored in pages of `block_size` tokens addressed through a block table
+    (vLLM layout). `kv_dtype` is the cache element type: `dtype` itself, or fp8 e4m3
+    (`f8E4M3FNUZ` on gfx942, `f8E4M3FN` elsewhere) with dequantisation scales of
+    granularity `kv_scale`. Sequence lengths, block tables and the scale are runtime
+    arguments. `split_kv` splits long contexts across workgroups and combines the partial
+    results (the number of splits is a runtime argument). `mask` is `none` or
+    `causal_bottom_right` (several query tokens at the end of the context).
+
+    ```mlir
+    tessera.paged_decode @decode_fp8 {dtype = bf16, kv_dtype = f8E4M3FN, head_dim = 128,
+                                      block_size = 16, kv_scale = #tessera.kv_scale<per_token>,
+                                      pack_gqa = 4, split_kv}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttr:$dtype,
+                       OptionalAttr<TypeAttr>:$kv_dtype,
+                       I64Attr:$head_dim,
+                       I64Attr:$block_size,
+                       OptionalAttr<Tessera_KVScaleAttr>:$kv_scale,
+                       DefaultValuedAttr<Tessera_MaskKindAttr, "::mlir::tessera::MaskKind::None">:$mask,
+                       UnitAttr:$sliding_window,
+                       UnitAttr:$softcap,
+                       UnitAttr:$return_lse,
+                       UnitAttr:$split_kv,
+                       DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
+                       OptionalAttr<Tessera_TileConfigAttr>:$tile);
+  let extraClassDeclaration = [{
+    /// The KV-cache element type: `kv_dtype` when given, else `dtype`.
+    ::mlir::Type getKvElementType() {
+      return getKvDtype() ? *getKvDtype() : getDtype();
+    }
+  }];
+}
+
+#endif // TESSERA_OPS_TD

@@ -1,0 +1,56 @@
+// Chips as data: wave size, LDS, matrix atoms, fp8 format and register budgets of each target.
+#ifndef TESSERA_TARGET_TARGETINFO_H
+#define TESSERA_TARGET_TARGETINFO_H
+
+#include "tessera/Codegen/MMAAtom.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+enum class Vendor { AMD, NVIDIA };
+
+/// How tiles staged in LDS avoid bank conflicts on this target.
+enum class LdsSwizzle { Pad, Xor };
+
+/// The cross-lane primitive row reductions prefer.
+enum class CrossLane { Dpp, Shuffle };
+
+struct TargetInfo {
+  std::string chip;            ///< "gfx942", "sm_90", ...
+  Vendor vendor;
+  std::string arch;            ///< family name for messages: "CDNA3", "Hopper", ...
+  int waveSize;
+  int ldsBytes;                ///< LDS / shared memory one workgroup may allocate
+  int ldsBanks;                ///< 4-byte banks
+  LdsSwizzle ldsSwizzle;
+  CrossLane crossLane;
+  std::optional<ElemType> fp8; ///< the e4m3 flavour of the matrix cores, if any
+  bool hasTransposeLoad;       ///< ds_read_b64_tr_b16 (gfx950)
+  std::vector<std::string> atoms; ///< names of the atoms this target has, preferred first
+  // Register file, per lane, for occupancy (AMD: VGPRs + AGPRs unified on CDNA3/4).
+  int maxVgprsPerWave;         ///< addressable VGPRs (arch + acc on CDNA) per wave
+  int vgprsPerSimd;            ///< per-lane register file depth of one SIMD
+  int vgprGranule;             ///< allocation granularity
+  int maxWavesPerSimd;
+  int simdsPerCu;              ///< SIMDs (sub-partitions) sharing one CU's LDS
+
+  bool isAMD() const { return vendor == Vendor::AMD; }
+  /// The preferred atom with this input type, or nullptr.
+  const MMAAtom *preferredAtom(ElemType input) const;
+  /// Waves per SIMD given one workgroup's registers per lane and LDS bytes.
+  int occupancy(int vgprsPerLane, int ldsBytesPerWorkgroup, int wavesPerWorkgroup) const;
+};
+
+/// The target named `chip`, or nullptr.
+const TargetInfo *lookupTarget(const std::string &chip);
+/// Every known target (for messages and tests).
+const std::vector<TargetInfo> &allTargets();
+/// "gfx942, gfx950, ..." for diagnostics.
+std::string knownTargetNames();
+
+} // namespace tessera
+
+#endif // TESSERA_TARGET_TARGETINFO_H

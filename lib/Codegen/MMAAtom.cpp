@@ -1,0 +1,150 @@
+// The atom table: every matrix instruction Tessera emits, with its operand layouts as data.
+//
+// Layouts follow the vendors' published tables (AMD's matrix instruction calculator, the
+// CDNA3/CDNA4/RDNA3 ISA references, the PTX ISA "Matrix Fragments for mma.m16n8k16"); the
+// unit tests check each one against those tables with random asymmetric matrices.
+#include "tessera/Codegen/MMAAtom.h"
+
+namespace tessera {
+
+const char *elemTypeName(ElemType t) {
+  switch (t) {
+  case ElemType::F16: return "f16";
+  case ElemType::BF16: return "bf16";
+  case ElemType::F32: return "f32";
+  case ElemType::FP8E4M3FNUZ: return "f8E4M3FNUZ";
+  case ElemType::FP8E4M3FN: return "f8E4M3FN";
+  }
+  return "?";
+}
+
+int elemTypeBits(ElemType t) {
+  switch (t) {
+  case ElemType::F16:
+  case ElemType::BF16: return 16;
+  case ElemType::F32: return 32;
+  case ElemType::FP8E4M3FNUZ:
+  case ElemType::FP8E4M3FN: return 8;
+  }
+  return 0;
+}
+
+Coord OperandLayout::at(int lane, int elem) const {
+  Coord c;
+  for (size_t b = 0; b < regBases.size(); ++b)
+    if (elem >> b & 1) c.row ^= regBases[b].row, c.col ^= regBases[b].col;
+  for (size_t b = 0; b < laneBases.size(); ++b)
+    if (lane >> b & 1) c.row ^= laneBases[b].row, c.col ^= laneBases[b].col;
+  return c;
+}
+
+std::vector<int> OperandLayout::rowReductionLaneMasks() const {
+  std::vector<int> masks;
+  for (size_t b = 0; b < laneBases.size(); ++b)
+    if (laneBases[b].row == 0 && laneBases[b].col != 0) masks.push_back(1 << b);
+  return masks;
+}
+
+std::vector<int> OperandLayout::colReductionLaneMasks() const {
+  std::vector<int> masks;
+  for (size_t b = 0; b < laneBases.size(); ++b)
+    if (laneBases[b].col == 0 && laneBases[b].row != 0) masks.push_back(1 << b);
+  return masks;
+}
+
+static int contiguousRun(const std::vector<Coord> &bases, bool alongCols) {
+  int run = 1;
+  for (const Coord &c : bases) {
+    Coord want = alongCols ? Coord{0, run} : Coord{run, 0};
+    if (!(c == want)) break;
+    run *= 2;
+  }
+  return run;
+}
+
+int OperandLayout::contiguousAlongCols() const { return contiguousRun(regBases, true); }
+int OperandLayout::contiguousAlongRows() const { return contiguousRun(regBases, false); }
+
+namespace {
+
+// Bases of `n` lane-id bits stepping 1, 2, 4, ... along rows or columns.
+std::vector<Coord> steps(int n, bool alongCols, int start = 1) {
+  std::vector<Coord> v;
+  for (int i = 0, s = start; i < n; ++i, s *= 2) v.push_back(alongCols ? Coord{0, s} : Coord{s, 0});
+  return v;
+}
+
+std::vector<Coord> concat(std::vector<Coord> a, const std::vector<Coord> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// CDNA MFMA with M = N = `mn` (16 or 32) and `kPerLane` consecutive K elements per lane.
+// A: lane l holds A[l % mn][kPerLane * (l / mn) + e]; B is its mirror image.
+// C: 32x32: C[8 * (e / 4) + 4 * (l / 32) + e % 4][l % 32]; 16x16: C[4 * (l / 16) + e][l % 16].
+MMAAtom mfma(const char *name, int mn, int k, ElemType in) {
+  int laneBitsRow = mn == 32 ? 5 : 4;     // lanes spanning M (or N)
+  int laneBitsK = 6 - laneBitsRow;        // remaining lane bits step along K
+  int kPerLane = k >> laneBitsK;
+  int regBitsK = __builtin_ctz(kPerLane);
+  MMAAtom atom{name, AtomKind::MFMA, mn, mn, k, 64, in, ElemType::F32, {}, {}, {}};
+  atom.a = {mn, k, steps(regBitsK, /*alongCols=*/true),
+            concat(steps(laneBitsRow, false), steps(laneBitsK, true, kPerLane))};
+  atom.b = {k, mn, steps(regBitsK, false),
+            concat(steps(laneBitsRow, true), steps(laneBitsK, false, kPerLane))};
+  if (mn == 32)
+    atom.c = {32, 32, {{1, 0}, {2, 0}, {8, 0}, {16, 0}}, concat(steps(5, true), {{4, 0}})};
+  else
+    atom.c = {16, 16, {{1, 0}, {2, 0}}, concat(steps(4, true), {{4, 0}, {8, 0}})};
+  return atom;
+}
+
+// RDNA3 WMMA 16x16x16, wave32: lanes 16-31 replicate A and B of lanes 0-15;
+// C (f32): C[2 * e + l / 16][l % 16].
+MMAAtom wmma(const char *name, ElemType in) {
+  MMAAtom atom{name, AtomKind::WMMA, 16, 16, 16, 32, in, ElemType::F32, {}, {}, {}};
+  atom.a = {16, 16, steps(4, true), concat(steps(4, false), {{0, 0}})};
+  atom.b = {16, 16, steps(4, false), concat(steps(4, true), {{0, 0}})};
+  atom.c = {16, 16, {{2, 0}, {4, 0}, {8, 0}}, concat(steps(4, true), {{1, 0}})};
+  return atom;
+}
+
+// NVIDIA mma.sync.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with
+// groupID = lane >> 2 and threadID_in_group = lane % 4:
+// A: a0,a1 = (g, 2t + {0,1}), a2,a3 = (g + 8, ..), a4..a7 the same at column + 8;
+// B: b0,b1 = (2t + {0,1}, g), b2,b3 = (2t + 8 + {0,1}, g); C: c0,c1 = (g, 2t + {0,1}), c2,c3 = (g + 8, ..).
+MMAAtom mmaSync(const char *name, ElemType in) {
+  MMAAtom atom{name, AtomKind::MMASync, 16, 8, 16, 32, in, ElemType::F32, {}, {}, {}};
+  atom.a = {16, 16, {{0, 1}, {8, 0}, {0, 8}}, concat(steps(2, true, 2), steps(3, false))};
+  atom.b = {16, 8, {{1, 0}, {8, 0}}, concat(steps(2, false, 2), steps(3, true))};
+  atom.c = {16, 8, {{0, 1}, {8, 0}}, concat(steps(2, true, 2), steps(3, false))};
+  return atom;
+}
+
+} // namespace
+
+const std::vector<MMAAtom> &allAtoms() {
+  static const std::vector<MMAAtom> atoms = {
+      mfma("v_mfma_f32_32x32x8_f16", 32, 8, ElemType::F16),
+      mfma("v_mfma_f32_32x32x8_bf16", 32, 8, ElemType::BF16),
+      mfma("v_mfma_f32_16x16x16_f16", 16, 16, ElemType::F16),
+      mfma("v_mfma_f32_16x16x16_bf16", 16, 16, ElemType::BF16),
+      mfma("v_mfma_f32_32x32x16_f16", 32, 16, ElemType::F16),
+      mfma("v_mfma_f32_32x32x16_bf16", 32, 16, ElemType::BF16),
+      mfma("v_mfma_f32_16x16x32_f16", 16, 32, ElemType::F16),
+      mfma("v_mfma_f32_16x16x32_bf16", 16, 32, ElemType::BF16),
+      wmma("v_wmma_f32_16x16x16_f16", ElemType::F16),
+      wmma("v_wmma_f32_16x16x16_bf16", ElemType::BF16),
+      mmaSync("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", ElemType::F16),
+      mmaSync("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", ElemType::BF16),
+  };
+  return atoms;
+}
+
+const MMAAtom *findAtom(const std::string &name) {
+  for (const MMAAtom &a : allAtoms())
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+} // namespace tessera

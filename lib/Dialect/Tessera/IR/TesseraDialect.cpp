@@ -1,0 +1,134 @@
+// The tessera dialect: registration and the verifiers of its directives and attributes.
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+using namespace mlir::tessera;
+
+#include "tessera/Dialect/Tessera/IR/TesseraDialect.cpp.inc"
+#include "tessera/Dialect/Tessera/IR/TesseraEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "tessera/Dialect/Tessera/IR/TesseraAttrs.cpp.inc"
+
+void TesseraDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "tessera/Dialect/Tessera/IR/TesseraAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "tessera/Dialect/Tessera/IR/TesseraOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// TileConfigAttr
+//===----------------------------------------------------------------------===//
+
+LogicalResult TileConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                     int64_t m, int64_t n, int64_t k, int64_t waves,
+                                     int64_t stages) {
+  for (auto [name, value] : {std::pair<StringRef, int64_t>{"m", m}, {"n", n}, {"k", k}})
+    if (value <= 0 || value % 16 != 0)
+      return emitError() << "tile '" << name << "' must be a positive multiple of 16, got "
+                         << value;
+  if (!llvm::is_contained({1, 2, 4, 8}, waves))
+    return emitError() << "tile 'waves' must be 1, 2, 4 or 8, got " << waves;
+  if (stages < 1 || stages > 4)
+    return emitError() << "tile 'stages' must be between 1 and 4, got " << stages;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared directive checks
+//===----------------------------------------------------------------------===//
+
+static bool isHalfPrecision(Type t) { return t.isF16() || t.isBF16(); }
+
+static LogicalResult verifyDtype(Operation *op, StringRef name, Type t) {
+  if (!isHalfPrecision(t))
+    return op->emitOpError() << "'" << name << "' must be f16 or bf16, got " << t;
+  return success();
+}
+
+static LogicalResult verifyHeadDim(Operation *op, int64_t headDim) {
+  if (!llvm::is_contained({32, 64, 96, 128, 256}, headDim))
+    return op->emitOpError() << "'head_dim' must be one of 32, 64, 96, 128, 256, got "
+                             << headDim;
+  return success();
+}
+
+static LogicalResult verifyPackGqa(Operation *op, int64_t packGqa) {
+  if (packGqa < 1 || packGqa > 16 || !llvm::isPowerOf2_64(packGqa))
+    return op->emitOpError() << "'pack_gqa' must be a power of two between 1 and 16, got "
+                             << packGqa;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Directives
+//===----------------------------------------------------------------------===//
+
+LogicalResult WmmaGemmOp::verify() {
+  if (failed(verifyDtype(*this, "dtype", getDtype())))
+    return failure();
+  Type out = getOutType();
+  if (!isHalfPrecision(out) && !out.isF32())
+    return emitOpError() << "'out_type' must be f16, bf16 or f32, got " << out;
+  return success();
+}
+
+LogicalResult FlashAttnOp::verify() {
+  if (failed(verifyDtype(*this, "dtype", getDtype())) ||
+      failed(verifyHeadDim(*this, getHeadDim())) || failed(verifyPackGqa(*this, getPackGqa())))
+    return failure();
+  if (getVarlen() && getPackGqa() > 1)
+    return emitOpError() << "'pack_gqa' = " << getPackGqa()
+                         << " is not supported together with 'varlen'";
+  return success();
+}
+
+LogicalResult FlashAttnBwdOp::verify() {
+  if (failed(verifyDtype(*this, "dtype", getDtype())) ||
+      failed(verifyHeadDim(*this, getHeadDim())))
+    return failure();
+  return success();
+}
+
+static bool isFp8E4M3(Type t) { return isa<Float8E4M3FNUZType, Float8E4M3FNType>(t); }
+
+LogicalResult PagedDecodeOp::verify() {
+  if (failed(verifyDtype(*this, "dtype", getDtype())) ||
+      failed(verifyHeadDim(*this, getHeadDim())) || failed(verifyPackGqa(*this, getPackGqa())))
+    return failure();
+  Type kv = getKvElementType();
+  if (!isHalfPrecision(kv) && !isFp8E4M3(kv))
+    return emitOpError() << "'kv_dtype' must be f16, bf16, f8E4M3FNUZ or f8E4M3FN, got " << kv;
+  if (isHalfPrecision(kv) && kv != getDtype())
+    return emitOpError() << "'kv_dtype' " << kv << " must equal 'dtype' " << getDtype()
+                         << " unless it is fp8";
+  if (isFp8E4M3(kv) && !getKvScale())
+    return emitOpError() << "fp8 'kv_dtype' " << kv
+                         << " requires 'kv_scale' (per_tensor or per_token)";
+  if (!isFp8E4M3(kv) && getKvScale())
+    return emitOpError() << "'kv_scale' applies only to an fp8 'kv_dtype', got " << kv;
+  int64_t block = getBlockSize();
+  if (block < 1 || block > 1024 || !llvm::isPowerOf2_64(block))
+    return emitOpError() << "'block_size' must be a power of two between 1 and 1024, got "
+                         << block;
+  if (getMask() == MaskKind::CausalTopLeft)
+    return emitOpError() << "'mask' causal_top_left is not meaningful for decoding against a "
+                            "cache; use causal_bottom_right";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "tessera/Dialect/Tessera/IR/TesseraOps.cpp.inc"
