@@ -1,0 +1,114 @@
+/* Tessera runtime C ABI: open a GPU (or simulator) device, load a bundle, launch its kernels by argument name. */
+#ifndef TESSERA_RUNTIME_TESSERA_RUNTIME_H
+#define TESSERA_RUNTIME_TESSERA_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TESSERA_API __declspec(dllexport)
+#else
+#define TESSERA_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every function except tessera_last_error and tessera_status_name returns one of these.
+   The values are stable: Python mirrors them. */
+typedef int tessera_status;
+enum {
+  TESSERA_SUCCESS = 0,
+  TESSERA_ERROR_INVALID_ARGUMENT = 1,    /* API misuse: null handle or out pointer, unknown backend, index out of range */
+  TESSERA_ERROR_BACKEND_UNAVAILABLE = 2, /* driver library or plugin not found, or lacks a function */
+  TESSERA_ERROR_DRIVER = 3,              /* a driver call failed; the message names the call */
+  TESSERA_ERROR_TARGET_MISMATCH = 4,     /* bundle made for another chip than the device's */
+  TESSERA_ERROR_MANIFEST = 5,            /* manifest.json missing, not JSON, or not the bundle format */
+  TESSERA_ERROR_CODE_OBJECT_MISSING = 6, /* a kernel's code object file does not exist or cannot be read */
+  TESSERA_ERROR_CODE_OBJECT_CORRUPT = 7, /* a code object is truncated or not what the manifest says */
+  TESSERA_ERROR_KERNEL_NOT_FOUND = 8,    /* no kernel of that name in the bundle */
+  TESSERA_ERROR_ARGUMENT = 9,            /* kernel argument rejected before launch */
+  TESSERA_ERROR_INTERNAL = 10            /* out of host memory or a runtime bug */
+};
+
+typedef struct tessera_device tessera_device;
+typedef struct tessera_bundle tessera_bundle;
+typedef struct tessera_kernel tessera_kernel;
+typedef struct tessera_args tessera_args;
+
+/* The message of the most recent failing call on this thread ("" if none). Successful calls
+   leave it unchanged. Valid until the next failing call on this thread. */
+TESSERA_API const char *tessera_last_error(void);
+/* "TESSERA_ERROR_MANIFEST" etc.; "TESSERA_UNKNOWN_STATUS" for other values. */
+TESSERA_API const char *tessera_status_name(tessera_status status);
+
+/* ---- Devices ---------------------------------------------------------------------------- */
+/* backend: "cuda", "hip", "sim" or "sim:<target>" (the simulator plugin, e.g. "sim:gfx942").
+   The device handle is closed with tessera_device_close; bundles keep the device alive. */
+TESSERA_API tessera_status tessera_device_open(const char *backend, int ordinal, tessera_device **out);
+TESSERA_API tessera_status tessera_device_close(tessera_device *device);
+/* The chip: "sm_90", "gfx942", ... Owned by the device. */
+TESSERA_API tessera_status tessera_device_arch(const tessera_device *device, const char **out);
+/* "cuda", "hip" or "sim". Owned by the device. */
+TESSERA_API tessera_status tessera_device_backend(const tessera_device *device, const char **out);
+
+/* ---- Memory (device pointers are plain void*; torch pointers work on cuda/hip) ---------- */
+TESSERA_API tessera_status tessera_malloc(tessera_device *device, size_t bytes, void **out);
+TESSERA_API tessera_status tessera_free(tessera_device *device, void *ptr);
+TESSERA_API tessera_status tessera_memcpy_htod(tessera_device *device, void *dst, const void *src, size_t bytes);
+TESSERA_API tessera_status tessera_memcpy_dtoh(tessera_device *device, void *dst, const void *src, size_t bytes);
+TESSERA_API tessera_status tessera_memset(tessera_device *device, void *dst, int value, size_t bytes);
+TESSERA_API tessera_status tessera_synchronize(tessera_device *device);
+
+/* ---- Bundles and kernels ----------------------------------------------------------------- */
+/* Reads dir/manifest.json, refuses a bundle made for another chip before touching any code
+   object, validates every code object, then loads them all. */
+TESSERA_API tessera_status tessera_bundle_load(tessera_device *device, const char *dir, tessera_bundle **out);
+/* Frees the bundle and its kernels; their handles and strings become invalid. */
+TESSERA_API tessera_status tessera_bundle_unload(tessera_bundle *bundle);
+TESSERA_API tessera_status tessera_bundle_target(const tessera_bundle *bundle, const char **out);
+TESSERA_API tessera_status tessera_bundle_kernel_count(const tessera_bundle *bundle, int *out);
+TESSERA_API tessera_status tessera_bundle_kernel_name(const tessera_bundle *bundle, int index, const char **out);
+/* The kernel is owned by the bundle. TESSERA_ERROR_KERNEL_NOT_FOUND if there is no such name. */
+TESSERA_API tessera_status tessera_kernel_get(const tessera_bundle *bundle, const char *name, tessera_kernel **out);
+
+/* Introspection; strings are owned by the bundle. */
+TESSERA_API tessera_status tessera_kernel_name(const tessera_kernel *kernel, const char **out);
+TESSERA_API tessera_status tessera_kernel_arg_count(const tessera_kernel *kernel, int *out);
+TESSERA_API tessera_status tessera_kernel_arg_name(const tessera_kernel *kernel, int index, const char **out);
+/* "ptr", "i32", "i64" or "f32". */
+TESSERA_API tessera_status tessera_kernel_arg_type(const tessera_kernel *kernel, int index, const char **out);
+/* The element type of a ptr argument ("f16", ...); NULL for scalars. */
+TESSERA_API tessera_status tessera_kernel_arg_dtype(const tessera_kernel *kernel, int index, const char **out);
+/* "input", "output", "inout", "size", "stride", "scale" or "param". */
+TESSERA_API tessera_status tessera_kernel_arg_role(const tessera_kernel *kernel, int index, const char **out);
+/* The kernel's manifest entry as JSON text (directive, attributes, block, grid, args, ...). */
+TESSERA_API tessera_status tessera_kernel_json(const tessera_kernel *kernel, const char **out);
+
+/* ---- Launch -------------------------------------------------------------------------------- */
+/* An argument set for one kernel, filled by name; the kernel's bundle must outlive it. Not
+   thread-safe; reusable after tessera_args_reset. */
+TESSERA_API tessera_status tessera_args_create(const tessera_kernel *kernel, tessera_args **out);
+TESSERA_API tessera_status tessera_args_destroy(tessera_args *args);
+TESSERA_API tessera_status tessera_args_reset(tessera_args *args);
+/* Each fails with TESSERA_ERROR_ARGUMENT, naming the argument, when the name is unknown, the
+   type differs from the manifest's, the argument was already set, a ptr is NULL, or a "size"
+   argument is negative. */
+TESSERA_API tessera_status tessera_args_set_ptr(tessera_args *args, const char *name, const void *value);
+TESSERA_API tessera_status tessera_args_set_i64(tessera_args *args, const char *name, int64_t value);
+TESSERA_API tessera_status tessera_args_set_i32(tessera_args *args, const char *name, int32_t value);
+TESSERA_API tessera_status tessera_args_set_f32(tessera_args *args, const char *name, float value);
+/* Checks that every argument is set, evaluates the manifest's grid, and launches on `stream`
+   (a CUstream / hipStream_t, or NULL for the default stream). Asynchronous. A grid with a zero
+   dimension launches nothing and succeeds. */
+TESSERA_API tessera_status tessera_launch(const tessera_kernel *kernel, const tessera_args *args, void *stream);
+/* The grid tessera_launch would use for these arguments (all arguments must be set). */
+TESSERA_API tessera_status tessera_launch_grid(const tessera_kernel *kernel, const tessera_args *args,
+                                               uint32_t grid[3]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_RUNTIME_TESSERA_RUNTIME_H */

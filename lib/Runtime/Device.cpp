@@ -1,0 +1,53 @@
+// Opening a device: picking the backend by name and checking what a plugin hands back.
+#include "Device.h"
+
+#include "Error.h"
+
+namespace tessera::runtime {
+
+// Called from plugin C code: nothing may throw out of it.
+static tessera_status hostFail(tessera_status status, const char *message) {
+  guard([&]() -> tessera_status { return fail(status, message ? message : "unknown backend error"); });
+  return status;
+}
+
+const tessera_backend_host &backendHost() {
+  static const tessera_backend_host host = {hostFail};
+  return host;
+}
+
+Device::~Device() {
+  if (handle)
+    backend->close(handle);
+}
+
+tessera_status openDevice(const std::string &backend, int ordinal, std::shared_ptr<Device> &out) {
+  size_t colon = backend.find(':');
+  std::string kind = backend.substr(0, colon);
+  std::string options = colon == std::string::npos ? "" : backend.substr(colon + 1);
+  if (ordinal < 0)
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, "device ordinal " + std::to_string(ordinal) + " is negative");
+
+  auto device = std::make_shared<Device>();
+  if (kind == "cuda")
+    device->backend = cudaBackend();
+  else if (kind == "hip")
+    device->backend = hipBackend();
+  else if (kind == "sim") {
+    if (tessera_status s = loadSimBackend(device->plugin, device->backend))
+      return s;
+  } else
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, "unknown backend '" + backend + "' (expected cuda, hip or sim[:<target>])");
+  if (kind != "sim" && colon != std::string::npos)
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, "backend " + kind + " takes no options ('" + backend + "')");
+
+  if (tessera_status s = device->backend->open(&backendHost(), ordinal, options.empty() ? nullptr : options.c_str(),
+                                               &device->handle))
+    return s;
+  const char *arch = device->backend->arch_name(device->handle);
+  device->arch = arch ? arch : "";
+  out = std::move(device);
+  return TESSERA_SUCCESS;
+}
+
+} // namespace tessera::runtime

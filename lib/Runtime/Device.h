@@ -1,0 +1,41 @@
+// A device: one backend's function table with its opened device, shared by the bundles loaded on it.
+#ifndef TESSERA_RUNTIME_DEVICE_H
+#define TESSERA_RUNTIME_DEVICE_H
+
+#include "Library.h"
+
+#include "tessera/Runtime/tessera_backend.h"
+
+#include <memory>
+#include <string>
+
+namespace tessera::runtime {
+
+struct Device {
+  ~Device();
+  const tessera_backend *backend = nullptr;
+  void *handle = nullptr;                 ///< the backend's device
+  std::unique_ptr<SharedLibrary> plugin;  ///< keeps a plugin's code loaded while the device lives
+  std::string arch;
+};
+
+/// Opens `backend` ("cuda", "hip", "sim" or "sim:<options>") device `ordinal`.
+tessera_status openDevice(const std::string &backend, int ordinal, std::shared_ptr<Device> &out);
+
+/// The services every backend gets.
+const tessera_backend_host &backendHost();
+
+// The backends. The in-tree ones are tables of functions in this library; the simulator is a
+// plugin so the core runtime stays small and free of the simulator's dependencies.
+const tessera_backend *cudaBackend();
+const tessera_backend *hipBackend();
+tessera_status loadSimBackend(std::unique_ptr<SharedLibrary> &plugin, const tessera_backend *&backend);
+
+} // namespace tessera::runtime
+
+/// The C handle: bundles share ownership, so closing the handle first is safe.
+struct tessera_device {
+  std::shared_ptr<tessera::runtime::Device> device;
+};
+
+#endif // TESSERA_RUNTIME_DEVICE_H

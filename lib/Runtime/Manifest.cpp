@@ -1,0 +1,252 @@
+// Reads and validates manifest.json (docs/bundle.md); every rejection says where and what.
+#include "Manifest.h"
+
+#include "Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace tessera::runtime {
+
+using nlohmann::json;
+
+const char *argTypeName(ArgType type) {
+  switch (type) {
+  case ArgType::Ptr: return "ptr";
+  case ArgType::I32: return "i32";
+  case ArgType::I64: return "i64";
+  case ArgType::F32: return "f32";
+  }
+  return "?";
+}
+
+int KernelInfo::argIndex(const std::string &name) const {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].name == name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+/// Thrown by the validators below and turned into TESSERA_ERROR_MANIFEST by readManifest;
+/// exceptions keep the many checks one line each.
+struct ManifestError {
+  std::string where;
+  std::string what;
+};
+
+std::string describe(const json &value) { return value.dump(); }
+
+/// A JSON object being validated, with its path ("kernels[0]") for messages.
+class Object {
+public:
+  Object(const json &value, std::string path) : value_(value), path_(std::move(path)) {
+    if (!value_.is_object())
+      throw ManifestError{path_, "expected an object, got " + describe(value_)};
+  }
+  const std::string &path() const { return path_; }
+  std::string at(const char *key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const char *key) const { return value_.contains(key) && !value_[key].is_null(); }
+
+  const json &field(const char *key) const {
+    if (!value_.contains(key))
+      throw ManifestError{path_.empty() ? "manifest" : path_, std::string("missing field '") + key + "'"};
+    return value_[key];
+  }
+  std::string string(const char *key) const {
+    const json &v = field(key);
+    if (!v.is_string() || v.get<std::string>().empty())
+      throw ManifestError{at(key), "expected a non-empty string, got " + describe(v)};
+    return v.get<std::string>();
+  }
+  std::string oneOf(const char *key, std::initializer_list<const char *> allowed) const {
+    std::string v = string(key);
+    std::string list;
+    for (const char *a : allowed) {
+      if (v == a)
+        return v;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    throw ManifestError{at(key), "'" + v + "' is not one of " + list};
+  }
+  int64_t integer(const char *key, int64_t min, int64_t max) const {
+    return checkedInteger(field(key), at(key), min, max);
+  }
+  uint32_t optionalBytes(const char *key) const {
+    return has(key) ? static_cast<uint32_t>(integer(key, 0, std::numeric_limits<int32_t>::max())) : 0;
+  }
+  const json &array(const char *key, std::optional<size_t> size = std::nullopt) const {
+    const json &v = field(key);
+    if (!v.is_array() || (size && v.size() != *size))
+      throw ManifestError{at(key), (size ? "expected an array of " + std::to_string(*size) : std::string("expected an array")) +
+                                       ", got " + describe(v)};
+    return v;
+  }
+
+  static int64_t checkedInteger(const json &v, const std::string &where, int64_t min, int64_t max) {
+    if (!v.is_number_integer())
+      throw ManifestError{where, "expected an integer, got " + describe(v)};
+    int64_t i = v.get<int64_t>();
+    if (i < min || i > max)
+      throw ManifestError{where, std::to_string(i) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]"};
+    return i;
+  }
+
+private:
+  const json &value_;
+  std::string path_;
+};
+
+std::string indexed(const std::string &path, size_t i) { return path + "[" + std::to_string(i) + "]"; }
+
+ArgInfo parseArg(const Object &o) {
+  ArgInfo arg;
+  arg.name = o.string("name");
+  std::string type = o.oneOf("type", {"ptr", "i32", "i64", "f32"});
+  arg.type = type == "ptr" ? ArgType::Ptr : type == "i32" ? ArgType::I32 : type == "i64" ? ArgType::I64 : ArgType::F32;
+  if (o.has("dtype"))
+    arg.dtype = o.string("dtype");
+  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param"});
+  return arg;
+}
+
+GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo &kernel) {
+  GridExpr e;
+  if (v.is_number_integer()) {
+    e.value = Object::checkedInteger(v, where, 0, std::numeric_limits<uint32_t>::max());
+    return e;
+  }
+  if (v.is_string()) {
+    std::string name = v.get<std::string>();
+    e.op = GridExpr::Op::Arg;
+    e.arg = kernel.argIndex(name);
+    if (e.arg < 0)
+      throw ManifestError{where, "'" + name + "' is not an argument of kernel " + kernel.name};
+    ArgType type = kernel.args[e.arg].type;
+    if (type != ArgType::I32 && type != ArgType::I64)
+      throw ManifestError{where, "argument '" + name + "' is " + argTypeName(type) + "; grid expressions use i32 or i64 arguments"};
+    return e;
+  }
+  if (!v.is_array() || v.size() != 3 || !v[0].is_string())
+    throw ManifestError{where, "expected an integer, an argument name or [op, e1, e2], got " + describe(v)};
+  std::string op = v[0].get<std::string>();
+  if (op == "ceil_div")
+    e.op = GridExpr::Op::CeilDiv;
+  else if (op == "mul")
+    e.op = GridExpr::Op::Mul;
+  else if (op == "max")
+    e.op = GridExpr::Op::Max;
+  else
+    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, mul or max)"};
+  for (size_t i = 1; i < 3; ++i)
+    e.operands.push_back(parseGridExpr(v[i], indexed(where, i), kernel));
+  return e;
+}
+
+/// The C ABI of the argument list: each argument at its natural alignment, pointers 8 bytes.
+void layoutArgs(KernelInfo &kernel) {
+  size_t offset = 0, maxAlign = 1;
+  for (ArgInfo &arg : kernel.args) {
+    size_t size = arg.type == ArgType::I32 || arg.type == ArgType::F32 ? 4 : 8;
+    offset = (offset + size - 1) / size * size;
+    arg.offset = offset;
+    offset += size;
+    maxAlign = std::max(maxAlign, size);
+  }
+  kernel.argBufferSize = (offset + maxAlign - 1) / maxAlign * maxAlign;
+}
+
+/// A code object path must stay inside the bundle directory.
+void checkRelativePath(const std::string &path, const std::string &where) {
+  std::stringstream parts(path);
+  std::string part;
+  bool escapes = path.front() == '/';
+  while (std::getline(parts, part, '/'))
+    escapes |= part == "..";
+  if (escapes)
+    throw ManifestError{where, "'" + path + "' must be a path inside the bundle directory"};
+}
+
+KernelInfo parseKernel(const Object &o) {
+  KernelInfo k;
+  k.name = o.string("name");
+  k.entry = o.string("entry");
+  k.codeObject = o.string("code_object");
+  checkRelativePath(k.codeObject, o.at("code_object"));
+  const json &args = o.array("args");
+  for (size_t i = 0; i < args.size(); ++i) {
+    ArgInfo arg = parseArg(Object(args[i], indexed(o.at("args"), i)));
+    if (k.argIndex(arg.name) >= 0)
+      throw ManifestError{indexed(o.at("args"), i), "duplicate argument '" + arg.name + "'"};
+    k.args.push_back(std::move(arg));
+  }
+  layoutArgs(k);
+  const json &block = o.array("block", 3);
+  for (size_t i = 0; i < 3; ++i)
+    k.block[i] = static_cast<uint32_t>(Object::checkedInteger(block[i], indexed(o.at("block"), i), 1, 65535));
+  const json &grid = o.array("grid", 3);
+  for (size_t i = 0; i < 3; ++i)
+    k.grid[i] = parseGridExpr(grid[i], indexed(o.at("grid"), i), k);
+  k.ldsBytes = o.optionalBytes("lds_bytes");
+  k.dynamicLdsBytes = o.optionalBytes("dynamic_lds_bytes");
+  return k;
+}
+
+Manifest parseManifest(const json &root) {
+  Object o(root, "");
+  std::string format = o.string("format");
+  if (format != "tessera-bundle")
+    throw ManifestError{"format", "'" + format + "' is not 'tessera-bundle'"};
+  int64_t version = o.integer("version", 0, std::numeric_limits<int32_t>::max());
+  if (version != 1)
+    throw ManifestError{"version", "unsupported version " + std::to_string(version) + " (this runtime reads version 1)"};
+  Manifest m;
+  m.target = o.string("target");
+  m.vendor = o.oneOf("vendor", {"amd", "nvidia"});
+  m.codeObjectFormat = o.oneOf("code_object_format", {"hsaco", "ptx"});
+  if ((m.vendor == "amd") != (m.codeObjectFormat == "hsaco"))
+    throw ManifestError{"code_object_format", m.codeObjectFormat + " is not a code object of vendor " + m.vendor};
+  const json &kernels = o.array("kernels");
+  std::set<std::string> names;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    KernelInfo k = parseKernel(Object(kernels[i], indexed("kernels", i)));
+    if (!names.insert(k.name).second)
+      throw ManifestError{indexed("kernels", i), "duplicate kernel name '" + k.name + "'"};
+    k.json = kernels[i].dump();
+    m.kernels.push_back(std::move(k));
+  }
+  return m;
+}
+
+} // namespace
+
+tessera_status readManifest(const std::string &dir, Manifest &out) {
+  std::string file = dir + "/manifest.json";
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    return fail(TESSERA_ERROR_MANIFEST, file + ": cannot read: " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  json root;
+  try {
+    root = json::parse(text.str());
+  } catch (const json::parse_error &e) {
+    return fail(TESSERA_ERROR_MANIFEST, file + ": not valid JSON: " + e.what());
+  }
+  try {
+    out = parseManifest(root);
+  } catch (const ManifestError &e) {
+    return fail(TESSERA_ERROR_MANIFEST, file + ": " + e.where + ": " + e.what);
+  }
+  return TESSERA_SUCCESS;
+}
+
+} // namespace tessera::runtime

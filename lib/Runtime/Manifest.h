@@ -1,0 +1,63 @@
+// The bundle manifest (docs/bundle.md) as the runtime reads it: validated once, then plain data.
+#ifndef TESSERA_RUNTIME_MANIFEST_H
+#define TESSERA_RUNTIME_MANIFEST_H
+
+#include "tessera/Runtime/tessera_runtime.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::runtime {
+
+enum class ArgType { Ptr, I32, I64, F32 };
+const char *argTypeName(ArgType type);
+
+struct ArgInfo {
+  std::string name;
+  ArgType type;
+  std::optional<std::string> dtype; ///< element type of a ptr argument
+  std::string role;                 ///< input, output, inout, size, stride, scale, param
+  size_t offset = 0;                ///< where the C ABI puts it in the packed argument buffer
+};
+
+/// A grid dimension: an integer, an integer argument's value, or an operator on two expressions.
+struct GridExpr {
+  enum class Op { Const, Arg, CeilDiv, Mul, Max };
+  Op op = Op::Const;
+  int64_t value = 0;                 ///< Const
+  int arg = -1;                      ///< Arg: index into KernelInfo::args
+  std::vector<GridExpr> operands;    ///< CeilDiv, Mul, Max: two
+};
+
+struct KernelInfo {
+  std::string name;
+  std::string entry;
+  std::string codeObject;            ///< file name relative to the bundle directory
+  uint32_t block[3];
+  GridExpr grid[3];
+  std::vector<ArgInfo> args;
+  size_t argBufferSize = 0;          ///< packed size, rounded up to the largest alignment
+  uint32_t ldsBytes = 0;
+  uint32_t dynamicLdsBytes = 0;
+  std::string json;                  ///< the manifest entry, for tessera_kernel_json
+
+  /// Index of the argument called `name`, or -1.
+  int argIndex(const std::string &name) const;
+};
+
+struct Manifest {
+  std::string target;
+  std::string vendor;
+  std::string codeObjectFormat;
+  std::vector<KernelInfo> kernels;
+};
+
+/// Reads and validates `dir`/manifest.json. Failures are TESSERA_ERROR_MANIFEST with the file,
+/// the JSON path of the offending value and what is wrong with it.
+tessera_status readManifest(const std::string &dir, Manifest &out);
+
+} // namespace tessera::runtime
+
+#endif // TESSERA_RUNTIME_MANIFEST_H

@@ -1,0 +1,229 @@
+// Runtime launch tests: argument checks by name, grid expressions, and the packed arguments drivers see.
+#include "TestSupport.h"
+
+#include <cstring>
+
+namespace tessera::runtime::test {
+namespace {
+
+/// A kernel whose arguments need padding in the C ABI: ptr, i32, ptr, f32, i64.
+json mixedManifest(const char *vendor) {
+  json m = std::string(vendor) == "amd" ? amdManifest() : nvidiaManifest();
+  json &k = m["kernels"][0];
+  k["args"] = json::parse(R"([
+    {"name": "a", "type": "ptr", "dtype": "bf16", "role": "input"},
+    {"name": "n", "type": "i32", "role": "size"},
+    {"name": "b", "type": "ptr", "dtype": "bf16", "role": "output"},
+    {"name": "scale", "type": "f32", "role": "scale"},
+    {"name": "M", "type": "i64", "role": "size"}])");
+  k["grid"] = json::parse(R"([["ceil_div", "M", 64], ["mul", "n", 2], ["max", "n", 1]])");
+  k["block"] = {256, 1, 1};
+  k["dynamic_lds_bytes"] = 1024;
+  return m;
+}
+
+template <typename T> T argAt(const fake_launch *l, size_t offset) {
+  T value;
+  std::memcpy(&value, l->args + offset, sizeof value);
+  return value;
+}
+
+class PackingTest : public RuntimeTest, public ::testing::WithParamInterface<const char *> {};
+
+// Each backend must deliver the arguments in manifest order at their C offsets:
+// a@0, n@8, b@16 (padded), scale@24, M@32 (padded), 40 bytes in all.
+TEST_P(PackingTest, DriverSeesArgumentsInCLayout) {
+  std::string backend = GetParam();
+  ASSERT_NE(load(backend.c_str(), mixedManifest(backend == "cuda" ? "nvidia" : "amd")), nullptr);
+  tessera_kernel *k = kernel(bundle);
+  tessera_args *args = nullptr;
+  ASSERT_TESSERA_OK(tessera_args_create(k, &args));
+  void *a = reinterpret_cast<void *>(0x1000), *b = reinterpret_cast<void *>(0x2000);
+  void *stream = reinterpret_cast<void *>(0x77);
+  ASSERT_TESSERA_OK(tessera_args_set_i64(args, "M", 300));
+  ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "b", b));
+  ASSERT_TESSERA_OK(tessera_args_set_f32(args, "scale", 0.125f));
+  ASSERT_TESSERA_OK(tessera_args_set_i32(args, "n", 3));
+  ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "a", a));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, stream));
+  ASSERT_EQ(fake_launch_count(), 1);
+  const fake_launch *l = fake_launch_at(0);
+  EXPECT_EQ(l->api, backend.substr(0, backend.find(':')));
+  EXPECT_STREQ(l->entry, "gemm");
+  EXPECT_EQ(l->args_size, 40u);
+  EXPECT_EQ(argAt<void *>(l, 0), a);
+  EXPECT_EQ(argAt<int32_t>(l, 8), 3);
+  EXPECT_EQ(argAt<void *>(l, 16), b);
+  EXPECT_EQ(argAt<float>(l, 24), 0.125f);
+  EXPECT_EQ(argAt<int64_t>(l, 32), 300);
+  EXPECT_EQ(std::vector<unsigned>(l->grid, l->grid + 3), (std::vector<unsigned>{5, 6, 3}));
+  EXPECT_EQ(std::vector<unsigned>(l->block, l->block + 3), (std::vector<unsigned>{256, 1, 1}));
+  EXPECT_EQ(l->shared_bytes, 1024u);
+  EXPECT_EQ(l->stream, stream);
+  ASSERT_TESSERA_OK(tessera_args_destroy(args));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PackingTest, ::testing::Values("cuda", "hip", "sim:gfx942"),
+                         [](const ::testing::TestParamInfo<const char *> &info) {
+                           return std::string(info.param).substr(0, 3) == "sim" ? "sim" : info.param;
+                         });
+
+/// Fixture with the gemm kernel (a, b, c, M, N, K, alpha) loaded on the fake CUDA driver.
+class LaunchTest : public RuntimeTest {
+protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
+    k = kernel(bundle);
+    ASSERT_TESSERA_OK(tessera_args_create(k, &args));
+  }
+  void TearDown() override {
+    tessera_args_destroy(args);
+    RuntimeTest::TearDown();
+  }
+  /// Sets every argument; sizes M, N, K.
+  void setAll(int64_t m, int64_t n, int64_t kk) {
+    ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "a", buffer));
+    ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "b", buffer));
+    ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "c", buffer));
+    ASSERT_TESSERA_OK(tessera_args_set_i64(args, "M", m));
+    ASSERT_TESSERA_OK(tessera_args_set_i64(args, "N", n));
+    ASSERT_TESSERA_OK(tessera_args_set_i64(args, "K", kk));
+    ASSERT_TESSERA_OK(tessera_args_set_f32(args, "alpha", 1.0f));
+  }
+  tessera_kernel *k = nullptr;
+  tessera_args *args = nullptr;
+  char buffer[16];
+};
+
+TEST_F(LaunchTest, GridFollowsTheManifestExpressions) {
+  setAll(65, 257, 32); // grid = [ceil_div(N,128), ceil_div(M,64), 1]
+  uint32_t grid[3] = {};
+  ASSERT_TESSERA_OK(tessera_launch_grid(k, args, grid));
+  EXPECT_EQ(std::vector<uint32_t>(grid, grid + 3), (std::vector<uint32_t>{3, 2, 1}));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  ASSERT_EQ(fake_launch_count(), 1);
+  EXPECT_EQ(fake_launch_at(0)->grid[0], 3u);
+  EXPECT_EQ(fake_launch_at(0)->grid[1], 2u);
+  EXPECT_EQ(fake_launch_at(0)->block[0], 128u);
+}
+
+TEST_F(LaunchTest, EmptyGridIsASuccessfulNoOp) {
+  setAll(0, 257, 32);
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  EXPECT_EQ(fake_launch_count(), 0);
+  EXPECT_EQ(fake_calls("cuLaunchKernel"), 0);
+}
+
+TEST_F(LaunchTest, UnsetArgumentsAreListed) {
+  ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "a", buffer));
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm: arguments not set: b, c, M, N, K, alpha$");
+  EXPECT_EQ(fake_calls("cuLaunchKernel"), 0);
+}
+
+TEST_F(LaunchTest, WrongTypeNamesTheArgument) {
+  EXPECT_TESSERA_ERROR(tessera_args_set_ptr(args, "M", buffer), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'M' of kernel gemm is i64, not ptr$");
+  EXPECT_TESSERA_ERROR(tessera_args_set_i32(args, "K", 4), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'K' of kernel gemm is i64, not i32$");
+  EXPECT_TESSERA_ERROR(tessera_args_set_i64(args, "alpha", 1), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'alpha' of kernel gemm is f32, not i64$");
+}
+
+TEST_F(LaunchTest, NullPointerIsRejected) {
+  EXPECT_TESSERA_ERROR(tessera_args_set_ptr(args, "c", nullptr), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'c' of kernel gemm is a null pointer$");
+}
+
+TEST_F(LaunchTest, NegativeSizeIsRejected) {
+  EXPECT_TESSERA_ERROR(tessera_args_set_i64(args, "N", -1), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'N' of kernel gemm is a size and must not be negative \\(got -1\\)$");
+  // The rejected value is not kept.
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT, "arguments not set: .*N");
+}
+
+TEST_F(LaunchTest, UnknownNameListsTheArguments) {
+  EXPECT_TESSERA_ERROR(tessera_args_set_i64(args, "lda", 4), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm has no argument 'lda' \\(arguments: a, b, c, M, N, K, alpha\\)$");
+}
+
+TEST_F(LaunchTest, EachArgumentIsSetOnceUntilReset) {
+  ASSERT_TESSERA_OK(tessera_args_set_i64(args, "M", 1));
+  EXPECT_TESSERA_ERROR(tessera_args_set_i64(args, "M", 2), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'M' of kernel gemm is already set$");
+  ASSERT_TESSERA_OK(tessera_args_reset(args));
+  setAll(64, 128, 32);
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+}
+
+TEST_F(LaunchTest, DriverLaunchFailureNamesTheCall) {
+  setAll(64, 128, 32);
+  fake_fail("cuLaunchKernel", 701, 0);
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_DRIVER,
+                       "^cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES \\(too many resources requested for launch\\)$");
+}
+
+TEST_F(LaunchTest, ArgsBelongToTheirKernel) {
+  json manifest = nvidiaManifest();
+  manifest["kernels"][0]["name"] = manifest["kernels"][0]["entry"] = "other";
+  manifest["kernels"][0]["code_object"] = "other.ptx";
+  TempDir otherDir;
+  writeBundle(otherDir, manifest);
+  tessera_bundle *other = nullptr;
+  ASSERT_TESSERA_OK(tessera_bundle_load(device, otherDir.path().c_str(), &other));
+  tessera_kernel *otherKernel = kernel(other, "other");
+  setAll(64, 128, 32);
+  EXPECT_TESSERA_ERROR(tessera_launch(otherKernel, args, nullptr), TESSERA_ERROR_INVALID_ARGUMENT,
+                       "^tessera_launch: args were created for kernel gemm, not other$");
+  tessera_bundle_unload(other);
+}
+
+/// Grid expressions with operands that cannot give a grid.
+class GridErrorTest : public RuntimeTest {
+protected:
+  tessera_status launchWithGrid(const json &grid, int64_t m, int64_t n) {
+    json manifest = nvidiaManifest();
+    manifest["kernels"][0]["args"][3]["role"] = "param"; // allow negative values through
+    manifest["kernels"][0]["grid"] = grid;
+    tessera_bundle *b = load("cuda", manifest);
+    tessera_args *args = nullptr;
+    EXPECT_EQ(tessera_args_create(kernel(b), &args), TESSERA_SUCCESS);
+    char buffer[4];
+    for (const char *p : {"a", "b", "c"})
+      tessera_args_set_ptr(args, p, buffer);
+    tessera_args_set_i64(args, "M", m);
+    tessera_args_set_i64(args, "N", n);
+    tessera_args_set_i64(args, "K", 1);
+    tessera_args_set_f32(args, "alpha", 1);
+    tessera_status s = tessera_launch(kernel(b), args, nullptr);
+    tessera_args_destroy(args);
+    return s;
+  }
+};
+
+TEST_F(GridErrorTest, DivisionByZero) {
+  EXPECT_TESSERA_ERROR(launchWithGrid(json::parse(R"([["ceil_div", "M", "N"], 1, 1])"), 10, 0), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm: grid\\[0\\]: ceil_div\\(10, 0\\) needs a non-negative dividend and a positive divisor$");
+}
+
+TEST_F(GridErrorTest, Overflow) {
+  EXPECT_TESSERA_ERROR(launchWithGrid(json::parse(R"([1, ["mul", "M", "N"], 1])"), int64_t(1) << 40, int64_t(1) << 40),
+                       TESSERA_ERROR_ARGUMENT, "^kernel gemm: grid\\[1\\]: 1099511627776 \\* 1099511627776 overflows$");
+}
+
+TEST_F(GridErrorTest, NegativeOrHugeDimension) {
+  EXPECT_TESSERA_ERROR(launchWithGrid(json::parse(R"([1, 1, "M"])"), -3, 1), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm: grid\\[2\\] = -3 is outside \\[0, 2\\^32\\)$");
+}
+
+TEST_F(GridErrorTest, NestedExpressions) {
+  // max(ceil_div(M, 64) * 2, N): M = 100 -> 4, N = 3.
+  EXPECT_EQ(launchWithGrid(json::parse(R"([["max", ["mul", ["ceil_div", "M", 64], 2], "N"], 1, 1])"), 100, 3),
+            TESSERA_SUCCESS);
+  ASSERT_EQ(fake_launch_count(), 1);
+  EXPECT_EQ(fake_launch_at(0)->grid[0], 4u);
+}
+
+} // namespace
+} // namespace tessera::runtime::test
