@@ -10,7 +10,7 @@
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
-using namespace mlir::tessera;
+using namespace tessera;
 
 #include "tessera/Dialect/Tessera/IR/TesseraDialect.cpp.inc"
 #include "tessera/Dialect/Tessera/IR/TesseraEnums.cpp.inc"

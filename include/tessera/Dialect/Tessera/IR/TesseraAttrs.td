@@ -9,7 +9,7 @@ def Tessera_MaskKind : I32EnumAttr<"MaskKind", "attention mask kind", [
     I32EnumAttrCase<"None", 0, "none">,
     I32EnumAttrCase<"CausalTopLeft", 1, "causal_top_left">,
     I32EnumAttrCase<"CausalBottomRight", 2, "causal_bottom_right">]> {
-  let cppNamespace = "::mlir::tessera";
+  let cppNamespace = "::tessera";
   let genSpecializedAttr = 0;
 }
 
@@ -28,7 +28,7 @@ def Tessera_MaskKindAttr : EnumAttr<Tessera_Dialect, Tessera_MaskKind, "mask"> {
 def Tessera_KVScale : I32EnumAttr<"KVScale", "granularity of fp8 KV dequantisation scales", [
     I32EnumAttrCase<"PerTensor", 0, "per_tensor">,
     I32EnumAttrCase<"PerToken", 1, "per_token">]> {
-  let cppNamespace = "::mlir::tessera";
+  let cppNamespace = "::tessera";
   let genSpecializedAttr = 0;
 }
 

@@ -16,7 +16,7 @@ def Tessera_Dialect : Dialect {
     are runtime arguments of the generated kernel. `tessera-generate-kernels` replaces each
     directive by a `gpu.module` holding one `gpu.func` of the same name.
   }];
-  let cppNamespace = "::mlir::tessera";
+  let cppNamespace = "::tessera";
   let useDefaultAttributePrinterParser = 1;
 }
 

@@ -1,0 +1,19 @@
+// One generator per directive: each builds its kernel from the shared builders.
+#ifndef TESSERA_CODEGEN_GENERATORS_H
+#define TESSERA_CODEGEN_GENERATORS_H
+
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+#include "tessera/Target/TargetInfo.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace tessera {
+
+/// Builds the GEMM kernel of `op` for `target` before `op`. Emits a diagnostic on `op` and
+/// fails when the (target, dtype, tile) combination is unsupported.
+mlir::FailureOr<mlir::gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op,
+                                                       const TargetInfo &target);
+
+} // namespace tessera
+
+#endif // TESSERA_CODEGEN_GENERATORS_H

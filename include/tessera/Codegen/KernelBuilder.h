@@ -1,0 +1,153 @@
+// Builders shared by every generator: kernel skeleton, index math, LDS tiles, tile copies,
+// fragment loads, matrix-core ops and accumulator stores.
+#ifndef TESSERA_CODEGEN_KERNELBUILDER_H
+#define TESSERA_CODEGEN_KERNELBUILDER_H
+
+#include "tessera/Codegen/MMAAtom.h"
+#include "tessera/Target/TargetInfo.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <functional>
+#include <string>
+
+namespace tessera {
+
+/// The role of a kernel argument, recorded in the manifest.
+enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param };
+const char *argRoleName(ArgRole r);
+
+/// One kernel parameter: pointers are `memref<?xT>` (bare pointers after lowering), scalars
+/// are `index` (i64), `i32` or `f32`.
+struct KernelArg {
+  std::string name;
+  mlir::Type type;
+  ArgRole role;
+};
+
+/// The grid of a kernel as an expression over its runtime arguments (docs/bundle.md).
+struct GridExpr {
+  std::string json; ///< e.g. ["ceil_div", "N", 128]
+  static GridExpr constant(int64_t v);
+  static GridExpr arg(const std::string &name);
+  static GridExpr ceilDiv(const GridExpr &a, const GridExpr &b);
+  static GridExpr mul(const GridExpr &a, const GridExpr &b);
+};
+
+/// What a generator declares about the kernel it is about to build.
+struct KernelSignature {
+  std::string name;
+  std::string directive;                ///< "wmma_gemm", ...
+  mlir::DictionaryAttr directiveAttrs;  ///< the directive's attributes, for the manifest
+  std::vector<KernelArg> args;
+  GridExpr grid[3];
+  int blockThreads = 0;
+};
+
+/// Creates `gpu.module @name [target] { gpu.func @name(args) kernel }` before `anchor` and
+/// records the signature on the function (tessera.* attributes read by the manifest writer
+/// and the simulator). Returns the function, whose body holds only its `gpu.return`.
+mlir::gpu::GPUFuncOp createKernel(mlir::OpBuilder &b, mlir::Location loc,
+                                  const TargetInfo &target, const KernelSignature &sig);
+
+/// A 2-D tile in LDS stored row-major, flattened into one workgroup memref, with the
+/// target's bank-conflict avoidance (row padding or XOR swizzle of 16-byte chunks).
+struct LdsTile {
+  mlir::Value memref;  ///< memref<NxT, #gpu.address_space<workgroup>>
+  int rows = 0, cols = 0;
+  int rowStride = 0;   ///< elements per row including padding
+  LdsSwizzle swizzle = LdsSwizzle::Pad;
+  int chunk = 8;       ///< elements per 16-byte chunk (XOR swizzle unit)
+  int64_t elements() const { return int64_t(rows) * rowStride; }
+};
+
+/// Index arithmetic, matrix-core ops and memory helpers over one OpBuilder. Every helper
+/// folds constants so generated IR stays readable.
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::OpBuilder &b, mlir::Location loc, const TargetInfo &target)
+      : b(b), loc(loc), target(target) {}
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() const { return loc; }
+  const TargetInfo &targetInfo() const { return target; }
+
+  // Constants and index arithmetic (index type unless noted).
+  mlir::Value idx(int64_t v);
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value add(mlir::Value a, int64_t c);
+  mlir::Value sub(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, int64_t c);
+  mlir::Value divui(mlir::Value a, int64_t c);
+  mlir::Value remui(mlir::Value a, int64_t c);
+  mlir::Value shrui(mlir::Value a, int64_t c);
+  mlir::Value andi(mlir::Value a, int64_t c);
+  mlir::Value xori(mlir::Value a, mlir::Value c);
+  mlir::Value minsi(mlir::Value a, mlir::Value c);
+  mlir::Value ceilDiv(mlir::Value a, int64_t c);
+  mlir::Value cmpLt(mlir::Value a, mlir::Value c);
+  mlir::Value cmpLe(mlir::Value a, mlir::Value c);
+  mlir::Value andb(mlir::Value a, mlir::Value c);
+  mlir::Value zero(mlir::Type t);
+
+  // Thread geometry.
+  mlir::Value threadId();
+  mlir::Value laneId();   ///< threadId % waveSize
+  mlir::Value waveId();   ///< threadId / waveSize (uniform within a wave)
+  mlir::Value blockId(mlir::gpu::Dimension d);
+
+  /// The (row, col) a lane contributes to an operand layout (the lane-dependent part;
+  /// add the constant `layout.at(0, elem)` for element `elem`).
+  std::pair<mlir::Value, mlir::Value> laneCoord(const OperandLayout &layout, mlir::Value lane);
+
+  /// Allocates an LDS tile as a workgroup attribution of `func`.
+  LdsTile allocLds(mlir::gpu::GPUFuncOp func, mlir::Type elemType, int rows, int cols);
+  /// The flat element offset of (row, col) in `tile`.
+  mlir::Value ldsOffset(const LdsTile &tile, mlir::Value row, mlir::Value col);
+
+  /// A view of a row-major global matrix: element (r, c) at `base + r * ld + c`. Rows and
+  /// columns at or past `validRows` / `validCols` read as zero and are never written.
+  struct GlobalTile {
+    mlir::Value memref, base, ld, validRows, validCols;
+    mlir::Value vectorOk; ///< i1: ld and base keep 16-byte alignment
+  };
+  /// Cooperatively copies a `rows` x `cols` tile from global memory into LDS with 16-byte
+  /// global loads by all `threads` threads. With `transpose`, global (r, c) lands at LDS
+  /// (c, r): the global tile is stored with its contiguous dimension along the LDS rows.
+  void copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, int rows, int cols,
+                       bool transpose, int threads);
+
+  /// Loads one operand fragment of `atom` from an LDS tile whose columns are the reduction
+  /// (K) dimension: for A the tile is [M][K], for B it is [N][K] (B transposed).
+  mlir::Value loadFragment(const LdsTile &tile, const OperandLayout &layout, bool isB,
+                           mlir::Value lane, mlir::Value outerBase, int kBase);
+  /// D = A * B + C on the matrix cores (one atom).
+  mlir::Value mma(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
+  /// The accumulator type of `atom`: vector<elems x f32>.
+  mlir::VectorType accType(const MMAAtom &atom);
+
+  /// Stores an accumulator fragment to `dst` at (rowBase, colBase) + C-layout position,
+  /// converted to the memref's element type, skipping elements outside validRows/validCols.
+  void storeAccumulator(const MMAAtom &atom, mlir::Value acc, const GlobalTile &dst,
+                        mlir::Value lane, mlir::Value rowBase, mlir::Value colBase);
+
+  mlir::Value convert(mlir::Value v, mlir::Type to);
+  void barrier();
+
+private:
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  const TargetInfo &target;
+};
+
+/// Maps an MLIR element type to the atom table's element type.
+std::optional<ElemType> toElemType(mlir::Type t);
+/// The MLIR type of an atom element type.
+mlir::Type toMlirType(mlir::MLIRContext *ctx, ElemType t);
+
+} // namespace tessera
+
+#endif // TESSERA_CODEGEN_KERNELBUILDER_H

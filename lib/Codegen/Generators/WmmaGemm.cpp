@@ -1,0 +1,176 @@
+// The wmma_gemm generator: C = op(A) * op(B), f32 accumulation, any M, N, K.
+//
+// Recipe: each workgroup owns a tile.m x tile.n block of C, split over its waves; per step of
+// tile.k it stages A (as [M][K]) and B (as [N][K]) in LDS with 16-byte loads, then every wave
+// runs its atoms over the staged K slice; the epilogue stores the accumulators with tail masks.
+#include "tessera/Codegen/Generators.h"
+#include "tessera/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+
+namespace tessera {
+namespace {
+
+/// The resolved configuration of one GEMM kernel.
+struct GemmPlan {
+  const MMAAtom *atom;
+  int tileM, tileN, tileK, waves;
+  int wavesM, wavesN;   ///< wave grid over the workgroup tile
+  int fragsM, fragsN;   ///< atoms per wave along M and N
+  Type inType, outType;
+  bool transA, transB;
+};
+
+FailureOr<GemmPlan> planGemm(tessera::WmmaGemmOp op, const TargetInfo &target) {
+  GemmPlan p;
+  p.inType = op.getDtype();
+  p.outType = op.getOutType();
+  p.transA = op.getTransposeA();
+  p.transB = op.getTransposeB();
+  p.atom = target.preferredAtom(*toElemType(p.inType));
+  if (!p.atom)
+    return op.emitOpError() << "target " << target.chip << " has no matrix instruction for "
+                            << p.inType << " inputs";
+  if (auto tile = op.getTileAttr()) {
+    p.tileM = tile.getM(), p.tileN = tile.getN(), p.tileK = tile.getK();
+    p.waves = tile.getWaves();
+    if (tile.getStages() != 1)
+      return op.emitOpError() << "wmma_gemm supports tile 'stages' = 1, got "
+                              << tile.getStages();
+  } else {
+    // 256 threads computing a 128 x 128 block: four 64 x 64 wave tiles on wave64 targets.
+    p.tileM = 128, p.tileN = 128, p.tileK = 32, p.waves = 256 / target.waveSize;
+  }
+  p.wavesM = p.waves >= 2 ? 2 : 1;
+  p.wavesN = p.waves / p.wavesM;
+  int waveTileM = p.tileM / p.wavesM, waveTileN = p.tileN / p.wavesN;
+  const MMAAtom &a = *p.atom;
+  if (p.tileM % p.wavesM || p.tileN % p.wavesN || waveTileM % a.m || waveTileN % a.n ||
+      p.tileK % a.k)
+    return op.emitOpError() << "tile " << p.tileM << "x" << p.tileN << "x" << p.tileK
+                            << " with " << p.waves << " waves (" << p.wavesM << "x"
+                            << p.wavesN << ") does not divide into " << a.name << " atoms ("
+                            << a.m << "x" << a.n << "x" << a.k << ") on " << target.chip;
+  p.fragsM = waveTileM / a.m;
+  p.fragsN = waveTileN / a.n;
+  int accRegs = p.fragsM * p.fragsN * a.c.elementsPerLane();
+  if (accRegs > target.maxVgprsPerWave / 2)
+    return op.emitOpError() << "tile " << p.tileM << "x" << p.tileN << " with " << p.waves
+                            << " waves needs " << accRegs
+                            << " accumulator registers per lane, more than half of the "
+                            << target.maxVgprsPerWave << " " << target.chip << " has";
+  int ldsBytes = (p.tileM + p.tileN) * (p.tileK + 8) * p.inType.getIntOrFloatBitWidth() / 8;
+  if (ldsBytes > target.ldsBytes)
+    return op.emitOpError() << "tile needs " << ldsBytes << " bytes of LDS, more than the "
+                            << target.ldsBytes << " of " << target.chip;
+  return p;
+}
+
+KernelSignature gemmSignature(tessera::WmmaGemmOp op, const GemmPlan &p,
+                              const TargetInfo &target) {
+  MLIRContext *ctx = op.getContext();
+  auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
+  Type index = IndexType::get(ctx);
+  KernelSignature sig;
+  sig.name = op.getSymName().str();
+  sig.directive = "wmma_gemm";
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute a : op->getAttrs())
+    if (a.getName() != SymbolTable::getSymbolAttrName()) attrs.push_back(a);
+  sig.directiveAttrs = DictionaryAttr::get(ctx, attrs);
+  sig.args = {{"a", ptr(p.inType), ArgRole::Input},  {"b", ptr(p.inType), ArgRole::Input},
+              {"c", ptr(p.outType), ArgRole::Output}, {"M", index, ArgRole::Size},
+              {"N", index, ArgRole::Size},            {"K", index, ArgRole::Size},
+              {"lda", index, ArgRole::Stride},        {"ldb", index, ArgRole::Stride},
+              {"ldc", index, ArgRole::Stride}};
+  sig.grid[0] = GridExpr::ceilDiv(GridExpr::arg("N"), GridExpr::constant(p.tileN));
+  sig.grid[1] = GridExpr::ceilDiv(GridExpr::arg("M"), GridExpr::constant(p.tileM));
+  sig.grid[2] = GridExpr::constant(1);
+  sig.blockThreads = p.waves * target.waveSize;
+  return sig;
+}
+
+} // namespace
+
+FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetInfo &target) {
+  FailureOr<GemmPlan> plan = planGemm(op, target);
+  if (failed(plan)) return failure();
+  const GemmPlan &p = *plan;
+  const MMAAtom &atom = *p.atom;
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  KernelSignature sig = gemmSignature(op, p, target);
+  gpu::GPUFuncOp func = createKernel(b, loc, target, sig);
+  KernelBuilder kb(b, loc, target);
+  LdsTile ldsA = kb.allocLds(func, p.inType, p.tileM, p.tileK);
+  LdsTile ldsB = kb.allocLds(func, p.inType, p.tileN, p.tileK);
+  b.setInsertionPoint(func.getBody().front().getTerminator());
+
+  auto args = func.getArguments();
+  Value A = args[0], B = args[1], C = args[2], M = args[3], N = args[4], K = args[5];
+  Value lda = args[6], ldb = args[7], ldc = args[8];
+  const int threads = sig.blockThreads;
+
+  Value m0 = kb.mul(kb.blockId(gpu::Dimension::y), p.tileM);
+  Value n0 = kb.mul(kb.blockId(gpu::Dimension::x), p.tileN);
+  Value remM = kb.sub(M, m0), remN = kb.sub(N, n0);
+  Value lane = kb.laneId(), wave = kb.waveId();
+  Value waveRow = kb.mul(kb.divui(wave, p.wavesN), p.tileM / p.wavesM);
+  Value waveCol = kb.mul(kb.remui(wave, p.wavesN), p.tileN / p.wavesN);
+  // 16-byte vector loads need rows that start on 16-byte boundaries.
+  const int vec = 128 / p.inType.getIntOrFloatBitWidth();
+  auto aligned = [&](Value ld) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kb.remui(ld, vec), kb.idx(0));
+  };
+  Value alignedA = aligned(lda), alignedB = aligned(ldb);
+
+  SmallVector<Value> init(p.fragsM * p.fragsN, kb.zero(kb.accType(atom)));
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.ceilDiv(K, p.tileK), kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value k0 = kb.mul(loop.getInductionVar(), p.tileK);
+    Value remK = kb.sub(K, k0);
+    kb.barrier(); // the previous step's fragment loads are done before LDS is overwritten
+    // A staged as [M][K]; B staged as [N][K] so both fragment loads run along K.
+    KernelBuilder::GlobalTile srcA =
+        p.transA ? KernelBuilder::GlobalTile{A, kb.add(kb.mul(k0, lda), m0), lda, remK, remM, alignedA}
+                 : KernelBuilder::GlobalTile{A, kb.add(kb.mul(m0, lda), k0), lda, remM, remK, alignedA};
+    KernelBuilder::GlobalTile srcB =
+        p.transB ? KernelBuilder::GlobalTile{B, kb.add(kb.mul(n0, ldb), k0), ldb, remN, remK, alignedB}
+                 : KernelBuilder::GlobalTile{B, kb.add(kb.mul(k0, ldb), n0), ldb, remK, remN, alignedB};
+    if (p.transA) kb.copyGlobalToLds(srcA, ldsA, p.tileK, p.tileM, /*transpose=*/true, threads);
+    else kb.copyGlobalToLds(srcA, ldsA, p.tileM, p.tileK, /*transpose=*/false, threads);
+    if (p.transB) kb.copyGlobalToLds(srcB, ldsB, p.tileN, p.tileK, /*transpose=*/false, threads);
+    else kb.copyGlobalToLds(srcB, ldsB, p.tileK, p.tileN, /*transpose=*/true, threads);
+    kb.barrier();
+
+    SmallVector<Value> acc(loop.getRegionIterArgs());
+    for (int kk = 0; kk < p.tileK; kk += atom.k) {
+      SmallVector<Value> fragA, fragB;
+      for (int i = 0; i < p.fragsM; ++i)
+        fragA.push_back(kb.loadFragment(ldsA, atom.a, /*isB=*/false, lane,
+                                        kb.add(waveRow, i * atom.m), kk));
+      for (int j = 0; j < p.fragsN; ++j)
+        fragB.push_back(kb.loadFragment(ldsB, atom.b, /*isB=*/true, lane,
+                                        kb.add(waveCol, j * atom.n), kk));
+      for (int i = 0; i < p.fragsM; ++i)
+        for (int j = 0; j < p.fragsN; ++j)
+          acc[i * p.fragsN + j] = kb.mma(atom, fragA[i], fragB[j], acc[i * p.fragsN + j]);
+    }
+    scf::YieldOp::create(b, loc, acc);
+  }
+
+  KernelBuilder::GlobalTile dstC{C, kb.add(kb.mul(m0, ldc), n0), ldc, remM, remN, Value()};
+  for (int i = 0; i < p.fragsM; ++i)
+    for (int j = 0; j < p.fragsN; ++j)
+      kb.storeAccumulator(atom, loop.getResult(i * p.fragsN + j), dstC, lane,
+                          kb.add(waveRow, i * atom.m), kb.add(waveCol, j * atom.n));
+  return func;
+}
+
+} // namespace tessera

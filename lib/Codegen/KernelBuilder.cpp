@@ -1,0 +1,376 @@
+// Builders shared by every generator: kernel skeleton, index math, LDS tiles, tile copies,
+// fragment loads, matrix-core ops and accumulator stores.
+#include "tessera/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/MathExtras.h"
+
+using namespace mlir;
+
+namespace tessera {
+
+const char *argRoleName(ArgRole r) {
+  switch (r) {
+  case ArgRole::Input: return "input";
+  case ArgRole::Output: return "output";
+  case ArgRole::InOut: return "inout";
+  case ArgRole::Size: return "size";
+  case ArgRole::Stride: return "stride";
+  case ArgRole::Scale: return "scale";
+  case ArgRole::Param: return "param";
+  }
+  return "param";
+}
+
+//===----------------------------------------------------------------------===//
+// Grid expressions and the kernel skeleton
+//===----------------------------------------------------------------------===//
+
+GridExpr GridExpr::constant(int64_t v) { return {std::to_string(v)}; }
+GridExpr GridExpr::arg(const std::string &name) { return {"\"" + name + "\""}; }
+GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) {
+  return {"[\"ceil_div\", " + a.json + ", " + b.json + "]"};
+}
+GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) {
+  return {"[\"mul\", " + a.json + ", " + b.json + "]"};
+}
+
+static Attribute targetAttr(MLIRContext *ctx, const TargetInfo &t) {
+  if (t.isAMD())
+    // Code object version 5: what the HIP runtimes of ROCm 6.x load.
+    return ROCDL::ROCDLTargetAttr::get(ctx, /*optLevel=*/3, "amdgcn-amd-amdhsa", t.chip, "",
+                                       "500");
+  return NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", t.chip,
+                                   "+ptx80");
+}
+
+gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target,
+                            const KernelSignature &sig) {
+  MLIRContext *ctx = b.getContext();
+  auto module = gpu::GPUModuleOp::create(b, loc, sig.name, ArrayRef<Attribute>{targetAttr(ctx, target)});
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+
+  SmallVector<Type> types;
+  SmallVector<Attribute> names, roles;
+  for (const KernelArg &a : sig.args) {
+    types.push_back(a.type);
+    names.push_back(b.getStringAttr(a.name));
+    roles.push_back(b.getStringAttr(argRoleName(a.role)));
+  }
+  auto func = gpu::GPUFuncOp::create(b, loc, sig.name, b.getFunctionType(types, {}));
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({sig.blockThreads, 1, 1}));
+  func->setAttr("tessera.directive", b.getStringAttr(sig.directive));
+  func->setAttr("tessera.attributes", sig.directiveAttrs);
+  func->setAttr("tessera.arg_names", b.getArrayAttr(names));
+  func->setAttr("tessera.arg_roles", b.getArrayAttr(roles));
+  func->setAttr("tessera.grid", b.getStringAttr("[" + sig.grid[0].json + ", " +
+                                                sig.grid[1].json + ", " + sig.grid[2].json +
+                                                "]"));
+  b.setInsertionPointToEnd(&func.getBody().front());
+  gpu::ReturnOp::create(b, loc);
+  return func;
+}
+
+//===----------------------------------------------------------------------===//
+// Index arithmetic
+//===----------------------------------------------------------------------===//
+
+static std::optional<int64_t> constIndex(Value v) {
+  if (auto c = v.getDefiningOp<arith::ConstantIndexOp>()) return c.value();
+  return std::nullopt;
+}
+
+Value KernelBuilder::idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+Value KernelBuilder::add(Value a, Value c) {
+  if (constIndex(c) == 0) return a;
+  if (constIndex(a) == 0) return c;
+  if (auto x = constIndex(a), y = constIndex(c); x && y) return idx(*x + *y);
+  return arith::AddIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::add(Value a, int64_t c) { return c == 0 ? a : add(a, idx(c)); }
+Value KernelBuilder::sub(Value a, Value c) {
+  if (constIndex(c) == 0) return a;
+  return arith::SubIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::mul(Value a, Value c) {
+  if (constIndex(c) == 1) return a;
+  if (constIndex(a) == 1) return c;
+  return arith::MulIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::mul(Value a, int64_t c) {
+  if (c == 0) return idx(0);
+  if (auto x = constIndex(a)) return idx(*x * c);
+  return c == 1 ? a : arith::MulIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::divui(Value a, int64_t c) {
+  if (c == 1) return a;
+  if (auto x = constIndex(a)) return idx(*x / c);
+  return arith::DivUIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::remui(Value a, int64_t c) {
+  if (auto x = constIndex(a)) return idx(*x % c);
+  return arith::RemUIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::shrui(Value a, int64_t c) {
+  if (c == 0) return a;
+  if (auto x = constIndex(a)) return idx(*x >> c);
+  return arith::ShRUIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::andi(Value a, int64_t c) {
+  if (auto x = constIndex(a)) return idx(*x & c);
+  return arith::AndIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::xori(Value a, Value c) {
+  if (constIndex(c) == 0) return a;
+  return arith::XOrIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::minsi(Value a, Value c) { return arith::MinSIOp::create(b, loc, a, c); }
+Value KernelBuilder::ceilDiv(Value a, int64_t c) {
+  return arith::CeilDivUIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::cmpLt(Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, a, c);
+}
+Value KernelBuilder::cmpLe(Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, a, c);
+}
+Value KernelBuilder::andb(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
+Value KernelBuilder::zero(Type t) {
+  if (auto vt = dyn_cast<VectorType>(t))
+    return arith::ConstantOp::create(
+        b, loc, vt, DenseElementsAttr::get(vt, b.getZeroAttr(vt.getElementType())));
+  return arith::ConstantOp::create(b, loc, t, b.getZeroAttr(t));
+}
+
+//===----------------------------------------------------------------------===//
+// Thread geometry
+//===----------------------------------------------------------------------===//
+
+Value KernelBuilder::threadId() { return gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x); }
+Value KernelBuilder::laneId() { return remui(threadId(), target.waveSize); }
+Value KernelBuilder::waveId() { return divui(threadId(), target.waveSize); }
+Value KernelBuilder::blockId(gpu::Dimension d) { return gpu::BlockIdOp::create(b, loc, d); }
+
+std::pair<Value, Value> KernelBuilder::laneCoord(const OperandLayout &layout, Value lane) {
+  // Lane bits whose bases step 1, 2, 4... along one dimension form one `(lane >> b) & mask`
+  // term times the first step: `lane & 31`, `(lane >> 5) * 4`, instead of one term per bit.
+  Value row = idx(0), col = idx(0);
+  const auto &bases = layout.laneBases;
+  for (size_t bit = 0; bit < bases.size();) {
+    const Coord first = bases[bit];
+    if (first.row == 0 && first.col == 0) { ++bit; continue; }
+    bool alongRows = first.col == 0;
+    int step = alongRows ? first.row : first.col;
+    size_t end = bit + 1;
+    while (end < bases.size()) {
+      Coord next = bases[end];
+      int expect = step << (end - bit);
+      if (!(alongRows ? next == Coord{expect, 0} : next == Coord{0, expect})) break;
+      ++end;
+    }
+    Value term = mul(andi(shrui(lane, bit), (1 << (end - bit)) - 1), step);
+    (alongRows ? row : col) = add(alongRows ? row : col, term);
+    bit = end;
+  }
+  return {row, col};
+}
+
+//===----------------------------------------------------------------------===//
+// LDS tiles and copies
+//===----------------------------------------------------------------------===//
+
+LdsTile KernelBuilder::allocLds(gpu::GPUFuncOp func, Type elemType, int rows, int cols) {
+  LdsTile tile;
+  tile.rows = rows;
+  tile.cols = cols;
+  tile.swizzle = target.ldsSwizzle;
+  tile.chunk = 128 / elemType.getIntOrFloatBitWidth();
+  // Padding by one 16-byte chunk shifts each row by four banks, so the rows a fragment load
+  // touches fall in different banks; the XOR swizzle permutes 16-byte chunks per row instead.
+  tile.rowStride = tile.swizzle == LdsSwizzle::Pad ? cols + tile.chunk : cols;
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto type = MemRefType::get({tile.elements()}, elemType, MemRefLayoutAttrInterface{}, space);
+  tile.memref = func.addWorkgroupAttribution(type, loc);
+  return tile;
+}
+
+Value KernelBuilder::ldsOffset(const LdsTile &tile, Value row, Value col) {
+  if (tile.swizzle == LdsSwizzle::Pad) return add(mul(row, tile.rowStride), col);
+  int chunks = tile.cols / tile.chunk;
+  if (chunks <= 1) return add(mul(row, tile.rowStride), col);
+  Value chunk = xori(divui(col, tile.chunk), andi(row, chunks - 1));
+  return add(add(mul(row, tile.rowStride), mul(chunk, tile.chunk)), remui(col, tile.chunk));
+}
+
+void KernelBuilder::copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, int rows,
+                                    int cols, bool transpose, int threads) {
+  Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
+  const int vec = 128 / elemType.getIntOrFloatBitWidth(); // 16-byte accesses
+  auto vecType = VectorType::get({vec}, elemType);
+  const int vectorsPerRow = cols / vec;
+  const int total = rows * vectorsPerRow;
+  Value tid = threadId();
+  for (int first = 0; first < total; first += threads) {
+    Value v = add(tid, first);
+    Value r = divui(v, vectorsPerRow);
+    Value c = mul(remui(v, vectorsPerRow), vec);
+    Value rowOk = cmpLt(r, src.validRows);
+    Value fullVector = andb(andb(rowOk, cmpLe(add(c, vec), src.validCols)), src.vectorOk);
+    Value offset = add(src.base, add(mul(r, src.ld), c));
+    auto guard = [&](auto body) {
+      // Threads past the tile (when `threads` does not divide it) copy nothing.
+      if (first + threads <= total) return body();
+      auto inTile = scf::IfOp::create(b, loc, cmpLt(v, idx(total)), /*withElse=*/false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(inTile.thenBlock());
+      body();
+    };
+    guard([&] {
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, fullVector, /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        Value load = vector::LoadOp::create(b, loc, vecType, src.memref, ValueRange{offset});
+        scf::YieldOp::create(b, loc, load);
+        // Tail or misaligned vector: element by element, zero outside the matrix.
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        SmallVector<Value> elems;
+        for (int j = 0; j < vec; ++j) {
+          Value ok = andb(rowOk, cmpLt(add(c, j), src.validCols));
+          auto e = scf::IfOp::create(b, loc, TypeRange{elemType}, ok, /*withElse=*/true);
+          b.setInsertionPointToStart(e.thenBlock());
+          Value x = memref::LoadOp::create(b, loc, src.memref, ValueRange{add(offset, j)});
+          scf::YieldOp::create(b, loc, x);
+          b.setInsertionPointToStart(e.elseBlock());
+          scf::YieldOp::create(b, loc, zero(elemType));
+          b.setInsertionPointAfter(e);
+          elems.push_back(e.getResult(0));
+        }
+        scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
+      }
+      Value data = ifOp.getResult(0);
+      if (!transpose) {
+        vector::StoreOp::create(b, loc, data, dst.memref, ValueRange{ldsOffset(dst, r, c)});
+        return;
+      }
+      for (int j = 0; j < vec; ++j) {
+        Value x = vector::ExtractOp::create(b, loc, data, j);
+        memref::StoreOp::create(b, loc, x, dst.memref, ValueRange{ldsOffset(dst, add(c, j), r)});
+      }
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Fragments and matrix-core ops
+//===----------------------------------------------------------------------===//
+
+static Value concatVectors(OpBuilder &b, Location loc, ArrayRef<Value> pieces) {
+  Value acc = pieces.front();
+  for (Value piece : pieces.drop_front()) {
+    int64_t n = cast<VectorType>(acc.getType()).getNumElements() +
+                cast<VectorType>(piece.getType()).getNumElements();
+    SmallVector<int64_t> mask(n);
+    for (int64_t i = 0; i < n; ++i) mask[i] = i;
+    acc = vector::ShuffleOp::create(b, loc, acc, piece, mask);
+  }
+  return acc;
+}
+
+Value KernelBuilder::loadFragment(const LdsTile &tile, const OperandLayout &layout, bool isB,
+                                  Value lane, Value outerBase, int kBase) {
+  Type elemType = cast<MemRefType>(tile.memref.getType()).getElementType();
+  // Elements of one lane that are consecutive along K are one vector load, at most one
+  // 16-byte chunk so that XOR-swizzled rows stay contiguous.
+  int run = std::min(isB ? layout.contiguousAlongRows() : layout.contiguousAlongCols(),
+                     tile.chunk);
+  auto [laneRow, laneCol] = laneCoord(layout, lane);
+  Value laneOuter = isB ? laneCol : laneRow, laneK = isB ? laneRow : laneCol;
+  SmallVector<Value> pieces;
+  for (int e = 0; e < layout.elementsPerLane(); e += run) {
+    Coord c = layout.at(0, e);
+    int outer = isB ? c.col : c.row, k = isB ? c.row : c.col;
+    Value offset = ldsOffset(tile, add(add(outerBase, laneOuter), outer), add(laneK, kBase + k));
+    pieces.push_back(vector::LoadOp::create(b, loc, VectorType::get({run}, elemType),
+                                            tile.memref, ValueRange{offset}));
+  }
+  return concatVectors(b, loc, pieces);
+}
+
+VectorType KernelBuilder::accType(const MMAAtom &atom) {
+  return VectorType::get({atom.c.elementsPerLane()}, b.getF32Type());
+}
+
+Value KernelBuilder::mma(const MMAAtom &atom, Value a, Value bFrag, Value c) {
+  switch (atom.kind) {
+  case AtomKind::MFMA:
+    return amdgpu::MFMAOp::create(b, loc, accType(atom), atom.m, atom.n, atom.k, /*blocks=*/1,
+                                  a, bFrag, c);
+  case AtomKind::WMMA:
+    return amdgpu::WMMAOp::create(b, loc, accType(atom), b.getI32IntegerAttr(atom.m),
+                                  b.getI32IntegerAttr(atom.n), b.getI32IntegerAttr(atom.k), a,
+                                  bFrag, c);
+  case AtomKind::MMASync:
+    break;
+  }
+  llvm_unreachable("mma.sync is emitted by the NVIDIA builder");
+}
+
+void KernelBuilder::storeAccumulator(const MMAAtom &atom, Value acc, const GlobalTile &dst,
+                                     Value lane, Value rowBase, Value colBase) {
+  Type outType = cast<MemRefType>(dst.memref.getType()).getElementType();
+  auto [laneRow, laneCol] = laneCoord(atom.c, lane);
+  Value row0 = add(rowBase, laneRow), col0 = add(colBase, laneCol);
+  for (int e = 0; e < atom.c.elementsPerLane(); ++e) {
+    Coord c = atom.c.at(0, e);
+    Value row = add(row0, c.row), col = add(col0, c.col);
+    Value ok = andb(cmpLt(row, dst.validRows), cmpLt(col, dst.validCols));
+    auto ifOp = scf::IfOp::create(b, loc, ok, /*withElse=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value x = convert(vector::ExtractOp::create(b, loc, acc, e), outType);
+    memref::StoreOp::create(b, loc, x, dst.memref, ValueRange{add(dst.base, add(mul(row, dst.ld), col))});
+  }
+}
+
+Value KernelBuilder::convert(Value v, Type to) {
+  Type from = v.getType();
+  if (from == to) return v;
+  if (from.getIntOrFloatBitWidth() > to.getIntOrFloatBitWidth())
+    return arith::TruncFOp::create(b, loc, to, v);
+  return arith::ExtFOp::create(b, loc, to, v);
+}
+
+void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
+
+std::optional<ElemType> toElemType(Type t) {
+  if (t.isF16()) return ElemType::F16;
+  if (t.isBF16()) return ElemType::BF16;
+  if (t.isF32()) return ElemType::F32;
+  if (isa<Float8E4M3FNUZType>(t)) return ElemType::FP8E4M3FNUZ;
+  if (isa<Float8E4M3FNType>(t)) return ElemType::FP8E4M3FN;
+  return std::nullopt;
+}
+
+Type toMlirType(MLIRContext *ctx, ElemType t) {
+  switch (t) {
+  case ElemType::F16: return Float16Type::get(ctx);
+  case ElemType::BF16: return BFloat16Type::get(ctx);
+  case ElemType::F32: return Float32Type::get(ctx);
+  case ElemType::FP8E4M3FNUZ: return Float8E4M3FNUZType::get(ctx);
+  case ElemType::FP8E4M3FN: return Float8E4M3FNType::get(ctx);
+  }
+  return {};
+}
+
+} // namespace tessera

@@ -1,0 +1,198 @@
+// Bundle writing: generate, compile and record every kernel, then publish the directory whole.
+#include "tessera/Compile/Compile.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+#include "tessera/Dialect/Tessera/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace json = llvm::json;
+
+namespace tessera {
+namespace {
+
+json::Value attrToJson(Attribute attr) {
+  if (auto t = dyn_cast<TypeAttr>(attr)) {
+    std::string s;
+    llvm::raw_string_ostream(s) << t.getValue();
+    return s;
+  }
+  if (isa<UnitAttr>(attr)) return true;
+  if (auto b = dyn_cast<BoolAttr>(attr)) return b.getValue();
+  if (auto i = dyn_cast<IntegerAttr>(attr)) return i.getInt();
+  if (auto m = dyn_cast<tessera::MaskKindAttr>(attr))
+    return tessera::stringifyMaskKind(m.getValue()).str();
+  if (auto s = dyn_cast<tessera::KVScaleAttr>(attr))
+    return tessera::stringifyKVScale(s.getValue()).str();
+  if (auto t = dyn_cast<tessera::TileConfigAttr>(attr))
+    return json::Object{{"m", t.getM()}, {"n", t.getN()}, {"k", t.getK()},
+                        {"waves", t.getWaves()}, {"stages", t.getStages()}};
+  std::string s;
+  llvm::raw_string_ostream(s) << attr;
+  return s;
+}
+
+std::string typeName(Type t) {
+  if (auto m = dyn_cast<MemRefType>(t)) t = m.getElementType();
+  std::string s;
+  llvm::raw_string_ostream(s) << t;
+  return s;
+}
+
+json::Value optionalInt(std::optional<int> v) { return v ? json::Value(*v) : json::Value(nullptr); }
+
+/// The manifest entry of one kernel, from the tessera.* attributes its generator recorded.
+json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
+                         const CompiledKernel &compiled, StringRef codeObjectFile) {
+  std::string name = func.getName().str();
+  json::Object attrs;
+  if (auto dict = func->getAttrOfType<DictionaryAttr>("tessera.attributes"))
+    for (NamedAttribute a : dict) attrs[a.getName().str()] = attrToJson(a.getValue());
+  json::Array args;
+  auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
+  auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
+  for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+    json::Object arg{{"name", cast<StringAttr>(names[i]).str()},
+                     {"role", cast<StringAttr>(roles[i]).str()}};
+    if (isa<MemRefType>(type)) {
+      arg["type"] = "ptr";
+      arg["dtype"] = typeName(type);
+    } else {
+      arg["type"] = type.isIndex() ? "i64" : typeName(type);
+    }
+    args.push_back(std::move(arg));
+  }
+  auto grid = json::parse(func->getAttrOfType<StringAttr>("tessera.grid").str());
+  auto block = func.getKnownBlockSizeAttr();
+  const KernelResources &r = compiled.resources;
+  int waves = block[0] / target.waveSize;
+  std::optional<int> occupancy;
+  if (r.vgpr && r.ldsBytes)
+    occupancy = target.occupancy(*r.vgpr + r.agpr.value_or(0), *r.ldsBytes, waves);
+  return json::Object{
+      {"name", name},
+      {"directive", func->getAttrOfType<StringAttr>("tessera.directive").str()},
+      {"attributes", std::move(attrs)},
+      {"entry", name},
+      {"code_object", codeObjectFile.str()},
+      {"isa", name + ".s"},
+      {"kernel_ir", name + ".kernel.mlir"},
+      {"block", json::Array{block[0], block[1], block[2]}},
+      {"grid", grid ? std::move(*grid) : json::Value(nullptr)},
+      {"lds_bytes", optionalInt(r.ldsBytes)},
+      {"registers", json::Object{{"vgpr", optionalInt(r.vgpr)},
+                                 {"agpr", optionalInt(r.agpr)},
+                                 {"sgpr", optionalInt(r.sgpr)}}},
+      {"spills", json::Object{{"vgpr", optionalInt(r.vgprSpills)},
+                              {"sgpr", optionalInt(r.sgprSpills)}}},
+      {"scratch_bytes", optionalInt(r.scratchBytes)},
+      {"occupancy_waves_per_simd", optionalInt(occupancy)},
+      {"args", std::move(args)},
+  };
+}
+
+LogicalResult writeFile(Location loc, StringRef path, StringRef data) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (!ec) os << data;
+  if (ec || os.has_error())
+    return emitError(loc) << "cannot write " << path << ": " << ec.message();
+  return success();
+}
+
+/// Replaces `dir` by the fully written `staging` directory.
+LogicalResult publish(Location loc, StringRef staging, StringRef dir) {
+  std::string old = (dir + ".old." + llvm::Twine(llvm::sys::Process::getProcessId())).str();
+  bool hadOld = llvm::sys::fs::exists(dir);
+  if (hadOld && llvm::sys::fs::rename(dir, old))
+    return emitError(loc) << "cannot replace the existing " << dir;
+  if (std::error_code ec = llvm::sys::fs::rename(staging, dir)) {
+    if (hadOld) (void)llvm::sys::fs::rename(old, dir);
+    return emitError(loc) << "cannot create " << dir << ": " << ec.message();
+  }
+  if (hadOld) (void)llvm::sys::fs::remove_directories(old);
+  return success();
+}
+
+std::string printKernelIR(gpu::GPUModuleOp module) {
+  OpBuilder b(module.getContext());
+  OwningOpRef<ModuleOp> wrapper = ModuleOp::create(module.getLoc());
+  (*wrapper)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b.getUnitAttr());
+  wrapper->getBody()->push_back(module.clone());
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  wrapper->print(os);
+  return text;
+}
+
+} // namespace
+
+LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringRef outDir) {
+  Location loc = module.getLoc();
+  if (!target.isAMD())
+    return emitError(loc) << "target " << target.chip
+                          << ": the NVIDIA lowering is not part of this version of Tessera";
+  PassManager generate(module.getContext());
+  generate.addPass(tessera::createTesseraGenerateKernels({target.chip}));
+  if (failed(generate.run(module))) return failure();
+
+  llvm::SmallString<256> staging(outDir);
+  staging += ".tmp." + std::to_string(llvm::sys::Process::getProcessId());
+  (void)llvm::sys::fs::remove_directories(staging);
+  if (std::error_code ec = llvm::sys::fs::create_directories(staging))
+    return emitError(loc) << "cannot create " << staging << ": " << ec.message();
+  auto fail = [&] {
+    (void)llvm::sys::fs::remove_directories(staging);
+    return failure();
+  };
+  auto inStaging = [&](const std::string &file) {
+    llvm::SmallString<256> p(staging);
+    llvm::sys::path::append(p, file);
+    return std::string(p);
+  };
+
+  json::Array kernels;
+  SmallVector<gpu::GPUModuleOp> modules(module.getOps<gpu::GPUModuleOp>());
+  for (gpu::GPUModuleOp gpuModule : modules) {
+    gpu::GPUFuncOp func = *gpuModule.getOps<gpu::GPUFuncOp>().begin();
+    std::string name = func.getName().str();
+    std::string kernelIR = printKernelIR(gpuModule);
+    // Lower a copy so the recorded signature stays readable from `func`.
+    gpu::GPUModuleOp lowered = gpuModule.clone();
+    module.getBody()->push_back(lowered);
+    FailureOr<CompiledKernel> compiled = compileAMDGPUModule(lowered, target);
+    lowered.erase();
+    if (failed(compiled)) return fail();
+    std::string codeObjectFile = name + ".hsaco";
+    if (failed(writeFile(loc, inStaging(codeObjectFile), compiled->codeObject)) ||
+        failed(writeFile(loc, inStaging(name + ".s"), compiled->isa)) ||
+        failed(writeFile(loc, inStaging(name + ".kernel.mlir"), kernelIR)))
+      return fail();
+    kernels.push_back(kernelEntry(func, target, *compiled, codeObjectFile));
+  }
+  json::Object manifest{
+      {"format", "tessera-bundle"},
+      {"version", 1},
+      {"target", target.chip},
+      {"vendor", target.isAMD() ? "amd" : "nvidia"},
+      {"code_object_format", target.isAMD() ? "hsaco" : "ptx"},
+      {"code_object_version", kCodeObjectVersion},
+      {"compiler", "tessera 0.1.0 (LLVM " LLVM_VERSION_STRING ")"},
+      {"kernels", std::move(kernels)},
+  };
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";
+  if (failed(writeFile(loc, inStaging("manifest.json"), text))) return fail();
+  if (failed(publish(loc, staging, outDir))) return fail();
+  return success();
+}
+
+} // namespace tessera

@@ -1,0 +1,90 @@
+// tessera-generate-kernels: replaces each directive by the kernel its generator builds.
+#include "tessera/Codegen/Generators.h"
+#include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+#include "tessera/Dialect/Tessera/Transforms/Passes.h"
+#include "tessera/Target/TargetInfo.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace tessera {
+#define GEN_PASS_DEF_TESSERAGENERATEKERNELS
+#include "tessera/Dialect/Tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+namespace tessera {
+
+/// Rejects fp8 KV formats the target's matrix cores do not have.
+static LogicalResult checkKvFormat(tessera::PagedDecodeOp op, const TargetInfo &target) {
+  Type kv = op.getKvElementType();
+  std::optional<ElemType> kvElem = toElemType(kv);
+  bool isFp8 = kvElem == ElemType::FP8E4M3FN || kvElem == ElemType::FP8E4M3FNUZ;
+  if (!isFp8 || kvElem == target.fp8) return success();
+  auto diag = op.emitOpError() << "'kv_dtype' " << kv << " is not supported on " << target.chip;
+  if (target.fp8) diag << " (its fp8 e4m3 format is " << elemTypeName(*target.fp8) << ")";
+  else diag << " (" << target.arch << " has no fp8 matrix instructions)";
+  return diag;
+}
+
+static LogicalResult notGeneratedYet(Operation *op, const TargetInfo &target) {
+  return op->emitOpError() << "has no kernel generator for " << target.chip
+                           << " in this version of Tessera";
+}
+
+LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
+  SmallVector<Operation *> directives;
+  module.walk([&](Operation *op) {
+    if (isa<tessera::TesseraDialect>(op->getDialect())) directives.push_back(op);
+  });
+  bool ok = true;
+  for (Operation *op : directives) {
+    LogicalResult result =
+        llvm::TypeSwitch<Operation *, LogicalResult>(op)
+            .Case([&](tessera::WmmaGemmOp gemm) -> LogicalResult {
+              if (failed(generateWmmaGemm(gemm, target))) return failure();
+              gemm.erase();
+              return success();
+            })
+            .Case([&](tessera::PagedDecodeOp decode) -> LogicalResult {
+              if (failed(checkKvFormat(decode, target))) return failure();
+              return notGeneratedYet(decode, target);
+            })
+            .Case<tessera::FlashAttnOp, tessera::FlashAttnBwdOp>(
+                [&](Operation *attn) { return notGeneratedYet(attn, target); })
+            .Default([](Operation *) { return success(); });
+    ok &= succeeded(result);
+  }
+  if (!ok) return failure();
+  module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), UnitAttr::get(module.getContext()));
+  return success();
+}
+
+} // namespace tessera
+
+namespace {
+struct GenerateKernelsPass
+    : tessera::impl::TesseraGenerateKernelsBase<GenerateKernelsPass> {
+  using TesseraGenerateKernelsBase::TesseraGenerateKernelsBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    const tessera::TargetInfo *info = tessera::lookupTarget(target);
+    if (!info) {
+      module.emitError() << "unknown target '" << target
+                         << "'; known targets: " << tessera::knownTargetNames();
+      return signalPassFailure();
+    }
+    if (failed(tessera::generateKernels(module, *info))) return signalPassFailure();
+    // Fold the generators' constants and shared index math so the kernel IR reads cleanly.
+    OpPassManager cleanup(gpu::GPUModuleOp::getOperationName());
+    cleanup.addPass(createCanonicalizerPass());
+    cleanup.addPass(createCSEPass());
+    for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>())
+      if (failed(runPipeline(cleanup, gpuModule))) return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,120 @@
+// tessera-lower-to-rocdl: the AMD lowering of generated kernels to the LLVM + ROCDL dialects.
+#include "tessera/Dialect/Tessera/Transforms/Passes.h"
+
+#include "mlir/Conversion/GPUToROCDL/GPUToROCDLPass.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+namespace tessera {
+#define GEN_PASS_DEF_TESSERALOWERTOROCDL
+#include "tessera/Dialect/Tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+namespace {
+
+// math.exp2 on f32 (scalar or 1-D vector) -> rocdl.exp2, one v_exp_f32 each. The upstream
+// lowering calls __ocml_exp2_f32 from the ROCm device libraries, which we do not link.
+struct Exp2ToRocdl : OpRewritePattern<math::Exp2Op> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::Exp2Op op, PatternRewriter &rw) const override {
+    Type t = op.getType();
+    if (t.isF32()) {
+      rw.replaceOpWithNewOp<ROCDL::ROCDLExp2>(op, t, op.getOperand());
+      return success();
+    }
+    auto vt = dyn_cast<VectorType>(t);
+    if (!vt || vt.getRank() != 1 || !vt.getElementType().isF32()) return failure();
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < vt.getNumElements(); ++i) {
+      Value e = vector::ExtractOp::create(rw, op.getLoc(), op.getOperand(), i);
+      elems.push_back(ROCDL::ROCDLExp2::create(rw, op.getLoc(), rw.getF32Type(), e));
+    }
+    rw.replaceOpWithNewOp<vector::FromElementsOp>(op, vt, elems);
+    return success();
+  }
+};
+
+struct Exp2ToRocdlPass : PassWrapper<Exp2ToRocdlPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(Exp2ToRocdlPass)
+  StringRef getArgument() const override { return "tessera-exp2-to-rocdl"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<ROCDL::ROCDLDialect, vector::VectorDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<Exp2ToRocdl>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
+  }
+};
+
+// Kernel IR passes buffers as memref<?xT> (the simulator checks accesses against the real
+// buffer sizes). The bare-pointer calling convention needs static shapes, and a 1-D identity
+// memref's size never enters address arithmetic, so give each buffer a nominal huge extent.
+struct StaticKernelArgsPass
+    : PassWrapper<StaticKernelArgsPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(StaticKernelArgsPass)
+  StringRef getArgument() const override { return "tessera-static-kernel-args"; }
+  void runOnOperation() override {
+    constexpr int64_t kNominalExtent = int64_t(1) << 40;
+    for (gpu::GPUFuncOp func : getOperation().getOps<gpu::GPUFuncOp>()) {
+      SmallVector<Type> types;
+      // The entry block also holds the workgroup attributions after the parameters.
+      unsigned numParams = func.getFunctionType().getNumInputs();
+      for (BlockArgument arg : func.getArguments().take_front(numParams)) {
+        auto type = dyn_cast<MemRefType>(arg.getType());
+        if (type && type.getRank() == 1 && type.isDynamicDim(0))
+          arg.setType(MemRefType::get({kNominalExtent}, type.getElementType(),
+                                      type.getLayout(), type.getMemorySpace()));
+        types.push_back(arg.getType());
+      }
+      func.setFunctionType(FunctionType::get(func.getContext(), types, {}));
+    }
+  }
+};
+
+std::optional<std::string> rocdlChip(gpu::GPUModuleOp module) {
+  if (ArrayAttr targets = module.getTargetsAttr())
+    for (Attribute a : targets)
+      if (auto t = dyn_cast<ROCDL::ROCDLTargetAttr>(a)) return t.getChip().str();
+  return std::nullopt;
+}
+
+struct LowerToROCDLPass : tessera::impl::TesseraLowerToROCDLBase<LowerToROCDLPass> {
+  using TesseraLowerToROCDLBase::TesseraLowerToROCDLBase;
+  void runOnOperation() override {
+    SmallVector<gpu::GPUModuleOp> modules(getOperation().getOps<gpu::GPUModuleOp>());
+    for (gpu::GPUModuleOp module : modules) {
+      std::optional<std::string> moduleChip = rocdlChip(module);
+      if (!moduleChip) continue; // not an AMD kernel
+      if (!chip.empty() && chip != *moduleChip) {
+        module.emitError() << "gpu.module targets " << *moduleChip
+                           << " but the lowering was asked for chip " << chip;
+        return signalPassFailure();
+      }
+      OpPassManager pm(gpu::GPUModuleOp::getOperationName());
+      tessera::buildROCDLLoweringPipeline(pm, *moduleChip);
+      if (failed(runPipeline(pm, module))) return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &chip) {
+  pm.addPass(std::make_unique<StaticKernelArgsPass>());
+  pm.addPass(std::make_unique<Exp2ToRocdlPass>());
+  pm.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToROCDLOpsOptions options;
+  options.chipset = chip;
+  options.runtime = gpu::amd::Runtime::HIP;
+  options.useBarePtrCallConv = true;
+  pm.addPass(createConvertGpuOpsToROCDLOps(options));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
