@@ -10,19 +10,21 @@ namespace {
 
 /// API misuse (null handles, out pointers, strings) is reported, never dereferenced.
 tessera_status missing(const char *function, const char *parameter) {
-  return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + parameter + " is NULL");
+  return guard([&]() -> tessera_status {
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + parameter + " is NULL");
+  });
 }
 
 #define TESSERA_REQUIRE(param)                                                                         \
   if (!(param))                                                                                        \
   return missing(__func__, #param)
 
-tessera_status argIndexCheck(const tessera_kernel *kernel, int index, const char *function) {
-  int count = static_cast<int>(kernel->info->args.size());
+/// "tessera_kernel_arg_name: argument index 7 is outside [0, 7) of kernel gemm"
+tessera_status checkIndex(int index, size_t size, const char *function, const char *what, const std::string &of = "") {
+  int count = static_cast<int>(size);
   if (index < 0 || index >= count)
-    return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": argument index " + std::to_string(index) +
-                                                    " is outside [0, " + std::to_string(count) + ") of kernel " +
-                                                    kernel->info->name);
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + what + " " + std::to_string(index) +
+                                                    " is outside [0, " + std::to_string(count) + ")" + of);
   return TESSERA_SUCCESS;
 }
 
@@ -32,7 +34,8 @@ tessera_status argField(const tessera_kernel *kernel, int index, const char **ou
   if (!kernel || !out)
     return missing(function, kernel ? "out" : "kernel");
   return guard([&]() -> tessera_status {
-    if (tessera_status s = argIndexCheck(kernel, index, function))
+    const KernelInfo &info = *kernel->info;
+    if (tessera_status s = checkIndex(index, info.args.size(), function, "argument index", " of kernel " + info.name))
       return s;
     *out = field(kernel->info->args[index]);
     return TESSERA_SUCCESS;
@@ -170,12 +173,12 @@ TESSERA_API tessera_status tessera_bundle_kernel_count(const tessera_bundle *bun
 TESSERA_API tessera_status tessera_bundle_kernel_name(const tessera_bundle *bundle, int index, const char **out) {
   TESSERA_REQUIRE(bundle);
   TESSERA_REQUIRE(out);
-  int count = static_cast<int>(bundle->kernels.size());
-  if (index < 0 || index >= count)
-    return fail(TESSERA_ERROR_INVALID_ARGUMENT, "tessera_bundle_kernel_name: index " + std::to_string(index) +
-                                                    " is outside [0, " + std::to_string(count) + ")");
-  *out = bundle->kernels[index]->info->name.c_str();
-  return TESSERA_SUCCESS;
+  return guard([&]() -> tessera_status {
+    if (tessera_status s = checkIndex(index, bundle->kernels.size(), "tessera_bundle_kernel_name", "index"))
+      return s;
+    *out = bundle->kernels[index]->info->name.c_str();
+    return TESSERA_SUCCESS;
+  });
 }
 
 TESSERA_API tessera_status tessera_kernel_get(const tessera_bundle *bundle, const char *name, tessera_kernel **out) {
@@ -189,7 +192,7 @@ TESSERA_API tessera_status tessera_kernel_get(const tessera_bundle *bundle, cons
         *out = kernel.get();
         return TESSERA_SUCCESS;
       }
-      known += (known.empty() ? "" : ", ") + kernel->info->name;
+      appendToList(known, kernel->info->name);
     }
     return fail(TESSERA_ERROR_KERNEL_NOT_FOUND, "bundle " + bundle->dir + " has no kernel '" + name +
                                                     "' (kernels: " + (known.empty() ? "none" : known) + ")");
@@ -279,16 +282,18 @@ static tessera_status checkArgsKernel(const tessera_kernel *kernel, const tesser
 }
 
 TESSERA_API tessera_status tessera_launch(const tessera_kernel *kernel, const tessera_args *args, void *stream) {
-  if (tessera_status s = checkArgsKernel(kernel, args, __func__))
-    return s;
-  return guard([&]() -> tessera_status { return launch(*args, stream); });
+  return guard([&]() -> tessera_status {
+    tessera_status s = checkArgsKernel(kernel, args, "tessera_launch");
+    return s ? s : launch(*args, stream);
+  });
 }
 
 TESSERA_API tessera_status tessera_launch_grid(const tessera_kernel *kernel, const tessera_args *args, uint32_t grid[3]) {
   TESSERA_REQUIRE(grid);
-  if (tessera_status s = checkArgsKernel(kernel, args, __func__))
-    return s;
-  return guard([&]() -> tessera_status { return evaluateGrid(*args, grid); });
+  return guard([&]() -> tessera_status {
+    tessera_status s = checkArgsKernel(kernel, args, "tessera_launch_grid");
+    return s ? s : evaluateGrid(*args, grid);
+  });
 }
 
 } // extern "C"

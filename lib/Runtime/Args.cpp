@@ -22,8 +22,6 @@ std::string argLabel(const KernelInfo &kernel, const std::string &name) {
   return "argument '" + name + "' of kernel " + kernel.name;
 }
 
-size_t argSize(ArgType type) { return type == ArgType::I32 || type == ArgType::F32 ? 4 : 8; }
-
 /// The value of an i32 or i64 argument stored at `at`.
 int64_t integerAt(ArgType type, const void *at) {
   if (type == ArgType::I32) {
@@ -74,7 +72,7 @@ tessera_status setArg(tessera_args &args, const char *name, ArgType type, const 
   if (index < 0) {
     std::string known;
     for (const ArgInfo &arg : kernel.args)
-      known += (known.empty() ? "" : ", ") + arg.name;
+      appendToList(known, arg.name);
     return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + " has no argument '" + name + "' (arguments: " + known + ")");
   }
   const ArgInfo &arg = kernel.args[index];
@@ -99,7 +97,7 @@ tessera_status evaluateGrid(const tessera_args &args, uint32_t grid[3]) {
   std::string unset;
   for (size_t i = 0; i < kernel.args.size(); ++i)
     if (!args.isSet[i])
-      unset += (unset.empty() ? "" : ", ") + kernel.args[i].name;
+      appendToList(unset, kernel.args[i].name);
   if (!unset.empty())
     return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + ": arguments not set: " + unset);
   for (int d = 0; d < 3; ++d) {

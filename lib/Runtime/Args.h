@@ -17,7 +17,7 @@ struct tessera_args {
 
 namespace tessera::runtime {
 
-/// Stores `value` (of `type`, `size` bytes) as argument `name`, rejecting unknown names, type
+/// Stores `*value` (of `type`) as argument `name`, rejecting unknown names, type
 /// mismatches, a second set, null pointers and negative sizes with TESSERA_ERROR_ARGUMENT.
 tessera_status setArg(tessera_args &args, const char *name, ArgType type, const void *value);
 

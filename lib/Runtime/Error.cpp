@@ -6,9 +6,21 @@ namespace tessera::runtime {
 // Thread-local because Python and torch call from several threads; each reads its own message.
 static thread_local std::string lastMessage;
 
-tessera_status fail(tessera_status status, const std::string &message) {
-  lastMessage = message;
+tessera_status fail(tessera_status status, const char *message) noexcept {
+  try {
+    lastMessage = message;
+  } catch (...) {
+    lastMessage.clear(); // out of memory: the status still says what happened
+  }
   return status;
+}
+
+tessera_status failInternal(const char *what) noexcept {
+  try {
+    return fail(TESSERA_ERROR_INTERNAL, std::string("internal error: ") + what);
+  } catch (...) {
+    return fail(TESSERA_ERROR_INTERNAL, what);
+  }
 }
 
 const char *lastError() { return lastMessage.c_str(); }

@@ -10,8 +10,14 @@
 
 namespace tessera::runtime {
 
-/// Records `message` as this thread's last error and returns `status`.
-tessera_status fail(tessera_status status, const std::string &message);
+/// Records `message` as this thread's last error and returns `status`. Never throws: it runs
+/// inside the catch handlers of guard() too.
+tessera_status fail(tessera_status status, const char *message) noexcept;
+inline tessera_status fail(tessera_status status, const std::string &message) noexcept {
+  return fail(status, message.c_str());
+}
+/// TESSERA_ERROR_INTERNAL with "internal error: <what>".
+tessera_status failInternal(const char *what) noexcept;
 const char *lastError();
 const char *statusName(tessera_status status);
 
@@ -19,6 +25,9 @@ const char *statusName(tessera_status status);
 /// backend uses for a failed driver call.
 tessera_status driverFailure(const char *call, int code, const char *name, const char *description,
                              const std::string &detail = {});
+
+/// Appends `item` to the comma-separated `list` ("a, b, c") that messages show.
+inline void appendToList(std::string &list, const std::string &item) { list += (list.empty() ? "" : ", ") + item; }
 
 /// Runs `body` at the C boundary. nlohmann/json and the standard library throw; no exception
 /// may cross into C callers, so they become TESSERA_ERROR_INTERNAL here.
@@ -28,9 +37,9 @@ template <typename Body> tessera_status guard(Body &&body) noexcept {
   } catch (const std::bad_alloc &) {
     return fail(TESSERA_ERROR_INTERNAL, "out of host memory");
   } catch (const std::exception &e) {
-    return fail(TESSERA_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+    return failInternal(e.what());
   } catch (...) {
-    return fail(TESSERA_ERROR_INTERNAL, "internal error: unknown exception");
+    return failInternal("unknown exception");
   }
 }
 

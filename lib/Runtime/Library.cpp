@@ -23,7 +23,7 @@ tessera_status SharedLibrary::open(const Search &search, std::unique_ptr<SharedL
   }
   std::string tried;
   for (const std::string &path : paths)
-    tried += (tried.empty() ? "" : ", ") + path;
+    appendToList(tried, path);
   std::string hint = override && *override ? std::string(" (from ") + search.envVar + ")"
                                            : std::string(" (set ") + search.envVar + " to its path)";
   return fail(TESSERA_ERROR_BACKEND_UNAVAILABLE,

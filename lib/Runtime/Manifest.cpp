@@ -27,6 +27,8 @@ const char *argTypeName(ArgType type) {
   return "?";
 }
 
+size_t argSize(ArgType type) { return type == ArgType::I32 || type == ArgType::F32 ? 4 : 8; }
+
 int KernelInfo::argIndex(const std::string &name) const {
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].name == name)
@@ -52,7 +54,6 @@ public:
     if (!value_.is_object())
       throw ManifestError{path_, "expected an object, got " + describe(value_)};
   }
-  const std::string &path() const { return path_; }
   std::string at(const char *key) const { return path_.empty() ? key : path_ + "." + key; }
   bool has(const char *key) const { return value_.contains(key) && !value_[key].is_null(); }
 
@@ -73,7 +74,7 @@ public:
     for (const char *a : allowed) {
       if (v == a)
         return v;
-      list += (list.empty() ? "" : ", ") + std::string(a);
+      appendToList(list, a);
     }
     throw ManifestError{at(key), "'" + v + "' is not one of " + list};
   }
@@ -155,7 +156,7 @@ GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo
 void layoutArgs(KernelInfo &kernel) {
   size_t offset = 0, maxAlign = 1;
   for (ArgInfo &arg : kernel.args) {
-    size_t size = arg.type == ArgType::I32 || arg.type == ArgType::F32 ? 4 : 8;
+    size_t size = argSize(arg.type);
     offset = (offset + size - 1) / size * size;
     arg.offset = offset;
     offset += size;

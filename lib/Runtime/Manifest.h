@@ -13,6 +13,8 @@ namespace tessera::runtime {
 
 enum class ArgType { Ptr, I32, I64, F32 };
 const char *argTypeName(ArgType type);
+/// Bytes (and C alignment) of an argument: pointers and i64 8, i32 and f32 4.
+size_t argSize(ArgType type);
 
 struct ArgInfo {
   std::string name;

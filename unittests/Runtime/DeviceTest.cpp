@@ -92,9 +92,10 @@ TEST_F(DeviceTest, SimWithoutPluginSaysWhereItLooked) {
   // Without the variable it looks next to libtessera_runtime.so and says how to point elsewhere.
   unsetenv("TESSERA_SIM_PLUGIN");
   tessera_status s = tessera_device_open("sim", 0, &device);
-  if (s != TESSERA_SUCCESS)
+  if (s != TESSERA_SUCCESS) {
     EXPECT_THAT(tessera_last_error(),
                 ::testing::ContainsRegex("/libtessera_sim_plugin.so \\(set TESSERA_SIM_PLUGIN to its path\\)"));
+  }
 }
 
 TEST_F(DeviceTest, SimPluginWithoutEntryPointIsRefused) {

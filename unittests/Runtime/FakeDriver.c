@@ -24,6 +24,7 @@ static call_entry *entry_for(const char *name) {
     if (!strcmp(call_log[i].name, name))
       return &call_log[i];
   call_entry *e = &call_log[call_log_size++];
+  memset(e, 0, sizeof *e); /* the slot may hold a call from before the last reset */
   snprintf(e->name, sizeof e->name, "%s", name);
   return e;
 }
@@ -325,7 +326,7 @@ EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t bytes, int kind) 
 EXPORT hipError_t hipMemset(void *dst, int value, size_t bytes) { HIP_ENTER("hipMemset"); memset(dst, value, bytes); return 0; }
 EXPORT hipError_t hipModuleLoadData(void **module, const void *image) {
   HIP_ENTER("hipModuleLoadData");
-  *module = (void *)image;
+  *module = (void *)(uintptr_t)image; /* the fake keeps no copy */
   return memcmp(image, "\x7f" "ELF", 4) ? hipErrorInvalidImage : 0;
 }
 EXPORT hipError_t hipModuleUnload(void *module) { HIP_ENTER("hipModuleUnload"); return module ? 0 : hipErrorInvalidValue; }

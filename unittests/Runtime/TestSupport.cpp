@@ -14,10 +14,12 @@ void RuntimeTest::SetUp() {
 }
 
 void RuntimeTest::TearDown() {
-  if (bundle)
+  if (bundle) {
     EXPECT_EQ(tessera_bundle_unload(bundle), TESSERA_SUCCESS);
-  if (device)
+  }
+  if (device) {
     EXPECT_EQ(tessera_device_close(device), TESSERA_SUCCESS);
+  }
 }
 
 tessera_device *RuntimeTest::open(const char *backend) {
