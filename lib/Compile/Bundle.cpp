@@ -58,9 +58,13 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
   json::Array args;
   auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
   auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
+  // Hand-written kernel IR (no generator signature) gets positional names.
+  auto recorded = [](ArrayAttr list, size_t i, std::string fallback) {
+    return list && i < list.size() ? cast<StringAttr>(list[i]).str() : fallback;
+  };
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-    json::Object arg{{"name", cast<StringAttr>(names[i]).str()},
-                     {"role", cast<StringAttr>(roles[i]).str()}};
+    json::Object arg{{"name", recorded(names, i, "arg" + std::to_string(i))},
+                     {"role", recorded(roles, i, "param")}};
     if (isa<MemRefType>(type)) {
       arg["type"] = "ptr";
       arg["dtype"] = typeName(type);
@@ -69,7 +73,9 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
     }
     args.push_back(std::move(arg));
   }
-  auto grid = json::parse(func->getAttrOfType<StringAttr>("tessera.grid").str());
+  auto gridAttr = func->getAttrOfType<StringAttr>("tessera.grid");
+  auto grid = json::parse(gridAttr ? gridAttr.str() : "null");
+  auto directive = func->getAttrOfType<StringAttr>("tessera.directive");
   auto block = func.getKnownBlockSizeAttr();
   const KernelResources &r = compiled.resources;
   int waves = block[0] / target.waveSize;
@@ -78,7 +84,7 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
     occupancy = target.occupancy(*r.vgpr + r.agpr.value_or(0), *r.ldsBytes, waves);
   return json::Object{
       {"name", name},
-      {"directive", func->getAttrOfType<StringAttr>("tessera.directive").str()},
+      {"directive", directive ? directive.str() : "gpu.func"},
       {"attributes", std::move(attrs)},
       {"entry", name},
       {"code_object", codeObjectFile.str()},
@@ -161,7 +167,18 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
   json::Array kernels;
   SmallVector<gpu::GPUModuleOp> modules(module.getOps<gpu::GPUModuleOp>());
   for (gpu::GPUModuleOp gpuModule : modules) {
-    gpu::GPUFuncOp func = *gpuModule.getOps<gpu::GPUFuncOp>().begin();
+    auto funcs = gpuModule.getOps<gpu::GPUFuncOp>();
+    if (!llvm::hasSingleElement(funcs)) {
+      emitError(gpuModule.getLoc())
+          << "gpu.module '" << gpuModule.getName() << "' must hold exactly one gpu.func";
+      return fail();
+    }
+    gpu::GPUFuncOp func = *funcs.begin();
+    if (!func.getKnownBlockSizeAttr()) {
+      func.emitError() << "kernel '" << func.getName()
+                       << "' needs a known_block_size attribute: the runtime launches with it";
+      return fail();
+    }
     std::string name = func.getName().str();
     std::string kernelIR = printKernelIR(gpuModule);
     // Lower a copy so the recorded signature stays readable from `func`.

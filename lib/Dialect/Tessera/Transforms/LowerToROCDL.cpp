@@ -87,6 +87,14 @@ std::optional<std::string> rocdlChip(gpu::GPUModuleOp module) {
 
 struct LowerToROCDLPass : tessera::impl::TesseraLowerToROCDLBase<LowerToROCDLPass> {
   using TesseraLowerToROCDLBase::TesseraLowerToROCDLBase;
+  // The nested pipeline's passes load dialects (cf, ...) that must be loaded before this
+  // pass runs: a multithreaded context cannot load dialects mid-pass.
+  void getDependentDialects(DialectRegistry &registry) const override {
+    TesseraLowerToROCDLBase::getDependentDialects(registry);
+    OpPassManager pm(gpu::GPUModuleOp::getOperationName());
+    tessera::buildROCDLLoweringPipeline(pm, "gfx942");
+    pm.getDependentDialects(registry);
+  }
   void runOnOperation() override {
     SmallVector<gpu::GPUModuleOp> modules(getOperation().getOps<gpu::GPUModuleOp>());
     for (gpu::GPUModuleOp module : modules) {
