@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -240,7 +241,8 @@ void KernelBuilder::copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, i
       {
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(ifOp.thenBlock());
-        Value load = vector::LoadOp::create(b, loc, vecType, src.memref, ValueRange{offset});
+        Value load = vector::LoadOp::create(b, loc, vecType, src.memref, ValueRange{offset},
+                                            /*nontemporal=*/false, llvm::Align(16));
         scf::YieldOp::create(b, loc, load);
         // Tail or misaligned vector: element by element, zero outside the matrix.
         b.setInsertionPointToStart(ifOp.elseBlock());
@@ -260,7 +262,8 @@ void KernelBuilder::copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, i
       }
       Value data = ifOp.getResult(0);
       if (!transpose) {
-        vector::StoreOp::create(b, loc, data, dst.memref, ValueRange{ldsOffset(dst, r, c)});
+        vector::StoreOp::create(b, loc, data, dst.memref, ValueRange{ldsOffset(dst, r, c)},
+                                /*nontemporal=*/false, llvm::Align(16));
         return;
       }
       for (int j = 0; j < vec; ++j) {
@@ -301,8 +304,10 @@ Value KernelBuilder::loadFragment(const LdsTile &tile, const OperandLayout &layo
     Coord c = layout.at(0, e);
     int outer = isB ? c.col : c.row, k = isB ? c.row : c.col;
     Value offset = ldsOffset(tile, add(add(outerBase, laneOuter), outer), add(laneK, kBase + k));
+    int bytes = run * elemType.getIntOrFloatBitWidth() / 8;
     pieces.push_back(vector::LoadOp::create(b, loc, VectorType::get({run}, elemType),
-                                            tile.memref, ValueRange{offset}));
+                                            tile.memref, ValueRange{offset},
+                                            /*nontemporal=*/false, llvm::Align(bytes)));
   }
   return concatVectors(b, loc, pieces);
 }
@@ -321,9 +326,43 @@ Value KernelBuilder::mma(const MMAAtom &atom, Value a, Value bFrag, Value c) {
                                   b.getI32IntegerAttr(atom.n), b.getI32IntegerAttr(atom.k), a,
                                   bFrag, c);
   case AtomKind::MMASync:
-    break;
+    return mmaSync(atom, a, bFrag, c);
   }
-  llvm_unreachable("mma.sync is emitted by the NVIDIA builder");
+  llvm_unreachable("unknown atom kind");
+}
+
+// nvvm.mma.sync takes A and B as 32-bit registers of two elements each (f16 pairs as
+// vector<2xf16>, bf16 pairs as i32) and C as scalars, and returns a struct of scalars.
+Value KernelBuilder::mmaSync(const MMAAtom &atom, Value a, Value bFrag, Value c) {
+  bool bf16 = atom.inputType == ElemType::BF16;
+  auto registers = [&](Value frag) {
+    SmallVector<Value> regs;
+    int n = cast<VectorType>(frag.getType()).getNumElements();
+    for (int i = 0; i < n; i += 2) {
+      Value pair = vector::ShuffleOp::create(b, loc, frag, frag, ArrayRef<int64_t>{i, i + 1});
+      if (bf16) {
+        auto word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), pair);
+        pair = vector::ExtractOp::create(b, loc, word, 0);
+      }
+      regs.push_back(pair);
+    }
+    return regs;
+  };
+  int accElems = atom.c.elementsPerLane();
+  SmallVector<Value> accIn;
+  for (int i = 0; i < accElems; ++i) accIn.push_back(vector::ExtractOp::create(b, loc, c, i));
+  SmallVector<Type> fields(accElems, b.getF32Type());
+  auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
+  auto ptx = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  Value d = NVVM::MmaOp::create(b, loc, resultType, registers(a), registers(bFrag), accIn,
+                                ArrayRef<int64_t>{atom.m, atom.n, atom.k}, std::nullopt,
+                                std::nullopt, std::array<NVVM::MMATypes, 2>{ptx, ptx},
+                                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                                               NVVM::MMALayout::col});
+  SmallVector<Value> out;
+  for (int i = 0; i < accElems; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));
+  return vector::FromElementsOp::create(b, loc, accType(atom), out);
 }
 
 void KernelBuilder::storeAccumulator(const MMAAtom &atom, Value acc, const GlobalTile &dst,

@@ -1,22 +1,17 @@
 // AMD serialisation in-process: kernel IR -> LLVM IR -> AMDGPU ISA + object -> hsaco (lld).
 #include "tessera/Compile/Compile.h"
+#include "LLVMCodegen.h"
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "lld/Common/Driver.h"
-#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
-#include "llvm/MC/TargetRegistry.h"
-#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Target/TargetMachine.h"
-#include "llvm/TargetParser/Triple.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Transforms/Utils/Cloning.h"
 
-#include <mutex>
 
 LLD_HAS_DRIVER(elf)
 
@@ -65,40 +60,6 @@ KernelResources parseAMDGPUMetadata(llvm::StringRef isa, llvm::StringRef name) {
   return r;
 }
 
-static void initAMDGPUTarget() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    LLVMInitializeAMDGPUTarget();
-    LLVMInitializeAMDGPUTargetInfo();
-    LLVMInitializeAMDGPUTargetMC();
-    LLVMInitializeAMDGPUAsmPrinter();
-  });
-}
-
-static void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(&tm);
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
-}
-
-static bool emit(llvm::TargetMachine &tm, llvm::Module &module, llvm::CodeGenFileType type,
-                 std::string &out) {
-  llvm::raw_string_ostream os(out);
-  llvm::buffer_ostream buffered(os);
-  llvm::legacy::PassManager pm;
-  if (tm.addPassesToEmitFile(pm, buffered, nullptr, type)) return false;
-  pm.run(module);
-  return true;
-}
-
 /// Links a relocatable AMDGPU object into a shared code object with lld as a library.
 static FailureOr<std::string> linkHsaco(Location loc, llvm::StringRef object) {
   llvm::SmallString<128> objPath, outPath;
@@ -139,25 +100,19 @@ FailureOr<CompiledKernel> compileAMDGPUModule(gpu::GPUModuleOp module, const Tar
       translateModuleToLLVMIR(module, llvmContext, module.getName());
   if (!llvmModule) return emitError(loc) << "translation to LLVM IR failed";
 
-  initAMDGPUTarget();
-  llvm::Triple triple("amdgcn-amd-amdhsa");
   std::string error;
-  const llvm::Target *llvmTarget = llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!llvmTarget) return emitError(loc) << "AMDGPU backend unavailable: " << error;
-  std::unique_ptr<llvm::TargetMachine> tm(llvmTarget->createTargetMachine(
-      triple, target.chip, "", llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
-  llvmModule->setTargetTriple(triple);
-  llvmModule->setDataLayout(tm->createDataLayout());
+  std::unique_ptr<llvm::TargetMachine> tm =
+      createTargetMachine("amdgcn-amd-amdhsa", target.chip, "", error);
+  if (!tm) return emitError(loc) << "AMDGPU backend unavailable: " << error;
   llvmModule->addModuleFlag(llvm::Module::Error, "amdhsa_code_object_version",
                             kCodeObjectVersion * 100);
-  optimize(*llvmModule, *tm);
+  optimizeModule(*llvmModule, *tm);
 
   CompiledKernel kernel;
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*llvmModule);
   std::string object;
-  if (!emit(*tm, *clone, llvm::CodeGenFileType::AssemblyFile, kernel.isa) ||
-      !emit(*tm, *llvmModule, llvm::CodeGenFileType::ObjectFile, object))
+  if (!emitCode(*tm, *clone, llvm::CodeGenFileType::AssemblyFile, kernel.isa) ||
+      !emitCode(*tm, *llvmModule, llvm::CodeGenFileType::ObjectFile, object))
     return emitError(loc) << "the AMDGPU backend cannot emit code for " << target.chip;
   FailureOr<std::string> hsaco = linkHsaco(loc, object);
   if (failed(hsaco)) return failure();

@@ -48,9 +48,33 @@ std::string typeName(Type t) {
 
 json::Value optionalInt(std::optional<int> v) { return v ? json::Value(*v) : json::Value(nullptr); }
 
+/// Bytes of the kernel's workgroup (LDS / shared memory) attributions.
+int workgroupBytes(gpu::GPUFuncOp func) {
+  int64_t bytes = 0;
+  for (BlockArgument a : func.getWorkgroupAttributions()) {
+    auto type = cast<MemRefType>(a.getType());
+    bytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  }
+  return int(bytes);
+}
+
+json::Value registersJson(const TargetInfo &target, const KernelResources &r) {
+  if (!target.isAMD()) return json::Object{{"regs", optionalInt(r.vgpr)}};
+  return json::Object{{"vgpr", optionalInt(r.vgpr)}, {"agpr", optionalInt(r.agpr)},
+                      {"sgpr", optionalInt(r.sgpr)}};
+}
+
+json::Value spillsJson(const TargetInfo &target, const KernelResources &r) {
+  if (!target.isAMD())
+    return json::Object{{"store_bytes", optionalInt(r.vgprSpills)},
+                        {"load_bytes", optionalInt(r.sgprSpills)}};
+  return json::Object{{"vgpr", optionalInt(r.vgprSpills)}, {"sgpr", optionalInt(r.sgprSpills)}};
+}
+
 /// The manifest entry of one kernel, from the tessera.* attributes its generator recorded.
 json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
-                         const CompiledKernel &compiled, StringRef codeObjectFile) {
+                         const CompiledKernel &compiled, StringRef codeObjectFile,
+                         StringRef isaFile) {
   std::string name = func.getName().str();
   json::Object attrs;
   if (auto dict = func->getAttrOfType<DictionaryAttr>("tessera.attributes"))
@@ -77,7 +101,8 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
   auto grid = json::parse(gridAttr ? gridAttr.str() : "null");
   auto directive = func->getAttrOfType<StringAttr>("tessera.directive");
   auto block = func.getKnownBlockSizeAttr();
-  const KernelResources &r = compiled.resources;
+  KernelResources r = compiled.resources;
+  if (!r.ldsBytes) r.ldsBytes = workgroupBytes(func);
   int waves = block[0] / target.waveSize;
   std::optional<int> occupancy;
   if (r.vgpr && r.ldsBytes)
@@ -88,16 +113,13 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
       {"attributes", std::move(attrs)},
       {"entry", name},
       {"code_object", codeObjectFile.str()},
-      {"isa", name + ".s"},
+      {"isa", isaFile.str()},
       {"kernel_ir", name + ".kernel.mlir"},
       {"block", json::Array{block[0], block[1], block[2]}},
       {"grid", grid ? std::move(*grid) : json::Value(nullptr)},
       {"lds_bytes", optionalInt(r.ldsBytes)},
-      {"registers", json::Object{{"vgpr", optionalInt(r.vgpr)},
-                                 {"agpr", optionalInt(r.agpr)},
-                                 {"sgpr", optionalInt(r.sgpr)}}},
-      {"spills", json::Object{{"vgpr", optionalInt(r.vgprSpills)},
-                              {"sgpr", optionalInt(r.sgprSpills)}}},
+      {"registers", registersJson(target, r)},
+      {"spills", spillsJson(target, r)},
       {"scratch_bytes", optionalInt(r.scratchBytes)},
       {"occupancy_waves_per_simd", optionalInt(occupancy)},
       {"args", std::move(args)},
@@ -142,9 +164,6 @@ std::string printKernelIR(gpu::GPUModuleOp module) {
 
 LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringRef outDir) {
   Location loc = module.getLoc();
-  if (!target.isAMD())
-    return emitError(loc) << "target " << target.chip
-                          << ": the NVIDIA lowering is not part of this version of Tessera";
   PassManager generate(module.getContext());
   generate.addPass(tessera::createTesseraGenerateKernels({target.chip}));
   if (failed(generate.run(module))) return failure();
@@ -184,15 +203,18 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
     // Lower a copy so the recorded signature stays readable from `func`.
     gpu::GPUModuleOp lowered = gpuModule.clone();
     module.getBody()->push_back(lowered);
-    FailureOr<CompiledKernel> compiled = compileAMDGPUModule(lowered, target);
+    FailureOr<CompiledKernel> compiled = target.isAMD() ? compileAMDGPUModule(lowered, target)
+                                                        : compileNVPTXModule(lowered, target);
     lowered.erase();
     if (failed(compiled)) return fail();
-    std::string codeObjectFile = name + ".hsaco";
+    // PTX is both the code object and the text to review: one file.
+    std::string codeObjectFile = name + (target.isAMD() ? ".hsaco" : ".ptx");
+    std::string isaFile = target.isAMD() ? name + ".s" : codeObjectFile;
     if (failed(writeFile(loc, inStaging(codeObjectFile), compiled->codeObject)) ||
-        failed(writeFile(loc, inStaging(name + ".s"), compiled->isa)) ||
+        (target.isAMD() && failed(writeFile(loc, inStaging(isaFile), compiled->isa))) ||
         failed(writeFile(loc, inStaging(name + ".kernel.mlir"), kernelIR)))
       return fail();
-    kernels.push_back(kernelEntry(func, target, *compiled, codeObjectFile));
+    kernels.push_back(kernelEntry(func, target, *compiled, codeObjectFile, isaFile));
   }
   json::Object manifest{
       {"format", "tessera-bundle"},

@@ -11,11 +11,11 @@
 // CHECK: scf.for
 // CHECK: gpu.barrier
 // 16-byte global loads staged into LDS
-// CHECK: vector.load %[[A]][%{{.+}}] : memref<?xf16>, vector<8xf16>
-// CHECK: vector.store %{{.+}}, %[[LDSA]][%{{.+}}] : memref<5120xf16, #gpu.address_space<workgroup>>, vector<8xf16>
+// CHECK: vector.load %[[A]][%{{.+}}] {alignment = 16 : i64} : memref<?xf16>, vector<8xf16>
+// CHECK: vector.store %{{.+}}, %[[LDSA]][%{{.+}}] {alignment = 16 : i64} : memref<5120xf16, #gpu.address_space<workgroup>>, vector<8xf16>
 // CHECK: gpu.barrier
 // fragments from LDS, 4 consecutive K per lane
-// CHECK: vector.load %[[LDSA]][%{{.+}}] : memref<5120xf16, #gpu.address_space<workgroup>>, vector<4xf16>
+// CHECK: vector.load %[[LDSA]][%{{.+}}] {alignment = 8 : i64} : memref<5120xf16, #gpu.address_space<workgroup>>, vector<4xf16>
 // CHECK-COUNT-16: amdgpu.mfma 32x32x8 {{.+}} : vector<4xf16>, vector<4xf16>, vector<16xf32>
 // CHECK: scf.yield
 // tail-masked accumulator stores

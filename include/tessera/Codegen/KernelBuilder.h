@@ -138,6 +138,8 @@ public:
   void barrier();
 
 private:
+  mlir::Value mmaSync(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
+
   mlir::OpBuilder &b;
   mlir::Location loc;
   const TargetInfo &target;

@@ -30,8 +30,8 @@ KernelResources parseAMDGPUMetadata(llvm::StringRef isa, llvm::StringRef name);
 
 /// The lowered code of one kernel.
 struct CompiledKernel {
-  std::string isa;        ///< assembly text
-  std::string codeObject; ///< hsaco bytes
+  std::string isa;        ///< assembly text (AMD GCN, or PTX)
+  std::string codeObject; ///< hsaco bytes, or PTX text
   KernelResources resources;
 };
 
@@ -43,6 +43,14 @@ constexpr int kCodeObjectVersion = 5;
 /// lowered in place. Emits a diagnostic on failure.
 mlir::FailureOr<CompiledKernel> compileAMDGPUModule(mlir::gpu::GPUModuleOp module,
                                                     const TargetInfo &target);
+
+/// Lowers one generated NVIDIA gpu.module (kernel IR) to PTX with the NVPTX backend. When
+/// ptxas is installed it reports registers and spills; it never produces the code object.
+mlir::FailureOr<CompiledKernel> compileNVPTXModule(mlir::gpu::GPUModuleOp module,
+                                                   const TargetInfo &target);
+
+/// Reads registers, spills and shared memory from the output of `ptxas -v`.
+KernelResources parsePtxasInfo(llvm::StringRef log);
 
 /// Generates every directive of `module` for `target`, compiles each kernel and writes the
 /// bundle directory `outDir` (manifest.json plus per-kernel code object, ISA and kernel IR).

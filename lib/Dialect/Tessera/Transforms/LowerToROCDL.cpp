@@ -53,31 +53,6 @@ struct Exp2ToRocdlPass : PassWrapper<Exp2ToRocdlPass, OperationPass<gpu::GPUModu
   }
 };
 
-// Kernel IR passes buffers as memref<?xT> (the simulator checks accesses against the real
-// buffer sizes). The bare-pointer calling convention needs static shapes, and a 1-D identity
-// memref's size never enters address arithmetic, so give each buffer a nominal huge extent.
-struct StaticKernelArgsPass
-    : PassWrapper<StaticKernelArgsPass, OperationPass<gpu::GPUModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(StaticKernelArgsPass)
-  StringRef getArgument() const override { return "tessera-static-kernel-args"; }
-  void runOnOperation() override {
-    constexpr int64_t kNominalExtent = int64_t(1) << 40;
-    for (gpu::GPUFuncOp func : getOperation().getOps<gpu::GPUFuncOp>()) {
-      SmallVector<Type> types;
-      // The entry block also holds the workgroup attributions after the parameters.
-      unsigned numParams = func.getFunctionType().getNumInputs();
-      for (BlockArgument arg : func.getArguments().take_front(numParams)) {
-        auto type = dyn_cast<MemRefType>(arg.getType());
-        if (type && type.getRank() == 1 && type.isDynamicDim(0))
-          arg.setType(MemRefType::get({kNominalExtent}, type.getElementType(),
-                                      type.getLayout(), type.getMemorySpace()));
-        types.push_back(arg.getType());
-      }
-      func.setFunctionType(FunctionType::get(func.getContext(), types, {}));
-    }
-  }
-};
-
 std::optional<std::string> rocdlChip(gpu::GPUModuleOp module) {
   if (ArrayAttr targets = module.getTargetsAttr())
     for (Attribute a : targets)
@@ -115,7 +90,7 @@ struct LowerToROCDLPass : tessera::impl::TesseraLowerToROCDLBase<LowerToROCDLPas
 } // namespace
 
 void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &chip) {
-  pm.addPass(std::make_unique<StaticKernelArgsPass>());
+  pm.addPass(tessera::createTesseraStaticKernelArgs());
   pm.addPass(std::make_unique<Exp2ToRocdlPass>());
   pm.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToROCDLOpsOptions options;

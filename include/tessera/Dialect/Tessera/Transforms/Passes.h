@@ -25,6 +25,9 @@ mlir::LogicalResult generateKernels(mlir::ModuleOp module, const TargetInfo &tar
 
 /// Adds the AMD lowering pipeline (to LLVM + ROCDL) for one gpu.module to `pm`.
 void buildROCDLLoweringPipeline(mlir::OpPassManager &pm, const std::string &chip);
+
+/// Adds the NVIDIA lowering pipeline (to LLVM + NVVM) for one gpu.module to `pm`.
+void buildNVVMLoweringPipeline(mlir::OpPassManager &pm);
 } // namespace tessera
 
 namespace tessera {

@@ -62,4 +62,43 @@ def TesseraLowerToROCDL : Pass<"tessera-lower-to-rocdl", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ROCDL::ROCDLDialect", "::mlir::LLVM::LLVMDialect"];
 }
 
+def TesseraLowerToNVVM : Pass<"tessera-lower-to-nvvm", "::mlir::ModuleOp"> {
+  let summary = "Lower the NVIDIA kernels of a module to the LLVM and NVVM dialects";
+  let description = [{
+    Runs, on every `gpu.module` whose target is `#nvvm.target`: `convert-scf-to-cf`,
+    `convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}` (`math.exp2` becomes
+    `ex2.approx.f32`), `convert-nvvm-to-llvm`, `reconcile-unrealized-casts`, canonicalization
+    and CSE. `chip` must match the modules' targets when given.
+
+    ```mlir
+    // tessera-opt --tessera-generate-kernels=target=sm_90 --tessera-lower-to-nvvm=chip=sm_90
+    gpu.module @gemm [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">] {
+      llvm.func @gemm(%arg0: !llvm.ptr, ...) attributes {gpu.kernel, nvvm.kernel, ...} {
+        ... nvvm.mma.sync ...
+      }
+    }
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", /*default=*/"\"\"",
+           "the NVIDIA chip; empty takes it from each gpu.module's #nvvm.target">,
+  ];
+  let dependentDialects = ["::mlir::NVVM::NVVMDialect", "::mlir::LLVM::LLVMDialect"];
+}
+
+def TesseraStaticKernelArgs : Pass<"tessera-static-kernel-args", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Give the kernels' memref<?xT> buffer arguments a static nominal extent";
+  let description = [{
+    Kernel IR passes buffers as `memref<?xT>` so the simulator checks every access against
+    the real buffer size. The bare-pointer calling convention of the GPU lowerings needs
+    static shapes; a 1-D identity memref's size never enters address arithmetic, so each
+    buffer argument becomes `memref<1099511627776xT>` right before lowering.
+
+    ```mlir
+    gpu.func @k(%a: memref<?xf16>) kernel   // becomes
+    gpu.func @k(%a: memref<1099511627776xf16>) kernel
+    ```
+  }];
+}
+
 #endif // TESSERA_PASSES_TD

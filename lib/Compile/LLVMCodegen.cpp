@@ -1,0 +1,67 @@
+// LLVM back-end steps shared by the AMDGPU and NVPTX serialisers.
+#include "LLVMCodegen.h"
+
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/TargetParser/Triple.h"
+
+#include <mutex>
+
+namespace tessera {
+
+static void initTargets() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeAMDGPUTarget();
+    LLVMInitializeAMDGPUTargetInfo();
+    LLVMInitializeAMDGPUTargetMC();
+    LLVMInitializeAMDGPUAsmPrinter();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
+  });
+}
+
+std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &triple,
+                                                         const std::string &cpu,
+                                                         const std::string &features,
+                                                         std::string &error) {
+  initTargets();
+  llvm::Triple t(triple);
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(t, error);
+  if (!target) return nullptr;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      t, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+}
+
+void optimizeModule(llvm::Module &module, llvm::TargetMachine &tm) {
+  module.setTargetTriple(tm.getTargetTriple());
+  module.setDataLayout(tm.createDataLayout());
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PassBuilder pb(&tm);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
+}
+
+bool emitCode(llvm::TargetMachine &tm, llvm::Module &module, llvm::CodeGenFileType type,
+              std::string &out) {
+  llvm::raw_string_ostream os(out);
+  llvm::buffer_ostream buffered(os);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, buffered, nullptr, type)) return false;
+  pm.run(module);
+  return true;
+}
+
+} // namespace tessera
