@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job: set up, build, compile the example directives into a bundle per target (code
+# objects, ISA, kernel IR, manifest), then run them: on the GPU when one is present, else on the
+# simulator for every target.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build}
+OUT_DIR=${OUT_DIR:-$ROOT/out}
+"$ROOT/scripts/setup.sh"
+"$ROOT/scripts/build.sh"
+mkdir -p "$OUT_DIR"
+for target in gfx942 gfx950 gfx1100 sm_90; do
+  "$BUILD_DIR/bin/tessera-compile" "$ROOT/examples/gemm.mlir" --target=$target -o "$OUT_DIR/gemm-$target"
+done
+TESSERA_BUILD_DIR=$BUILD_DIR /usr/bin/python3 "$ROOT/examples/run_gemm.py" --bundles "$OUT_DIR"

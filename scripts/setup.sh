@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what Tessera needs on a fresh Debian 12 machine (root or sudo): LLVM/MLIR/LLD 22,
+# the build tools, GoogleTest and the Python test dependencies. Safe to run again.
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+PACKAGES=(
+  llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev llvm-22-tools
+  cmake ninja-build ccache g++ libgtest-dev nlohmann-json3-dev
+  python3 python3-numpy python3-pytest
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
