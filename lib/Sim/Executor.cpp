@@ -1,0 +1,558 @@
+// The interpreter's control flow, memory, cross-lane operations and checks, and the grid loop.
+#include "Executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace tessera::sim::detail {
+
+namespace {
+
+Cell loadElem(const uint8_t *p, ElemKind k) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, p, storageBytes(k)); // little-endian host, as the GPU
+  Cell c;
+  if (isFloat(k))
+    c.f = decodeFloat(bits, k);
+  else
+    c.i = k == ElemKind::I1 ? -int64_t(bits & 1) : signExtend(int64_t(bits), bitWidth(k));
+  return c;
+}
+
+void storeElem(uint8_t *p, Cell c, ElemKind k) {
+  uint64_t bits = isFloat(k) ? encodeFloat(c.f, k) : uint64_t(k == ElemKind::I1 ? c.i & 1 : c.i);
+  std::memcpy(p, &bits, storageBytes(k));
+}
+
+std::string triple(const std::array<uint32_t, 3> &v) {
+  return "(" + std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]) + ")";
+}
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+} // namespace
+
+Executor::Executor(const Program &program, const LaunchConfig &config, const std::array<uint32_t, 3> &block,
+                   llvm::ArrayRef<ArgValue> args)
+    : P(program), config(config), block(block), T(block[0] * block[1] * block[2]),
+      wave(uint32_t(program.info.waveSize)) {
+  regs.assign(size_t(P.cellRows) * T, Cell{0});
+  for (const auto &[slot, values] : P.constants)
+    for (uint32_t e = 0; e < values.size(); ++e)
+      std::fill_n(cells(slot) + size_t(e) * T, T, values[e]);
+  for (size_t i = 0; i < args.size(); ++i)
+    if (int32_t s = P.paramSlot[i]; s >= 0) {
+      Cell v;
+      if (isFloat(P.slots[s].kind))
+        v.f = roundToKind(args[i].kind == ArgValue::Kind::Float ? args[i].real : double(args[i].integer), P.slots[s].kind);
+      else
+        v.i = signExtend(args[i].integer, bitWidth(P.slots[s].kind));
+      std::fill_n(cells(s), T, v);
+    }
+  live.resize(P.bindings.size());
+  for (size_t b = 0; b < P.bindings.size(); ++b) {
+    const Binding &binding = P.bindings[b];
+    LiveBinding &l = live[b];
+    if (binding.space == Binding::Space::Global) {
+      const BufferArg &buf = args[binding.param].buffer;
+      l.base = static_cast<uint8_t *>(buf.data);
+      l.lo = -int64_t(buf.bytesBefore);
+      l.hi = int64_t(buf.bytes);
+      continue;
+    }
+    uint64_t bytes = binding.space == Binding::Space::Workgroup ? binding.bytes : config.dynamicLdsBytes;
+    l.storage.assign(bytes, 0);
+    l.written.assign(bytes, 0);
+    l.base = l.storage.data();
+    l.hi = int64_t(bytes);
+  }
+}
+
+uint8_t *Executor::acquireMask() {
+  if (maskDepth == maskPool.size())
+    maskPool.emplace_back(T);
+  return maskPool[maskDepth++].data();
+}
+
+std::string Executor::threadName(int64_t thread) const {
+  std::string where = "block " + triple(blockId);
+  if (thread < 0)
+    return where;
+  uint32_t t = uint32_t(thread);
+  std::array<uint32_t, 3> id{t % block[0], (t / block[0]) % block[1], t / (block[0] * block[1])};
+  return "thread " + triple(id) + " of " + where;
+}
+
+bool Executor::report(const Inst &I, int64_t thread, const std::string &what) {
+  const Site &s = P.sites[I.site];
+  message = s.loc + ": error: " + s.op + ": " + what + ", in " + threadName(thread);
+  return false;
+}
+
+bool Executor::runWorkgroup(const std::array<uint32_t, 3> &id) {
+  blockId = id;
+  for (LiveBinding &l : live)
+    std::fill(l.written.begin(), l.written.end(), 0);
+  uint8_t *all = acquireMask();
+  std::fill_n(all, T, 1);
+  bool ok = exec(P.entry, all);
+  releaseMask();
+  return ok;
+}
+
+bool Executor::exec(int32_t region, const uint8_t *mask) {
+  for (const Inst &I : P.regions[region].insts) {
+    ++instructions;
+    threadOps += T;
+    bool ok = true;
+    switch (I.op) {
+    case Op::If: ok = execIf(I, mask); break;
+    case Op::For: ok = execFor(I, mask); break;
+    case Op::While: ok = execWhile(I, mask); break;
+    case Op::Yield: execYield(I, mask, false); break;
+    case Op::Condition: execYield(I, mask, true); break;
+    case Op::Load:
+    case Op::Store: ok = execMemory(I, mask); break;
+    case Op::ExtractDyn:
+    case Op::InsertDyn: ok = execDynamicPosition(I, mask); break;
+    case Op::ThreadId:
+    case Op::BlockId:
+    case Op::BlockDim:
+    case Op::GridDim:
+    case Op::LaneId:
+    case Op::SubgroupId:
+    case Op::NumSubgroups:
+    case Op::SubgroupSize: execGeometry(I); break;
+    case Op::Barrier: ok = execBarrier(I, mask); break;
+    case Op::Shuffle: ok = execShuffle(I, mask); break;
+    case Op::Dpp: execDpp(I, mask); break;
+    case Op::Matrix: ok = execMatrix(I, mask); break;
+    case Op::Nop: break;
+    default: execPure(I); break;
+    }
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
+// ---- Structured control flow -------------------------------------------------------------------
+
+bool Executor::execIf(const Inst &I, const uint8_t *mask) {
+  const Cell *cond = cells(I.in[0]);
+  uint8_t *thenMask = acquireMask(), *elseMask = acquireMask();
+  bool anyThen = false, anyElse = false;
+  for (uint32_t t = 0; t < T; ++t) {
+    thenMask[t] = mask[t] && cond[t].i;
+    elseMask[t] = mask[t] && !cond[t].i;
+    anyThen |= thenMask[t];
+    anyElse |= elseMask[t];
+  }
+  bool ok = (!anyThen || exec(I.region, thenMask)) && (I.region2 < 0 || !anyElse || exec(I.region2, elseMask));
+  releaseMask();
+  releaseMask();
+  return ok;
+}
+
+bool Executor::execFor(const Inst &I, const uint8_t *mask) {
+  const Cell *lb = cells(I.in[0]), *ub = cells(I.in[1]), *step = cells(I.in[2]);
+  Cell *iv = cells(I.aux[0]);
+  const unsigned bits = bitWidth(I.kind);
+  std::copy_n(lb, T, iv);
+  for (size_t i = 3; i < I.in.size(); ++i)
+    std::copy_n(cells(I.in[i]), size_t(P.slots[I.in[i]].count) * T, cells(I.aux[i - 2]));
+  for (uint32_t t = 0; t < T; ++t)
+    if (mask[t] && step[t].i <= 0)
+      return report(I, t, "step " + std::to_string(step[t].i) + " is not positive");
+  // Threads whose bounds differ leave the loop at different iterations: each iteration runs
+  // for the threads still inside it.
+  uint8_t *active = acquireMask();
+  std::copy_n(mask, T, active);
+  bool ok = true;
+  for (;;) {
+    bool any = false;
+    for (uint32_t t = 0; t < T; ++t) {
+      active[t] = active[t] && (I.imm ? zeroExtend(iv[t].i, bits) < zeroExtend(ub[t].i, bits) : iv[t].i < ub[t].i);
+      any |= active[t];
+    }
+    if (!any || !(ok = exec(I.region, active)))
+      break;
+    for (uint32_t t = 0; t < T; ++t)
+      if (active[t])
+        iv[t].i = signExtend(int64_t(uint64_t(iv[t].i) + uint64_t(step[t].i)), bits);
+  }
+  releaseMask();
+  for (size_t r = 0; r < I.out.size(); ++r)
+    std::copy_n(cells(I.aux[r + 1]), size_t(P.slots[I.out[r]].count) * T, cells(I.out[r]));
+  return ok;
+}
+
+bool Executor::execWhile(const Inst &I, const uint8_t *mask) {
+  for (size_t i = 0; i < I.in.size(); ++i)
+    std::copy_n(cells(I.in[i]), size_t(P.slots[I.in[i]].count) * T, cells(I.aux[i]));
+  uint8_t *active = acquireMask();
+  std::copy_n(mask, T, active);
+  const Cell *cond = cells(int32_t(I.imm2));
+  bool ok = true;
+  for (;;) {
+    if (!(ok = exec(I.region, active)))
+      break;
+    bool any = false;
+    for (uint32_t t = 0; t < T; ++t) {
+      active[t] = active[t] && cond[t].i;
+      any |= active[t];
+    }
+    if (!any || !(ok = exec(I.region2, active)))
+      break;
+  }
+  releaseMask();
+  return ok;
+}
+
+void Executor::execYield(const Inst &I, const uint8_t *mask, bool condition) {
+  const size_t first = condition ? 1 : 0;
+  std::vector<const Cell *> sources;
+  for (size_t i = first; i < I.in.size(); ++i)
+    sources.push_back(cells(I.in[i]));
+  // A loop may yield its own arguments in another order (a swap): read all before writing.
+  std::vector<Cell> temp;
+  if (I.imm) {
+    std::vector<size_t> offsets;
+    for (size_t k = 0; k < sources.size(); ++k) {
+      offsets.push_back(temp.size());
+      temp.insert(temp.end(), sources[k], sources[k] + size_t(P.slots[I.in[k + first]].count) * T);
+    }
+    for (size_t k = 0; k < sources.size(); ++k)
+      sources[k] = temp.data() + offsets[k];
+  }
+  auto copyTo = [&](const std::vector<int32_t> &dest) {
+    for (size_t k = 0; k < dest.size() && k < sources.size(); ++k) {
+      Cell *dst = cells(dest[k]);
+      for (uint32_t e = 0; e < P.slots[dest[k]].count; ++e)
+        for (uint32_t t = 0; t < T; ++t)
+          if (mask[t])
+            dst[size_t(e) * T + t] = sources[k][size_t(e) * T + t];
+    }
+  };
+  copyTo(I.out);
+  if (condition)
+    copyTo(I.aux);
+}
+
+// ---- Memory ------------------------------------------------------------------------------------
+
+bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
+  const MemRefDesc &m = P.memrefs[I.mem];
+  const Binding &binding = P.bindings[m.binding];
+  LiveBinding &b = live[m.binding];
+  const bool store = I.op == Op::Store;
+  const size_t firstIndex = store ? 1 : 0;
+  const int64_t elemBytes = storageBytes(m.kind);
+  const int64_t accessBytes = elemBytes * I.count;
+  const bool lds = binding.space != Binding::Space::Global;
+  Cell *value = store ? cells(I.in[0]) : cells(I.out[0]);
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    __int128 element = m.offset;
+    for (size_t d = 0; d < m.strides.size(); ++d)
+      element += __int128(cells(I.in[firstIndex + d])[t].i) * m.strides[d];
+    __int128 offset = element * elemBytes;
+    if (offset < b.lo || offset + accessBytes > b.hi) {
+      std::string index;
+      for (size_t d = 0; d < m.strides.size(); ++d)
+        index += (d ? ", " : "") + std::to_string(cells(I.in[firstIndex + d])[t].i);
+      return report(I, t,
+                    std::string("out-of-bounds ") + (store ? "store to " : "load from ") + binding.name + " at index [" +
+                        index + "]: bytes [" + std::to_string(int64_t(offset)) + ", " +
+                        std::to_string(int64_t(offset + accessBytes)) + ") of a " + (lds ? "workgroup" : "global") +
+                        " buffer of " + std::to_string(b.hi) + " bytes" +
+                        (b.lo ? " (" + std::to_string(-b.lo) + " more before the pointer)" : ""));
+    }
+    uint8_t *at = b.base + int64_t(offset);
+    if (store) {
+      for (uint32_t e = 0; e < I.count; ++e)
+        storeElem(at + e * elemBytes, value[size_t(e) * T + t], m.kind);
+      if (lds)
+        std::fill_n(b.written.begin() + int64_t(offset), accessBytes, 1);
+      continue;
+    }
+    if (lds)
+      for (int64_t byte = 0; byte < accessBytes; ++byte)
+        if (!b.written[int64_t(offset) + byte])
+          return report(I, t,
+                        "read of LDS never written: " + binding.name + " byte " +
+                            std::to_string(int64_t(offset) + byte) + " (access of bytes [" +
+                            std::to_string(int64_t(offset)) + ", " + std::to_string(int64_t(offset) + accessBytes) +
+                            "))");
+    for (uint32_t e = 0; e < I.count; ++e)
+      value[size_t(e) * T + t] = loadElem(at + e * elemBytes, m.kind);
+  }
+  return true;
+}
+
+bool Executor::execDynamicPosition(const Inst &I, const uint8_t *mask) {
+  const bool insert = I.op == Op::InsertDyn;
+  const int32_t vector = insert ? I.in[1] : I.in[0];
+  const size_t firstDynamic = insert ? 2 : 1;
+  Cell *out = cells(I.out[0]);
+  if (insert)
+    std::copy_n(cells(vector), size_t(P.slots[vector].count) * T, out);
+  const Cell *src = cells(insert ? I.in[0] : vector);
+  for (uint32_t t = 0; t < T; ++t) {
+    int64_t offset = 0;
+    size_t dynamic = firstDynamic;
+    bool inRange = true;
+    for (size_t p = 0; p + 2 < I.list.size(); p += 3) {
+      int64_t index = I.list[p] >= 0 ? I.list[p] : cells(I.in[dynamic++])[t].i;
+      inRange &= index >= 0 && index < I.list[p + 1];
+      offset += index * I.list[p + 2];
+    }
+    if (!inRange) {
+      if (mask[t])
+        return report(I, t, "dynamic position out of range of the vector");
+      continue; // a thread of an untaken branch: its result is never read
+    }
+    for (uint32_t e = 0; e < I.count; ++e) {
+      if (insert)
+        out[size_t(offset + e) * T + t] = src[size_t(e) * T + t];
+      else
+        out[size_t(e) * T + t] = src[size_t(offset + e) * T + t];
+    }
+  }
+  return true;
+}
+
+// ---- Thread geometry and synchronisation -------------------------------------------------------
+
+void Executor::execGeometry(const Inst &I) {
+  Cell *d = cells(I.out[0]);
+  const unsigned bits = bitWidth(I.kind);
+  const int dim = int(I.imm);
+  for (uint32_t t = 0; t < T; ++t) {
+    uint32_t tid[3] = {t % block[0], (t / block[0]) % block[1], t / (block[0] * block[1])};
+    int64_t v = 0;
+    switch (I.op) {
+    case Op::ThreadId: v = tid[dim]; break;
+    case Op::BlockId: v = blockId[dim]; break;
+    case Op::BlockDim: v = block[dim]; break;
+    case Op::GridDim: v = config.grid[dim]; break;
+    case Op::LaneId: v = t % wave; break;
+    case Op::SubgroupId: v = t / wave; break;
+    case Op::NumSubgroups: v = (T + wave - 1) / wave; break;
+    default: v = wave; break;
+    }
+    d[t].i = signExtend(v, bits);
+  }
+}
+
+bool Executor::execBarrier(const Inst &I, const uint8_t *mask) {
+  uint32_t arrived = 0;
+  int64_t missing = -1;
+  for (uint32_t t = 0; t < T; ++t) {
+    arrived += mask[t];
+    if (!mask[t] && missing < 0)
+      missing = t;
+  }
+  if (arrived == T)
+    return true;
+  // Every thread of a workgroup runs to completion (there is no early exit), so a barrier
+  // under a partial mask is one that some threads never reach: a hang or UB on hardware.
+  return report(I, -1,
+                "barrier reached by " + std::to_string(arrived) + " of " + std::to_string(T) +
+                    " threads (divergent barrier; " + threadName(missing) + " does not reach it)");
+}
+
+bool Executor::execShuffle(const Inst &I, const uint8_t *mask) {
+  const Cell *value = cells(I.in[0]), *offset = cells(I.in[1]), *width = cells(I.in[2]);
+  Cell *out = cells(I.out[0]), *valid = cells(I.out[1]);
+  const ShuffleMode mode = ShuffleMode(I.imm);
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    int64_t w = width[t].i, off = offset[t].i;
+    if (w <= 0 || w > int64_t(wave) || (w & (w - 1)))
+      return report(I, t, "width " + std::to_string(w) + " is not a power of two up to the wave size " +
+                              std::to_string(wave));
+    int64_t lane = t % wave, segment = lane & ~(w - 1), src = 0;
+    switch (mode) {
+    case ShuffleMode::Xor: src = lane ^ off; break;
+    case ShuffleMode::Down: src = lane + off; break;
+    case ShuffleMode::Up: src = lane - off; break;
+    case ShuffleMode::Idx:
+      // AMD's lowering reads lane `offset` of the wave, NVIDIA's lane `offset` of the segment:
+      // the two agree only for a full-wave width.
+      if (w != int64_t(wave))
+        return report(I, t, "idx shuffle with width " + std::to_string(w) +
+                                " smaller than the wave is lowered differently on AMD and NVIDIA");
+      src = off;
+      break;
+    }
+    // Out of the thread's segment of `width` lanes: its own value, valid = false.
+    bool ok = src >= segment && src < segment + w;
+    uint32_t srcThread = uint32_t(t - lane + (ok ? src : lane));
+    if (ok && (srcThread >= T || !mask[srcThread]))
+      return report(I, t, "reads lane " + std::to_string(src) + ", which is inactive (undefined on the GPU)");
+    for (uint32_t e = 0; e < I.count; ++e)
+      out[size_t(e) * T + t] = value[size_t(e) * T + srcThread];
+    valid[t].i = ok ? -1 : 0;
+  }
+  return true;
+}
+
+void Executor::execDpp(const Inst &I, const uint8_t *mask) {
+  const Cell *old = cells(I.in[0]), *value = cells(I.in[1]);
+  Cell *out = cells(I.out[0]);
+  const DppKind kind = DppKind(I.imm);
+  const unsigned rowMask = I.imm2 & 0xf, bankMask = (I.imm2 >> 4) & 0xf;
+  const bool boundCtrl = (I.imm2 >> 8) & 1;
+  const int64_t arg = I.list.empty() ? 0 : I.list[0];
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    int64_t lane = t % wave, row = lane / 16, inRow = lane % 16, from = -1;
+    switch (kind) {
+    case DppKind::QuadPerm: from = (lane & ~3) | I.list[lane & 3]; break;
+    case DppKind::RowShl: from = inRow + arg < 16 ? lane + arg : -1; break;
+    case DppKind::RowShr: from = inRow >= arg ? lane - arg : -1; break;
+    case DppKind::RowRor: from = row * 16 + ((inRow - arg) & 15); break;
+    case DppKind::WaveShl: from = lane + 1 < int64_t(wave) ? lane + 1 : -1; break;
+    case DppKind::WaveShr: from = lane - 1; break;
+    case DppKind::WaveRor: from = (lane + wave - 1) % wave; break;
+    case DppKind::WaveRol: from = (lane + 1) % wave; break;
+    case DppKind::RowMirror: from = row * 16 + 15 - inRow; break;
+    case DppKind::RowHalfMirror: from = (lane & ~7) | (7 - (lane & 7)); break;
+    case DppKind::RowBcast15: from = row > 0 ? row * 16 - 1 : -1; break;
+    case DppKind::RowBcast31: from = row > 1 ? 31 : -1; break;
+    }
+    // Rows and banks masked off keep `old`; an invalid or inactive source lane gives 0 with
+    // bound_ctrl, else leaves `old` (the lane is not written).
+    bool enabled = (rowMask >> row & 1) && (bankMask >> (inRow / 4) & 1);
+    uint32_t srcThread = uint32_t(t - lane + from);
+    bool validSrc = from >= 0 && srcThread < T && mask[srcThread];
+    for (uint32_t e = 0; e < I.count; ++e) {
+      size_t i = size_t(e) * T;
+      if (enabled && validSrc)
+        out[i + t] = value[i + srcThread];
+      else if (enabled && boundCtrl)
+        out[i + t] = Cell{0}; // +0.0 as well
+      else
+        out[i + t] = old[i + t];
+    }
+  }
+}
+
+bool Executor::execMatrix(const Inst &I, const uint8_t *mask) {
+  const MatrixOpDesc &desc = P.matrixOps[I.matrix];
+  Cell *d = cells(desc.dSlot);
+  for (uint32_t first = 0; first < T; first += wave) {
+    uint32_t active = 0;
+    for (uint32_t l = 0; l < wave && first + l < T; ++l)
+      active += mask[first + l];
+    if (active == 0)
+      continue; // the whole wave skips it, as a uniform branch does
+    if (active != wave)
+      return report(I, first,
+                    desc.mnemonic + " executed by " + std::to_string(active) + " of the " + std::to_string(wave) +
+                        " lanes of wave " + std::to_string(first / wave) + " (matrix instructions need the whole wave)");
+    auto value = [&](const ElemRef &r, int lane) {
+      const Cell &c = cells(r.slot)[size_t(r.elem) * T + first + lane];
+      if (r.half < 0)
+        return c.f;
+      return decodeFloat((zeroExtend(c.i, 32) >> (16 * r.half)) & 0xffff, r.packed);
+    };
+    // Named: MatrixFragments holds function_refs, which must not outlive their callables.
+    auto a = [&](int lane, int e) { return value(desc.a[e], lane); };
+    auto b = [&](int lane, int e) { return value(desc.b[e], lane); };
+    auto c = [&](int lane, int e) { return value(desc.c[e], lane); };
+    auto write = [&](int lane, int e, double v) { d[size_t(e) * T + first + lane].f = roundToKind(v, desc.dKind); };
+    MatrixFragments frags{a, b, c, write};
+    if (std::string problem = executeMatrix(*desc.layout, frags); !problem.empty())
+      return report(I, first, desc.mnemonic + " in wave " + std::to_string(first / wave) + ": " + problem);
+  }
+  return true;
+}
+
+// ---- The grid ------------------------------------------------------------------------------------
+
+llvm::Expected<RunStats> runProgram(const Program &P, const LaunchConfig &config, llvm::ArrayRef<ArgValue> args) {
+  const KernelInfo &info = P.info;
+  if (args.size() != info.params.size())
+    return fail("kernel " + info.name + " takes " + llvm::Twine(info.params.size()) + " arguments, " +
+                llvm::Twine(args.size()) + " given");
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool buffer = info.params[i].kind == ParamInfo::Kind::Buffer;
+    if (buffer != (args[i].kind == ArgValue::Kind::Buffer))
+      return fail("argument '" + info.params[i].name + "' of kernel " + info.name + " must be a " +
+                  (buffer ? "buffer" : "scalar"));
+    if (buffer && !args[i].buffer.data)
+      return fail("argument '" + info.params[i].name + "' of kernel " + info.name + " is a null pointer");
+  }
+  std::array<uint32_t, 3> block = config.block;
+  bool known = info.knownBlock[0] != 0;
+  if (block[0] == 0) {
+    if (!known)
+      return fail("kernel " + info.name + " has no known_block_size: give the block size");
+    block = info.knownBlock;
+  } else if (known && block != info.knownBlock) {
+    return fail("block " + triple(block) + " differs from kernel " + info.name + "'s known_block_size " +
+                triple(info.knownBlock));
+  }
+  uint64_t threads = uint64_t(block[0]) * block[1] * block[2];
+  if (threads == 0 || threads > 1024)
+    return fail("block " + triple(block) + " has " + llvm::Twine(threads) + " threads (1 to 1024 allowed)");
+  for (const Binding &b : P.bindings)
+    if (b.space == Binding::Space::DynamicWorkgroup && config.dynamicLdsBytes == 0)
+      return fail("kernel " + info.name + " uses dynamic shared memory but the launch gives 0 bytes");
+
+  RunStats stats;
+  stats.workgroups = uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
+  auto start = std::chrono::steady_clock::now();
+  auto blockOf = [&](uint64_t index) {
+    return std::array<uint32_t, 3>{uint32_t(index % config.grid[0]), uint32_t(index / config.grid[0] % config.grid[1]),
+                                   uint32_t(index / (uint64_t(config.grid[0]) * config.grid[1]))};
+  };
+  unsigned workers = unsigned(std::max<uint64_t>(1, std::min<uint64_t>(config.threads, stats.workgroups)));
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex lock;
+  std::string error;
+  uint64_t failedAt = UINT64_MAX;
+  auto work = [&]() {
+    Executor ex(P, config, block, args);
+    for (uint64_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < stats.workgroups;) {
+      if (ex.runWorkgroup(blockOf(i)))
+        continue;
+      std::lock_guard<std::mutex> guard(lock);
+      if (i < failedAt) { // the lowest failing workgroup, as a serial run reports
+        failedAt = i;
+        error = ex.error();
+      }
+      failed = true;
+    }
+    std::lock_guard<std::mutex> guard(lock);
+    stats.instructions += ex.instructions;
+    stats.threadOps += ex.threadOps;
+  };
+  if (workers == 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned w = 0; w < workers; ++w)
+      pool.emplace_back(work);
+    for (std::thread &t : pool)
+      t.join();
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (failed)
+    return fail(error);
+  return stats;
+}
+
+} // namespace tessera::sim::detail

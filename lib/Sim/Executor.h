@@ -1,0 +1,73 @@
+// The interpreter of decoded kernels: one workgroup at a time, all its threads in lockstep.
+//
+// Pure operations are evaluated for every thread of the workgroup (values of threads outside
+// the current branch are never read: SSA values do not outlive their region, and region
+// results are written only by the masked scf.yield). Memory, cross-lane and synchronising
+// operations honour the active mask, and every check reports the first violation.
+#ifndef TESSERA_LIB_SIM_EXECUTOR_H
+#define TESSERA_LIB_SIM_EXECUTOR_H
+
+#include "Program.h"
+
+namespace tessera::sim::detail {
+
+class Executor {
+public:
+  /// Prepares registers, constants, arguments and LDS for workgroups of `block` threads.
+  Executor(const Program &program, const LaunchConfig &config, const std::array<uint32_t, 3> &block,
+           llvm::ArrayRef<ArgValue> args);
+
+  /// Runs one workgroup; false after a check fired (see error()).
+  bool runWorkgroup(const std::array<uint32_t, 3> &blockId);
+  const std::string &error() const { return message; }
+
+  uint64_t instructions = 0, threadOps = 0;
+
+private:
+  /// A buffer as this launch sees it: accesses must stay in [lo, hi) bytes from base.
+  struct LiveBinding {
+    uint8_t *base = nullptr;
+    int64_t lo = 0, hi = 0;
+    std::vector<uint8_t> storage; ///< LDS contents
+    std::vector<uint8_t> written; ///< LDS: one flag per byte, for uninitialised reads
+  };
+
+  const Program &P;
+  LaunchConfig config;
+  std::array<uint32_t, 3> block, blockId{0, 0, 0};
+  uint32_t T;     ///< threads per workgroup
+  uint32_t wave;  ///< lanes per wave
+  std::vector<Cell> regs;
+  std::vector<LiveBinding> live;
+  std::vector<std::vector<uint8_t>> maskPool;
+  size_t maskDepth = 0;
+  std::string message;
+
+  Cell *cells(int32_t slot) { return regs.data() + size_t(P.slots[slot].base) * T; }
+  uint8_t *acquireMask();
+  void releaseMask() { --maskDepth; }
+
+  bool exec(int32_t region, const uint8_t *mask);
+  /// Pure element-wise arithmetic, conversions and data movement (ExecArith.cpp).
+  void execPure(const Inst &I);
+  bool execIf(const Inst &I, const uint8_t *mask);
+  bool execFor(const Inst &I, const uint8_t *mask);
+  bool execWhile(const Inst &I, const uint8_t *mask);
+  void execYield(const Inst &I, const uint8_t *mask, bool condition);
+  bool execMemory(const Inst &I, const uint8_t *mask);
+  bool execDynamicPosition(const Inst &I, const uint8_t *mask);
+  void execGeometry(const Inst &I);
+  bool execBarrier(const Inst &I, const uint8_t *mask);
+  bool execShuffle(const Inst &I, const uint8_t *mask);
+  void execDpp(const Inst &I, const uint8_t *mask);
+  bool execMatrix(const Inst &I, const uint8_t *mask);
+
+  /// Records a report about `I` (for `thread`, or the whole workgroup when negative) and
+  /// returns false.
+  bool report(const Inst &I, int64_t thread, const std::string &what);
+  std::string threadName(int64_t thread) const;
+};
+
+} // namespace tessera::sim::detail
+
+#endif // TESSERA_LIB_SIM_EXECUTOR_H
