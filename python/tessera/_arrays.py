@@ -1,0 +1,94 @@
+"""One view of the arrays tessera accepts: torch tensors (GPU memory) and numpy arrays (host memory, run on the simulator)."""
+import sys
+from typing import NamedTuple
+
+from ._errors import InputError
+
+# Canonical element type names are the manifest's: f16, bf16, f32.
+_ALIASES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16",
+            "f32": "f32", "float32": "f32", "float": "f32"}
+TORCH_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+class ArrayInfo(NamedTuple):
+    kind: str          # "torch" or "numpy"
+    obj: object
+    shape: tuple
+    strides: tuple     # in elements; None if not a whole number of elements
+    dtype: str         # canonical name, or the array's own dtype spelling when unsupported
+    ptr: int           # device pointer (torch) or host address (numpy)
+    itemsize: int
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _numpy():
+    return sys.modules.get("numpy")
+
+
+def dtype_name(dtype):
+    """'f16' / 'bf16' / 'f32' for a torch dtype, numpy dtype or type, ml_dtypes.bfloat16 or a string;
+    another dtype's own name ('float64', 'int8') when unsupported; None if `dtype` is no dtype at all."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        return _ALIASES.get(dtype.lower(), dtype)
+    torch = _torch()
+    if torch is not None and isinstance(dtype, torch.dtype):
+        name = str(dtype).replace("torch.", "")
+        return _ALIASES.get(name, name)
+    np = _numpy()
+    if np is not None:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            return None
+        return _ALIASES.get(name, name)
+    return None
+
+
+def describe(x, name):
+    """ArrayInfo for a torch tensor or a numpy array; InputError for anything else (`name` starts its message)."""
+    torch, np = _torch(), _numpy()
+    if torch is not None and isinstance(x, torch.Tensor):
+        dtype = str(x.dtype).replace("torch.", "")
+        return ArrayInfo("torch", x, tuple(x.shape), tuple(x.stride()), _ALIASES.get(dtype, dtype),
+                         x.data_ptr(), x.element_size())
+    if np is not None and isinstance(x, np.ndarray):
+        size = x.dtype.itemsize
+        strides = tuple(s // size for s in x.strides) if all(s % size == 0 for s in x.strides) else None
+        dtype = x.dtype.name if x.dtype.isnative else x.dtype.str   # byte-swapped arrays are unsupported
+        return ArrayInfo("numpy", x, x.shape, strides, _ALIASES.get(dtype, dtype),
+                         x.__array_interface__["data"][0], size)
+    raise InputError(f"{name} is a {type(x).__module__}.{type(x).__qualname__}; "
+                     "expected a torch tensor or a numpy array")
+
+
+def empty(like, shape, dtype):
+    """A new uninitialised array of `dtype` (canonical name) on the same device/library as `like`."""
+    if like.kind == "torch":
+        torch = _torch()
+        return torch.empty(shape, dtype=getattr(torch, TORCH_NAMES[dtype]), device=like.obj.device)
+    return _numpy().empty(shape, dtype=numpy_dtype(dtype))
+
+
+def numpy_dtype(dtype):
+    """The numpy dtype for a canonical name; bf16 needs the ml_dtypes package."""
+    np = _numpy()
+    if dtype != "bf16":
+        return np.dtype(TORCH_NAMES[dtype])
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise InputError("bfloat16 numpy arrays need the ml_dtypes package (pip install ml_dtypes)") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def fill(info, value):
+    """Sets every element of the array to `value` (used for K = 0)."""
+    if info.kind == "torch":
+        info.obj.fill_(value)
+    else:
+        info.obj.fill(value)

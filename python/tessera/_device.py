@@ -1,0 +1,154 @@
+"""Devices, bundles and kernels over the runtime: one Device per backend string (cached), bundles cached per directory."""
+import ctypes
+import json
+import threading
+from pathlib import Path
+
+from . import _lib, _paths
+from ._errors import InputError
+
+# Python values for the manifest's scalar argument types.
+_SETTERS = {"ptr": ("tessera_args_set_ptr", ctypes.c_void_p), "i64": ("tessera_args_set_i64", ctypes.c_int64),
+            "i32": ("tessera_args_set_i32", ctypes.c_int32), "f32": ("tessera_args_set_f32", ctypes.c_float)}
+
+
+class Kernel:
+    """One kernel of a loaded bundle: its manifest entry, and launch by argument name."""
+
+    def __init__(self, bundle, handle):
+        self.bundle = bundle
+        self._handle = handle
+        self.info = json.loads(_lib.call_str("tessera_kernel_json", handle))
+        self.name = self.info["name"]
+        self.directive = self.info.get("directive")
+        self.attributes = self.info.get("attributes", {})
+        self.args = [(a["name"], a["type"]) for a in self.info["args"]]
+        self._types = dict(self.args)
+
+    def matches(self, directive, **attributes):
+        """True if this kernel is `directive` with these attribute values (an absent attribute counts as False)."""
+        return self.directive == directive and all(
+            self.attributes.get(key, False) == value for key, value in attributes.items())
+
+    def _fill(self, args, values):
+        for name, value in values.items():
+            setter, ctype = _SETTERS.get(self._types.get(name), _SETTERS["i64"])  # unknown names: the runtime names them
+            _lib.call(setter, args, name.encode(), ctype(value))
+
+    def _with_args(self, values, action):
+        args = _lib.call_handle("tessera_args_create", self._handle)
+        try:
+            self._fill(args, values)
+            return action(args)
+        finally:
+            _lib.library().tessera_args_destroy(args)
+
+    def launch(self, stream=None, **values):
+        """Sets every argument by name and launches on `stream` (a CUstream/hipStream_t as int, or None). Asynchronous."""
+        self._with_args(values, lambda args: _lib.call("tessera_launch", self._handle, args, stream))
+
+    def grid(self, **values):
+        """The grid tessera_launch would use for these argument values."""
+        grid = (ctypes.c_uint32 * 3)()
+        self._with_args(values, lambda args: _lib.call("tessera_launch_grid", self._handle, args, ctypes.byref(grid)))
+        return tuple(grid)
+
+    def __repr__(self):
+        return f"Kernel({self.name!r}, {self.directive} {self.attributes})"
+
+
+class Bundle:
+    """A bundle loaded on a device (the runtime checks its target against the device first)."""
+
+    def __init__(self, device, directory):
+        self.device = device
+        self.directory = Path(directory)
+        self._handle = _lib.call_handle("tessera_bundle_load", device._handle, str(self.directory).encode())
+        self.target = _lib.call_str("tessera_bundle_target", self._handle)
+        count = _lib.call_int("tessera_bundle_kernel_count", self._handle)
+        names = [_lib.call_str("tessera_bundle_kernel_name", self._handle, i) for i in range(count)]
+        self.kernels = {name: Kernel(self, _lib.call_handle("tessera_kernel_get", self._handle, name.encode()))
+                        for name in names}
+
+    def kernel(self, name):
+        """The kernel called `name`; KernelNotFoundError (from the runtime, listing the kernels) otherwise."""
+        if name not in self.kernels:
+            _lib.call_handle("tessera_kernel_get", self._handle, name.encode())
+        return self.kernels[name]
+
+    def find(self, directive, **attributes):
+        """The first kernel that is `directive` with these attributes, or None."""
+        return next((k for k in self.kernels.values() if k.matches(directive, **attributes)), None)
+
+    def __repr__(self):
+        return f"Bundle({str(self.directory)!r}, target={self.target!r}, kernels={list(self.kernels)})"
+
+
+class Device:
+    """An opened runtime device. Device(...) always opens a new one; tessera.device(spec) returns a cached one."""
+
+    def __init__(self, backend="cuda", ordinal=0):
+        self.spec = backend
+        self.ordinal = ordinal
+        self._handle = _lib.call_handle("tessera_device_open", backend.encode(), ordinal)
+        self.arch = _lib.call_str("tessera_device_arch", self._handle)
+        self.backend = _lib.call_str("tessera_device_backend", self._handle)
+        self._bundles = {}
+        self._lock = threading.Lock()
+
+    def bundle(self, directory=None):
+        """The bundle in `directory` (default: the one found for this device's arch), loaded once per device."""
+        directory = Path(directory) if directory is not None else _paths.find_bundle(self.arch)
+        key = directory.resolve()
+        with self._lock:
+            if key not in self._bundles:
+                self._bundles[key] = Bundle(self, directory)
+            return self._bundles[key]
+
+    # Memory: device pointers and host addresses are ints.
+    def malloc(self, nbytes):
+        return _lib.call_handle("tessera_malloc", self._handle, nbytes)
+
+    def free(self, ptr):
+        _lib.call("tessera_free", self._handle, ptr)
+
+    def memcpy_htod(self, dst, src, nbytes):
+        _lib.call("tessera_memcpy_htod", self._handle, dst, src, nbytes)
+
+    def memcpy_dtoh(self, dst, src, nbytes):
+        _lib.call("tessera_memcpy_dtoh", self._handle, dst, src, nbytes)
+
+    def memset(self, dst, value, nbytes):
+        _lib.call("tessera_memset", self._handle, dst, value, nbytes)
+
+    def synchronize(self):
+        _lib.call("tessera_synchronize", self._handle)
+
+    def __repr__(self):
+        return f"Device({self.spec!r}, ordinal={self.ordinal}, arch={self.arch!r})"
+
+
+def parse_device(spec):
+    """'cuda', 'cuda:1', 'hip:0', 'sim', 'sim:gfx942' -> (backend string, ordinal). For sim the text
+    after ':' is the simulated chip, not an ordinal."""
+    kind, _, rest = spec.partition(":")
+    if kind == "sim" or not rest:
+        return spec, 0
+    if not rest.isdigit():
+        raise InputError(f"device {spec!r}: expected '{kind}' or '{kind}:<ordinal>'")
+    return kind, int(rest)
+
+
+_devices = {}
+_devices_lock = threading.Lock()
+
+
+def device(spec="cuda"):
+    """The cached Device for a spec such as 'cuda', 'cuda:1' or 'sim:gfx942' (a Device is returned as is)."""
+    if isinstance(spec, Device):
+        return spec
+    key = parse_device(spec)
+    with _devices_lock:
+        if key not in _devices:
+            _devices[key] = Device(*key)
+        return _devices[key]

@@ -1,0 +1,153 @@
+"""Test support: skip conditions (CUDA GPU, sim plugin, fake driver), synthetic bundles, and the tolerance rule of CORRECTNESS.md."""
+import ctypes
+import json
+import os
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+try:
+    import torch
+except ImportError:
+    torch = None
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
+
+import tessera
+from tessera.testing import check_tolerance
+
+REPO = Path(__file__).resolve().parents[2]
+
+if torch is None:
+    CUDA_REASON = "no CUDA GPU: torch is not installed"
+elif not torch.cuda.is_available():
+    CUDA_REASON = "no CUDA GPU: torch.cuda.is_available() is False"
+else:
+    CUDA_REASON = None
+requires_cuda = pytest.mark.skipif(CUDA_REASON is not None, reason=CUDA_REASON or "")
+requires_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+requires_ml_dtypes = pytest.mark.skipif(ml_dtypes is None, reason="bf16 numpy arrays need ml_dtypes (not installed)")
+
+DTYPES = ("f16", "bf16")
+SIM_TARGETS = ("gfx942", "gfx950", "gfx1100", "sm_90")
+
+
+def numpy_dtype(name):
+    return {"f16": np.float16, "f32": np.float32, "bf16": ml_dtypes and ml_dtypes.bfloat16}[name]
+
+
+def torch_dtype(name):
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[name]
+
+
+def sim_device(target):
+    """The cached sim device for `target`, or a skip naming why the simulator is unavailable."""
+    try:
+        return tessera.device(f"sim:{target}")
+    except tessera.BackendUnavailableError as e:
+        pytest.skip(str(e).splitlines()[0])   # "sim backend plugin unavailable: cannot load ..."
+
+
+def compiler_path():
+    """tessera-compile of a build tree (TESSERA_BUILD_DIR, else build*/ in the checkout), or None."""
+    build = os.environ.get("TESSERA_BUILD_DIR")
+    candidates = ([Path(build) / "bin" / "tessera-compile"] if build else []) + \
+        sorted(REPO.glob("build*/bin/tessera-compile"))
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def compile_default_bundles(targets, folder):
+    """Compiles examples/gemm.mlir for each target into folder/<target>; a failing target is left out."""
+    compiler, source = compiler_path(), REPO / "examples" / "gemm.mlir"
+    if compiler is None or not source.is_file():
+        return False
+    for target in targets:
+        subprocess.run([str(compiler), str(source), f"--target={target}", "-o", str(Path(folder) / target)],
+                       capture_output=True, check=False)
+    return True
+
+
+def tolerance_report(out64, ref64, same64, abs_ab64):
+    """None when the GEMM output passes tessera.testing.check_tolerance (CORRECTNESS.md), else why not."""
+    result = check_tolerance(out64, ref64, same64, abs_ab64)
+    return None if result.ok else f"{tuple(out64.shape)}: {result}"
+
+
+# ---- Synthetic bundles and the fake driver (build tree only) ------------------------------------
+def fake_driver_path():
+    """libtessera_fake_driver.so (unittests/Runtime) from TESSERA_FAKE_DRIVER or a build tree, else None."""
+    env, build = os.environ.get("TESSERA_FAKE_DRIVER"), os.environ.get("TESSERA_BUILD_DIR")
+    if env:
+        return Path(env)
+    found = [Path(build) / "unittests/Runtime/libtessera_fake_driver.so"] if build else []
+    found = [p for p in found if p.is_file()] + sorted(REPO.glob("build*/unittests/Runtime/libtessera_fake_driver.so"))
+    return found[0] if found else None
+
+
+def gemm_kernel_entry(dtype, out_type, transpose_b, code_ext):
+    name = f"gemm_{dtype}_{out_type}_{'nt' if transpose_b else 'nn'}"
+    attributes = {"dtype": dtype, "out_type": out_type}
+    if transpose_b:
+        attributes["transpose_b"] = True
+    args = [{"name": "a", "type": "ptr", "dtype": dtype, "role": "input"},
+            {"name": "b", "type": "ptr", "dtype": dtype, "role": "input"},
+            {"name": "c", "type": "ptr", "dtype": out_type, "role": "output"}]
+    args += [{"name": n, "type": "i64", "role": "size"} for n in ("M", "N", "K")]
+    args += [{"name": n, "type": "i64", "role": "stride"} for n in ("lda", "ldb", "ldc")]
+    return {"name": name, "entry": name, "directive": "wmma_gemm", "attributes": attributes,
+            "code_object": f"{name}.{code_ext}", "block": [256, 1, 1],
+            "grid": [["ceil_div", "N", 128], ["ceil_div", "M", 128], 1], "lds_bytes": 0, "args": args}
+
+
+def write_gemm_bundle(directory, target):
+    """A manifest with the eight default GEMM kernels (no code objects: enough for the sim backend)."""
+    nvidia = target.startswith("sm_")
+    kernels = [gemm_kernel_entry(d, o, t, "ptx" if nvidia else "hsaco")
+               for d in DTYPES for o in (d, "f32") for t in (False, True)]
+    manifest = {"format": "tessera-bundle", "version": 1, "target": target,
+                "vendor": "nvidia" if nvidia else "amd", "code_object_format": "ptx" if nvidia else "hsaco",
+                "kernels": kernels}
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def write_ptx(directory, kernel):
+    """A PTX stand-in the fake CUDA driver accepts: the entry with the kernel's parameters."""
+    params = ",\n".join(f"  .param {'.u64' if a['type'] in ('ptr', 'i64') else '.u32'} {kernel['entry']}_param_{a['name']}"
+                        for a in kernel["args"])
+    text = (f".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry {kernel['entry']}(\n{params}\n)\n"
+            "{\n  ret;\n}\n")
+    (Path(directory) / kernel["code_object"]).write_text(text)
+
+
+class FakeLaunch(ctypes.Structure):
+    """unittests/Runtime/FakeDriver.h: fake_launch."""
+    _fields_ = [("api", ctypes.c_char * 8), ("entry", ctypes.c_char * 64), ("grid", ctypes.c_uint * 3),
+                ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("args", ctypes.c_ubyte * 256), ("args_size", ctypes.c_size_t)]
+
+
+class FakeDriver:
+    """The fake driver's recording interface (the runtime dlopens the same file, so both see one state)."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.fake_launch_at.restype = ctypes.POINTER(FakeLaunch)
+        self.lib.fake_fail.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+        self.lib.fake_calls.argtypes = [ctypes.c_char_p]
+        self.lib.fake_reset()
+
+    def launches(self):
+        return [self.lib.fake_launch_at(i).contents for i in range(self.lib.fake_launch_count())]
+
+    @staticmethod
+    def gemm_args(launch):
+        """(a, b, c, M, N, K, lda, ldb, ldc) from a recorded GEMM launch."""
+        return struct.unpack_from("<3Q6q", bytes(launch.args), 0)

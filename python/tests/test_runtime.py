@@ -1,0 +1,180 @@
+"""Runtime bindings without a GPU: library loading, status codes, error translation, device specs, bundle discovery, and (with the fake driver of a build tree) every runtime error class."""
+import json
+
+import pytest
+
+import support
+import tessera
+from tessera import _errors, _lib, _paths
+from tessera._device import parse_device
+
+
+def test_runtime_library_is_found_and_loaded():
+    path = tessera.runtime_library()
+    assert path.name == "libtessera_runtime.so" and path.is_file()
+
+
+def test_tessera_home_is_the_only_root_when_set(monkeypatch, tmp_path):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    assert _paths.homes() == [tmp_path]
+    with pytest.raises(tessera.LibraryNotFoundError, match=r"libtessera_runtime.so not found \(tried .*lib/"):
+        _paths.runtime_library()
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libtessera_runtime.so").write_bytes(b"")
+    assert _paths.runtime_library() == tmp_path / "lib" / "libtessera_runtime.so"
+
+
+def test_python_status_classes_mirror_the_runtime():
+    names = {1: "INVALID_ARGUMENT", 2: "BACKEND_UNAVAILABLE", 3: "DRIVER", 4: "TARGET_MISMATCH", 5: "MANIFEST",
+             6: "CODE_OBJECT_MISSING", 7: "CODE_OBJECT_CORRUPT", 8: "KERNEL_NOT_FOUND", 9: "ARGUMENT",
+             10: "INTERNAL"}
+    assert sorted(_errors.STATUS_ERRORS) == sorted(names)
+    for status, name in names.items():
+        assert _lib.status_name(status) == "TESSERA_ERROR_" + name
+        cls = _errors.STATUS_ERRORS[status]
+        assert "".join(w.capitalize() for w in name.split("_")) + "Error" == cls.__name__
+    assert _lib.status_name(0) == "TESSERA_SUCCESS"
+    assert _lib.status_name(99) == "TESSERA_UNKNOWN_STATUS"
+
+
+def test_runtime_errors_carry_the_runtime_message():
+    with pytest.raises(tessera.InvalidArgumentError, match=r"^unknown backend 'bogus' \(expected cuda, hip or sim") as e:
+        tessera.Device("bogus")
+    assert e.value.status == 1 and isinstance(e.value, tessera.TesseraError)
+    with pytest.raises(tessera.InvalidArgumentError, match="device ordinal -1 is negative"):
+        tessera.Device("cuda", -1)
+    with pytest.raises(tessera.InvalidArgumentError, match=r"backend cuda takes no options \('cuda:x'\)"):
+        tessera.Device("cuda:x")
+    # An unknown status still raises, as the base class with the status kept.
+    err = _errors.error_for_status(42, "something new")
+    assert type(err) is tessera.TesseraError and err.status == 42 and str(err) == "something new"
+
+
+def test_missing_driver_and_plugin_are_backend_unavailable(monkeypatch, tmp_path):
+    monkeypatch.setenv("TESSERA_CUDA_LIBRARY", str(tmp_path / "no-libcuda.so"))
+    with pytest.raises(tessera.BackendUnavailableError, match=r"CUDA driver unavailable: cannot load .*no-libcuda.so "
+                                                               r"\(from TESSERA_CUDA_LIBRARY\)"):
+        tessera.Device("cuda")
+    monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(tmp_path / "no-plugin.so"))
+    with pytest.raises(tessera.BackendUnavailableError, match=r"sim backend plugin unavailable: .*no-plugin.so"):
+        tessera.Device("sim:gfx942")
+
+
+def test_device_specs():
+    assert parse_device("cuda") == ("cuda", 0)
+    assert parse_device("cuda:3") == ("cuda", 3)
+    assert parse_device("hip:1") == ("hip", 1)
+    assert parse_device("sim") == ("sim", 0)
+    assert parse_device("sim:gfx942") == ("sim:gfx942", 0)
+    with pytest.raises(tessera.InputError, match=r"device 'cuda:x': expected 'cuda' or 'cuda:<ordinal>'"):
+        parse_device("cuda:x")
+
+
+def _bundle_tree(root, targets):
+    for target in targets:
+        support.write_gemm_bundle(root / target, target)
+
+
+def test_bundle_discovery_and_nvidia_compatibility(monkeypatch, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    _bundle_tree(first, ["gfx942", "sm_80"])
+    _bundle_tree(second, ["gfx942", "gfx950", "sm_90", "sm_90a", "sm_86"])
+    (second / "not-a-bundle").mkdir()
+    monkeypatch.setenv("TESSERA_BUNDLE_PATH", f"{first}:{second}")
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))   # no other bundles
+    assert tessera.bundle_dirs() == [first, second, tmp_path / "home" / "bundles"]
+    assert tessera.find_bundle("gfx942") == first / "gfx942"       # earlier folder wins
+    assert tessera.find_bundle("gfx950") == second / "gfx950"
+    assert tessera.find_bundle("sm_89") == second / "sm_86"        # the newest older PTX (JIT-compiled forward)
+    assert tessera.find_bundle("sm_85") == first / "sm_80"
+    assert tessera.find_bundle("sm_90") == second / "sm_90"
+    found = tessera.available_targets()
+    assert found["gfx942"] == first / "gfx942" and "not-a-bundle" not in found
+    with pytest.raises(tessera.BundleNotFoundError, match=r"no bundle for target gfx1100 \(bundles found for: "
+                                                          r"gfx942, gfx950, sm_80, sm_86, sm_90, sm_90a"):
+        tessera.find_bundle("gfx1100")
+    # AMD code objects are chip-exact; sm_90a runs only on sm_90.
+    assert _paths.compatible_targets("gfx942", ["gfx940"]) == ["gfx942"]
+    assert _paths.compatible_targets("sm_100", ["sm_90a", "sm_90", "sm_80"]) == ["sm_100", "sm_100a", "sm_90", "sm_80"]
+
+
+# ---- With the fake driver (unittests/Runtime/libtessera_fake_driver.so; a build tree only) -------
+FAKE = support.fake_driver_path()
+requires_fake = pytest.mark.skipif(FAKE is None or not FAKE.is_file(),
+                                   reason="fake driver not built (ninja -C build tessera_fake_driver)")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    monkeypatch.setenv("TESSERA_CUDA_LIBRARY", str(FAKE))
+    monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(FAKE))
+    return support.FakeDriver(FAKE)
+
+
+@requires_fake
+def test_fake_cuda_device_and_target_mismatch(fake, tmp_path):
+    dev = tessera.Device("cuda")
+    assert (dev.backend, dev.arch) == ("cuda", "sm_90")
+    support.write_gemm_bundle(tmp_path / "gfx942", "gfx942")
+    with pytest.raises(tessera.TargetMismatchError, match=r"^bundle target gfx942 does not match device sm_90 \(.*gfx942\)"):
+        dev.bundle(tmp_path / "gfx942")
+
+
+@requires_fake
+def test_fake_cuda_bundle_errors(fake, tmp_path):
+    dev = tessera.Device("cuda")
+    with pytest.raises(tessera.ManifestError, match="manifest.json"):
+        dev.bundle(tmp_path)
+    manifest = support.write_gemm_bundle(tmp_path / "sm_90", "sm_90")
+    with pytest.raises(tessera.CodeObjectMissingError, match=r"code object .*gemm_f16_f16_nn.ptx cannot be read"):
+        dev.bundle(tmp_path / "sm_90")
+    for kernel in manifest["kernels"]:
+        support.write_ptx(tmp_path / "sm_90", kernel)
+    (tmp_path / "sm_90" / "gemm_bf16_f32_nt.ptx").write_text("garbage")
+    with pytest.raises(tessera.CodeObjectCorruptError, match="gemm_bf16_f32_nt.ptx"):
+        dev.bundle(tmp_path / "sm_90")
+    support.write_ptx(tmp_path / "sm_90", manifest["kernels"][-1])
+    bundle = dev.bundle(tmp_path / "sm_90")
+    assert bundle.target == "sm_90" and len(bundle.kernels) == 8
+    assert dev.bundle(tmp_path / "sm_90") is bundle   # cached per directory
+
+
+@requires_fake
+def test_fake_driver_failure_names_the_call(fake):
+    dev = tessera.Device("cuda")
+    fake.lib.fake_fail(b"cuMemAlloc_v2", 2, 0)   # CUDA_ERROR_OUT_OF_MEMORY
+    with pytest.raises(tessera.DriverError, match="^cuMemAlloc_v2 failed"):
+        dev.malloc(256)
+
+
+@requires_fake
+def test_fake_kernel_lookup_and_argument_errors(fake, tmp_path):
+    support.write_gemm_bundle(tmp_path / "gfx942", "gfx942")
+    bundle = tessera.Device("sim:gfx942").bundle(tmp_path / "gfx942")
+    with pytest.raises(tessera.KernelNotFoundError, match=r"has no kernel 'gemm' \(kernels: gemm_f16_f16_nn, "):
+        bundle.kernel("gemm")
+    kernel = bundle.kernel("gemm_f16_f32_nt")
+    assert kernel.matches("wmma_gemm", dtype="f16", out_type="f32", transpose_a=False, transpose_b=True)
+    assert not kernel.matches("wmma_gemm", dtype="f16", out_type="f32", transpose_b=False)
+    assert json.loads(json.dumps(kernel.info))["entry"] == "gemm_f16_f32_nt"
+    with pytest.raises(tessera.ArgumentError, match="argument 'a' of kernel gemm_f16_f32_nt"):
+        kernel.launch(a=0)
+    with pytest.raises(tessera.ArgumentError, match="alpha"):
+        kernel.launch(alpha=1)
+    with pytest.raises(tessera.ArgumentError, match="arguments not set: .*ldc"):
+        kernel.launch(a=16, b=16, c=16, M=1, N=1, K=1)
+    assert kernel.grid(a=16, b=16, c=16, M=300, N=129, K=1, lda=1, ldb=1, ldc=129) == (2, 3, 1)
+    assert fake.launches() == []
+
+
+def test_default_bundles_have_every_gemm_variant():
+    """The bundles found (dist/ or a build tree) hold the eight wmma_gemm kernels tessera.gemm dispatches to."""
+    found = tessera.available_targets()
+    if not found:
+        pytest.skip("no bundles in the search path (scripts/make_dist.sh builds them)")
+    for target, directory in found.items():
+        manifest = json.loads((directory / "manifest.json").read_text())
+        assert manifest["target"] == target
+        variants = {(k["attributes"]["dtype"], k["attributes"]["out_type"], k["attributes"].get("transpose_b", False))
+                    for k in manifest["kernels"] if k["directive"] == "wmma_gemm"}
+        assert variants >= {(d, o, t) for d in support.DTYPES for o in (d, "f32") for t in (False, True)}, target
