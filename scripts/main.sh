@@ -8,8 +8,9 @@ BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 OUT_DIR=${OUT_DIR:-$ROOT/out}
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
-mkdir -p "$OUT_DIR"
+mkdir -p "$OUT_DIR/bundles"
 for target in gfx942 gfx950 gfx1100 sm_90; do
-  "$BUILD_DIR/bin/tessera-compile" "$ROOT/examples/gemm.mlir" --target=$target -o "$OUT_DIR/gemm-$target"
+  "$BUILD_DIR/bin/tessera-compile" "$ROOT/examples/gemm.mlir" --target=$target -o "$OUT_DIR/bundles/$target"
 done
-TESSERA_BUILD_DIR=$BUILD_DIR /usr/bin/python3 "$ROOT/examples/run_gemm.py" --bundles "$OUT_DIR"
+TESSERA_BUILD_DIR=$BUILD_DIR TESSERA_BUNDLE_PATH=$OUT_DIR/bundles \
+  /usr/bin/python3 "$ROOT/examples/run_gemm.py" gfx942 gfx950 gfx1100 sm_90
