@@ -669,9 +669,10 @@ Inst Decoder::memoryAccess(Operation *op, Op code, Value memref, ValueRange indi
   Inst I = make(op, code);
   I.mem = memrefFor(memref, op);
   auto access = shapeOf(accessType).value_or(ValueShape{ElemKind::I64, 1, {}});
-  if (auto v = dyn_cast<VectorType>(accessType); v && v.getRank() != 1)
+  if (auto v = dyn_cast<VectorType>(accessType); v && v.getRank() != 1 && code != Op::LdMatrix)
     problem(op, "only 1-D vector accesses are supported, not " + typeString(accessType));
-  if (I.mem >= 0 && !P.memrefs[I.mem].strides.empty() && P.memrefs[I.mem].strides.back() != 1 && access.count > 1)
+  if (I.mem >= 0 && !P.memrefs[I.mem].strides.empty() && P.memrefs[I.mem].strides.back() != 1 &&
+      (access.count > 1 || code == Op::LdMatrix))
     problem(op, "vector access along a non-unit-stride dimension");
   I.kind = access.kind;
   I.count = access.count;
@@ -679,7 +680,7 @@ Inst Decoder::memoryAccess(Operation *op, Op code, Value memref, ValueRange indi
     I.in.push_back(use(value));
   for (Value i : indices)
     I.in.push_back(use(i));
-  if (code == Op::Load)
+  if (code != Op::Store)
     I.out.push_back(def(value, op));
   return I;
 }
@@ -698,6 +699,18 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
       })
       .Case([&](vector::StoreOp o) {
         return memoryAccess(op, Op::Store, o.getBase(), o.getIndices(), o.getValueToStore(), o.getVectorType());
+      })
+      .Case([&](nvgpu::LdMatrixOp o) -> std::optional<Inst> {
+        // Each lane gives the address of one 8-element row; the warp gets the 8x8 tiles back
+        // in the mma.sync fragment order.
+        Inst I = memoryAccess(op, Op::LdMatrix, o.getSrcMemref(), o.getIndices(), o.getRes(), o.getRes().getType());
+        I.imm = o.getNumTiles();
+        I.imm2 = o.getTranspose();
+        if (bitWidth(I.kind) != 16 || I.count != 2 * uint32_t(I.imm) || target.waveSize != 32) {
+          unsupported(op, "ldmatrix of 16-bit elements, two per tile, on a warp-32 target");
+          return std::nullopt;
+        }
+        return I;
       })
       .Case([&](memref::CastOp o) -> std::optional<Inst> {
         memrefOf[o.getResult()] = memrefFor(o.getSource(), op);

@@ -119,6 +119,7 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::Condition: execYield(I, mask, true); break;
     case Op::Load:
     case Op::Store: ok = execMemory(I, mask); break;
+    case Op::LdMatrix: ok = execLdMatrix(I, mask); break;
     case Op::ExtractDyn:
     case Op::InsertDyn: ok = execDynamicPosition(I, mask); break;
     case Op::ThreadId:
@@ -247,52 +248,94 @@ void Executor::execYield(const Inst &I, const uint8_t *mask, bool condition) {
 
 // ---- Memory ------------------------------------------------------------------------------------
 
-bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
+uint8_t *Executor::address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, bool store) {
   const MemRefDesc &m = P.memrefs[I.mem];
   const Binding &binding = P.bindings[m.binding];
   LiveBinding &b = live[m.binding];
-  const bool store = I.op == Op::Store;
-  const size_t firstIndex = store ? 1 : 0;
-  const int64_t elemBytes = storageBytes(m.kind);
-  const int64_t accessBytes = elemBytes * I.count;
+  const int64_t elemBytes = storageBytes(m.kind), accessBytes = elemBytes * elements;
   const bool lds = binding.space != Binding::Space::Global;
+  __int128 element = m.offset;
+  for (size_t d = 0; d < m.strides.size(); ++d)
+    element += __int128(cells(I.in[firstIndex + d])[t].i) * m.strides[d];
+  __int128 offset = element * elemBytes;
+  if (offset < b.lo || offset + accessBytes > b.hi) {
+    std::string index;
+    for (size_t d = 0; d < m.strides.size(); ++d)
+      index += (d ? ", " : "") + std::to_string(cells(I.in[firstIndex + d])[t].i);
+    report(I, t,
+           std::string("out-of-bounds ") + (store ? "store to " : "load from ") + binding.name + " at index [" + index +
+               "]: bytes [" + std::to_string(int64_t(offset)) + ", " + std::to_string(int64_t(offset + accessBytes)) +
+               ") of a " + (lds ? "workgroup" : "global") + " buffer of " + std::to_string(b.hi) + " bytes" +
+               (b.lo ? " (" + std::to_string(-b.lo) + " more before the pointer)" : ""));
+    return nullptr;
+  }
+  if (lds && store)
+    std::fill_n(b.written.begin() + int64_t(offset), accessBytes, 1);
+  if (lds && !store)
+    for (int64_t byte = 0; byte < accessBytes; ++byte)
+      if (!b.written[int64_t(offset) + byte]) {
+        report(I, t,
+               "read of LDS never written: " + binding.name + " byte " + std::to_string(int64_t(offset) + byte) +
+                   " (access of bytes [" + std::to_string(int64_t(offset)) + ", " +
+                   std::to_string(int64_t(offset) + accessBytes) + "))");
+        return nullptr;
+      }
+  return b.base + int64_t(offset);
+}
+
+bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
+  const ElemKind kind = P.memrefs[I.mem].kind;
+  const unsigned elemBytes = storageBytes(kind);
+  const bool store = I.op == Op::Store;
   Cell *value = store ? cells(I.in[0]) : cells(I.out[0]);
   for (uint32_t t = 0; t < T; ++t) {
     if (!mask[t])
       continue;
-    __int128 element = m.offset;
-    for (size_t d = 0; d < m.strides.size(); ++d)
-      element += __int128(cells(I.in[firstIndex + d])[t].i) * m.strides[d];
-    __int128 offset = element * elemBytes;
-    if (offset < b.lo || offset + accessBytes > b.hi) {
-      std::string index;
-      for (size_t d = 0; d < m.strides.size(); ++d)
-        index += (d ? ", " : "") + std::to_string(cells(I.in[firstIndex + d])[t].i);
-      return report(I, t,
-                    std::string("out-of-bounds ") + (store ? "store to " : "load from ") + binding.name + " at index [" +
-                        index + "]: bytes [" + std::to_string(int64_t(offset)) + ", " +
-                        std::to_string(int64_t(offset + accessBytes)) + ") of a " + (lds ? "workgroup" : "global") +
-                        " buffer of " + std::to_string(b.hi) + " bytes" +
-                        (b.lo ? " (" + std::to_string(-b.lo) + " more before the pointer)" : ""));
+    uint8_t *at = address(I, t, store ? 1 : 0, I.count, store);
+    if (!at)
+      return false;
+    for (uint32_t e = 0; e < I.count; ++e) {
+      if (store)
+        storeElem(at + e * elemBytes, value[size_t(e) * T + t], kind);
+      else
+        value[size_t(e) * T + t] = loadElem(at + e * elemBytes, kind);
     }
-    uint8_t *at = b.base + int64_t(offset);
-    if (store) {
-      for (uint32_t e = 0; e < I.count; ++e)
-        storeElem(at + e * elemBytes, value[size_t(e) * T + t], m.kind);
-      if (lds)
-        std::fill_n(b.written.begin() + int64_t(offset), accessBytes, 1);
+  }
+  return true;
+}
+
+bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
+  // PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}.b16: lanes 8i .. 8i + 7 address rows 0-7 of tile i;
+  // lane l receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of every tile (with .trans
+  // the transposed positions).
+  const ElemKind kind = P.memrefs[I.mem].kind;
+  const int tiles = int(I.imm);
+  const bool transpose = I.imm2;
+  Cell *out = cells(I.out[0]);
+  Cell rows[4][8][8];
+  for (uint32_t first = 0; first < T; first += wave) {
+    uint32_t active = 0;
+    for (uint32_t l = 0; l < wave && first + l < T; ++l)
+      active += mask[first + l];
+    if (active == 0)
       continue;
-    }
-    if (lds)
-      for (int64_t byte = 0; byte < accessBytes; ++byte)
-        if (!b.written[int64_t(offset) + byte])
-          return report(I, t,
-                        "read of LDS never written: " + binding.name + " byte " +
-                            std::to_string(int64_t(offset) + byte) + " (access of bytes [" +
-                            std::to_string(int64_t(offset)) + ", " + std::to_string(int64_t(offset) + accessBytes) +
-                            "))");
-    for (uint32_t e = 0; e < I.count; ++e)
-      value[size_t(e) * T + t] = loadElem(at + e * elemBytes, m.kind);
+    if (active != wave)
+      return report(I, first, "executed by " + std::to_string(active) + " of the " + std::to_string(wave) +
+                                  " lanes of warp " + std::to_string(first / wave) + " (ldmatrix needs the whole warp)");
+    for (int tile = 0; tile < tiles; ++tile)
+      for (int r = 0; r < 8; ++r) {
+        uint8_t *at = address(I, first + 8 * tile + r, 0, 8, false);
+        if (!at)
+          return false;
+        for (int c = 0; c < 8; ++c)
+          rows[tile][r][c] = loadElem(at + c * storageBytes(kind), kind);
+      }
+    for (uint32_t l = 0; l < wave; ++l)
+      for (int tile = 0; tile < tiles; ++tile)
+        for (int j = 0; j < 2; ++j) {
+          int r = int(l / 4), c = int(2 * (l % 4)) + j;
+          out[size_t(2 * tile + j) * T + first + l] = transpose ? rows[tile][c][r] : rows[tile][r][c];
+        }
   }
   return true;
 }

@@ -54,7 +54,12 @@ private:
   bool execFor(const Inst &I, const uint8_t *mask);
   bool execWhile(const Inst &I, const uint8_t *mask);
   void execYield(const Inst &I, const uint8_t *mask, bool condition);
+  /// The checked address of `elements` elements that thread `t` accesses with the indices
+  /// I.in[firstIndex...]; null after reporting an out-of-bounds access or a read of unwritten
+  /// LDS. A store marks the LDS bytes written.
+  uint8_t *address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, bool store);
   bool execMemory(const Inst &I, const uint8_t *mask);
+  bool execLdMatrix(const Inst &I, const uint8_t *mask);
   bool execDynamicPosition(const Inst &I, const uint8_t *mask);
   void execGeometry(const Inst &I);
   bool execBarrier(const Inst &I, const uint8_t *mask);

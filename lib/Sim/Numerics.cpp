@@ -105,8 +105,11 @@ double decodeSmall(uint64_t bits, const SmallFloat &f) {
   bool nan = (f.special == Special::Ieee && expField == f.expMax() && mantissa) ||
              (f.special == Special::AllOnes && expField == f.expMax() && mantissa == f.manMax()) ||
              (f.special == Special::NegZero && bits == f.signBit());
+  // NaNs are quiet in the simulator (as after any hardware conversion); the payload goes to the
+  // top of the f64 mantissa, where encodeFloat (and the host's f64 -> f32) takes it back from.
   if (nan)
-    return bitsDouble((negative ? uint64_t(1) << 63 : 0) | (uint64_t(0x7ff) << 52) | (mantissa << (52 - f.man)));
+    return bitsDouble((negative ? uint64_t(1) << 63 : 0) | (uint64_t(0x7ff) << 52) | (uint64_t(1) << 51) |
+                      (mantissa << (52 - f.man)));
   if (f.special == Special::Ieee && expField == f.expMax())
     return sign * INFINITY;
   if (expField == 0)
