@@ -3,7 +3,7 @@
 // RUN: not tessera-opt %s --split-input-file --tessera-generate-kernels=target=gfx000 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not tessera-opt %s --split-input-file --tessera-generate-kernels 2>&1 | FileCheck %s --check-prefix=NOTARGET
 
-// TARGET: error: unknown target 'gfx000'; known targets: gfx942, gfx950, gfx1100, gfx1151, sm_90
+// TARGET: error: unknown target 'gfx000'; known targets: gfx942, gfx950, gfx1100, gfx1151, sm_80, sm_90
 // NOTARGET: error: unknown target ''; known targets: gfx942
 
 // expected-error @+1 {{'tessera.wmma_gemm' op tile 64x64x32 with 8 waves (2x4) does not divide into v_mfma_f32_32x32x8_f16 atoms (32x32x8) on gfx942}}
