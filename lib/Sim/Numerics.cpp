@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace tessera::sim {
 
@@ -119,25 +120,6 @@ double decodeSmall(uint64_t bits, const SmallFloat &f) {
 
 } // namespace
 
-bool isFloat(ElemKind k) { return k >= ElemKind::F16; }
-
-unsigned bitWidth(ElemKind k) {
-  switch (k) {
-  case ElemKind::I1: return 1;
-  case ElemKind::I8: return 8;
-  case ElemKind::I16: return 16;
-  case ElemKind::I32: return 32;
-  case ElemKind::I64: return 64;
-  case ElemKind::F16: return 16;
-  case ElemKind::BF16: return 16;
-  case ElemKind::F32: return 32;
-  case ElemKind::F64: return 64;
-  default: return 8; // the fp8 formats
-  }
-}
-
-unsigned storageBytes(ElemKind k) { return k == ElemKind::I1 ? 1 : bitWidth(k) / 8; }
-
 const char *kindName(ElemKind k) {
   switch (k) {
   case ElemKind::I1: return "i1";
@@ -178,6 +160,19 @@ uint64_t encodeFloat(double value, ElemKind k) {
   return encodeSmall(value, *smallFormat(k));
 }
 
+/// Every code of the 8- and 16-bit formats decoded once: loads of f16/bf16/fp8 data are lookups.
+const double *decodeTable(ElemKind k) {
+  static const std::vector<std::vector<double>> tables = [] {
+    std::vector<std::vector<double>> t(size_t(ElemKind::F8E5M2FNUZ) + 1);
+    for (int kind = 0; kind < int(t.size()); ++kind)
+      if (const SmallFloat *f = smallFormat(ElemKind(kind)))
+        for (uint64_t code = 0; code < (uint64_t(1) << (f->man + f->exp + 1)); ++code)
+          t[kind].push_back(decodeSmall(code, *f));
+    return t;
+  }();
+  return tables[size_t(k)].data();
+}
+
 double decodeFloat(uint64_t bits, ElemKind k) {
   if (k == ElemKind::F64)
     return bitsDouble(bits);
@@ -187,7 +182,7 @@ double decodeFloat(uint64_t bits, ElemKind k) {
     std::memcpy(&f, &b, 4);
     return f;
   }
-  return decodeSmall(bits, *smallFormat(k));
+  return decodeTable(k)[bits & ((uint64_t(1) << bitWidth(k)) - 1)];
 }
 
 double roundToKind(double value, ElemKind k) {

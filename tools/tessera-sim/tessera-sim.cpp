@@ -38,9 +38,12 @@ cl::list<std::string> dumpSpecs("dump", cl::desc("write the bytes of buffer NAME
 cl::opt<std::string> gridSpec("grid", cl::desc("workgroups X,Y,Z (default: the kernel's grid expression)"));
 cl::opt<unsigned> hostThreads("host-threads", cl::desc("host threads sharing the workgroups"), cl::init(1));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("random seed (default: fresh, printed)"));
-cl::opt<bool> checkGemm("check", cl::desc("run a wmma_gemm kernel on random inputs (M, N, K from --arg) and compare "
-                                          "with a float64 reference (docs/CORRECTNESS.md rule); exit 1 on failure"));
-cl::opt<int64_t> padOpt("pad", cl::desc("--check: leading-dimension padding in elements"), cl::init(0));
+cl::opt<bool> checkGemm("check", cl::desc("run wmma_gemm kernels on random inputs and compare with a float64 reference "
+                                          "(docs/CORRECTNESS.md rule); exit 1 on failure. Shape from --arg M/N/K, "
+                                          "else every --shapes entry on every wmma_gemm kernel of the bundle"));
+cl::opt<int64_t> padOpt("pad", cl::desc("--check with --arg M/N/K: leading-dimension padding in elements"), cl::init(0));
+cl::opt<std::string> shapesOpt("shapes", cl::desc("--check shapes MxNxK[+PAD], comma-separated"),
+                               cl::init("1x1x1,17x33x40,128x128x128,130x257x72+8,64x48x200+3"));
 
 [[noreturn]] void die(const llvm::Twine &message) {
   llvm::errs() << "tessera-sim: error: " << message << "\n";
@@ -53,9 +56,16 @@ template <typename T> T orDie(llvm::Expected<T> value) {
   return std::move(*value);
 }
 
-/// The kernel IR file of `kernel` in a bundle directory (its manifest's kernel_ir entry).
-std::string kernelIrOfBundle(const std::string &dir, std::string &kernel) {
-  llvm::SmallString<256> manifestPath(dir);
+/// A kernel to load: its name (empty: the file's only kernel) and kernel IR file.
+struct KernelSource {
+  std::string name, path;
+};
+
+/// The kernels of a bundle directory (from its manifest), or the kernel IR file itself.
+std::vector<KernelSource> kernelSources(const std::string &input) {
+  if (!llvm::sys::fs::is_directory(input))
+    return {{"", input}};
+  llvm::SmallString<256> manifestPath(input);
   llvm::sys::path::append(manifestPath, "manifest.json");
   auto text = llvm::MemoryBuffer::getFile(manifestPath);
   if (!text)
@@ -65,24 +75,34 @@ std::string kernelIrOfBundle(const std::string &dir, std::string &kernel) {
   const llvm::json::Array *kernels = root ? root->getArray("kernels") : nullptr;
   if (!kernels)
     die(manifestPath + " has no kernel list");
-  std::string names;
+  std::vector<KernelSource> sources;
   for (const llvm::json::Value &k : *kernels) {
     const llvm::json::Object *o = k.getAsObject();
     auto name = o ? o->getString("name") : std::nullopt;
     if (!name)
-      continue;
-    names += (names.empty() ? "" : ", ") + name->str();
-    if (kernel.empty() && kernels->size() == 1)
-      kernel = name->str();
-    if (*name == kernel) {
-      llvm::SmallString<256> path(dir);
-      auto ir = o->getString("kernel_ir");
-      llvm::sys::path::append(path, ir ? ir->str() : kernel + ".kernel.mlir");
-      return std::string(path);
-    }
+      die(manifestPath + " lists a kernel without a name");
+    llvm::SmallString<256> path(input);
+    auto ir = o->getString("kernel_ir");
+    llvm::sys::path::append(path, ir ? ir->str() : name->str() + ".kernel.mlir");
+    sources.push_back({name->str(), std::string(path)});
   }
-  die(kernel.empty() ? "bundle " + dir + " has several kernels (" + names + "): choose one with --kernel"
-                     : "bundle " + dir + " has no kernel '" + kernel + "' (kernels: " + names + ")");
+  return sources;
+}
+
+/// The sources `--kernel` selects: that one, or all (`all`) or the only one.
+std::vector<KernelSource> selectKernels(std::vector<KernelSource> sources, bool all) {
+  std::string names;
+  for (const KernelSource &s : sources)
+    names += (names.empty() ? "" : ", ") + s.name;
+  if (kernelName.empty()) {
+    if (all || sources.size() == 1)
+      return sources;
+    die(inputPath + " has several kernels (" + names + "): choose one with --kernel");
+  }
+  for (const KernelSource &s : sources)
+    if (s.name == kernelName || s.name.empty())
+      return {{kernelName, s.path}};
+  die(inputPath + " has no kernel '" + kernelName + "' (kernels: " + names + ")");
 }
 
 /// A host buffer for one kernel argument.
@@ -200,21 +220,38 @@ RunStats launch(Run &run) {
   return stats;
 }
 
+struct GemmShape {
+  int64_t m, n, k, pad;
+};
+
+std::vector<GemmShape> parseShapes(llvm::StringRef list) {
+  std::vector<GemmShape> shapes;
+  llvm::SmallVector<llvm::StringRef> items;
+  list.split(items, ',', -1, false);
+  for (llvm::StringRef item : items) {
+    auto [dims, pad] = item.split('+');
+    llvm::SmallVector<llvm::StringRef> mnk;
+    dims.split(mnk, 'x');
+    if (mnk.size() != 3)
+      die("--shapes entry '" + item + "' is not MxNxK[+PAD]");
+    shapes.push_back({parseInteger(mnk[0].str(), "M"), parseInteger(mnk[1].str(), "N"),
+                      parseInteger(mnk[2].str(), "K"), pad.empty() ? 0 : parseInteger(pad.str(), "pad")});
+  }
+  return shapes;
+}
+
 /// --check: C = op(A) * op(B) of a wmma_gemm kernel against float64, with the CORRECTNESS.md
-/// tolerance (2x the error of a same-precision implementation, plus 1e-5).
-int checkWmmaGemm(Run &run) {
+/// tolerance (2x the error of a same-precision implementation, plus 1e-5); every element of C
+/// must be written and nothing past column N. Returns whether it passed.
+bool checkWmmaGemm(Run &run, const GemmShape &shape) {
   const KernelInfo &info = run.kernel->info();
-  if (info.directive != "wmma_gemm")
-    die("--check needs a wmma_gemm kernel; " + info.name + " is '" + info.directive + "'");
   llvm::json::Value attrs = orDie(llvm::json::parse(info.attributesJson));
-  const llvm::json::Object *a = attrs.getAsObject();
-  bool transA = a && a->getBoolean("transpose_a").value_or(false);
-  bool transB = a && a->getBoolean("transpose_b").value_or(false);
-  int64_t M = scalarValue(run, "M").value_or(-1), N = scalarValue(run, "N").value_or(-1),
-          K = scalarValue(run, "K").value_or(-1);
-  if (M < 0 || N < 0 || K < 0)
-    die("--check needs --arg M=.. --arg N=.. --arg K=..");
-  int64_t pad = padOpt;
+  const llvm::json::Object *attrObject = attrs.getAsObject();
+  bool transA = attrObject && attrObject->getBoolean("transpose_a").value_or(false);
+  bool transB = attrObject && attrObject->getBoolean("transpose_b").value_or(false);
+  const int64_t M = shape.m, N = shape.n, K = shape.k, pad = shape.pad;
+  for (auto [name, value] : {std::pair{"M", M}, {"N", N}, {"K", K}})
+    run.scalars[name] = std::to_string(value);
   auto defaultArg = [&](const char *name, int64_t value) { run.scalars.try_emplace(name, std::to_string(value)); };
   defaultArg("lda", (transA ? M : K) + pad);
   defaultArg("ldb", (transB ? K : N) + pad);
@@ -233,6 +270,14 @@ int checkWmmaGemm(Run &run) {
   launch(run);
   const HostBuffer &result = run.buffers["c"];
 
+  // op(A) as M x K and op(B) as N x K, decoded once.
+  std::vector<double> a(size_t(M * K)), bt(size_t(N * K));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      a[i * K + k] = A.get(size_t(transA ? k * lda + i : i * lda + k));
+  for (int64_t j = 0; j < N; ++j)
+    for (int64_t k = 0; k < K; ++k)
+      bt[j * K + k] = B.get(size_t(transB ? j * ldb + k : k * ldb + j));
   auto at = [](const HostBuffer &h, int64_t r, int64_t c, int64_t ld) { return h.get(size_t(r * ld + c)); };
   double kernelErr = 0, naiveErr = 0;
   int64_t unwritten = 0, clobbered = 0;
@@ -241,10 +286,8 @@ int checkWmmaGemm(Run &run) {
       double ref = 0;
       float naive = 0;
       for (int64_t k = 0; k < K; ++k) {
-        double x = transA ? at(A, k, i, lda) : at(A, i, k, lda);
-        double y = transB ? at(B, j, k, ldb) : at(B, k, j, ldb);
-        ref += x * y;
-        naive = std::fma(float(x), float(y), naive);
+        ref += a[i * K + k] * bt[j * K + k];
+        naive = std::fma(float(a[i * K + k]), float(bt[j * K + k]), naive);
       }
       double got = at(result, i, j, ldc);
       if (std::isnan(got)) {
@@ -269,7 +312,7 @@ int checkWmmaGemm(Run &run) {
   if (clobbered)
     llvm::outs() << ", " << clobbered << " elements past column N of C overwritten";
   llvm::outs() << ": " << (pass ? "PASS" : "FAIL") << "\n";
-  return pass ? 0 : 1;
+  return pass;
 }
 
 /// --buffer NAME=COUNT[:INIT]
@@ -342,23 +385,68 @@ void report(Run &run) {
 
 } // namespace
 
+/// --check over the selected kernels and shapes; the exit status.
+int runChecks(const std::vector<KernelSource> &sources, const std::map<std::string, std::string> &args,
+              uint64_t seed) {
+  bool explicitShape = args.count("M") || args.count("N") || args.count("K");
+  std::vector<GemmShape> shapes;
+  if (explicitShape) {
+    auto get = [&](const char *n) {
+      auto it = args.find(n);
+      if (it == args.end())
+        die("--check with --arg M, N or K needs all three");
+      return parseInteger(it->second, std::string("argument ") + n);
+    };
+    shapes.push_back({get("M"), get("N"), get("K"), padOpt});
+  } else {
+    shapes = parseShapes(shapesOpt);
+  }
+  int checked = 0, failed = 0;
+  for (const KernelSource &source : sources) {
+    Run run;
+    run.kernel = orDie(Kernel::fromFile(source.path, LoadOptions{source.name, targetName}));
+    if (run.kernel->info().directive != "wmma_gemm") {
+      if (!kernelName.empty())
+        die("--check needs a wmma_gemm kernel; " + run.kernel->info().name + " is '" +
+            run.kernel->info().directive + "'");
+      continue;
+    }
+    for (const GemmShape &shape : shapes) {
+      run.scalars = args;
+      run.buffers.clear();
+      // Check i uses seed + i: --seed with the printed seed reproduces one check alone.
+      run.seed = seed + uint64_t(checked);
+      run.rng.seed(run.seed);
+      ++checked;
+      failed += !checkWmmaGemm(run, shape);
+    }
+  }
+  if (checked == 0)
+    die("--check found no wmma_gemm kernel in " + inputPath);
+  llvm::outs() << checked << " checks, " << failed << " failed\n";
+  return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "tessera-sim: run Tessera kernels on the CPU simulator\n");
-  Run run;
-  run.seed = seedOpt.getNumOccurrences() ? uint64_t(seedOpt) : std::random_device{}();
-  run.rng.seed(run.seed);
-  std::string kernel = kernelName;
-  std::string path = llvm::sys::fs::is_directory(inputPath) ? kernelIrOfBundle(inputPath, kernel) : inputPath;
-  run.kernel = orDie(Kernel::fromFile(path, LoadOptions{kernel, targetName}));
+  uint64_t seed = seedOpt.getNumOccurrences() ? uint64_t(seedOpt) : std::random_device{}();
+  std::map<std::string, std::string> args;
   for (const std::string &spec : argSpecs) {
     auto [name, value] = llvm::StringRef(spec).split('=');
     if (!llvm::StringRef(spec).contains('='))
       die("--arg takes NAME=VALUE, not '" + spec + "'");
-    run.scalars[name.str()] = value.str();
+    args[name.str()] = value.str();
   }
+  std::vector<KernelSource> sources = selectKernels(kernelSources(inputPath), /*all=*/checkGemm);
   if (checkGemm)
-    return checkWmmaGemm(run);
+    return runChecks(sources, args, seed);
+
+  Run run;
+  run.seed = seed;
+  run.rng.seed(seed);
+  run.scalars = args;
+  run.kernel = orDie(Kernel::fromFile(sources[0].path, LoadOptions{sources[0].name, targetName}));
   for (const std::string &spec : bufferSpecs)
     makeBuffer(run, spec);
   llvm::outs() << "seed " << run.seed << "\n";

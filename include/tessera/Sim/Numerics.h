@@ -19,11 +19,24 @@ enum class ElemKind : uint8_t {
   F8E5M2FNUZ, ///< e5m2 FNUZ: no infinities, no -0, 0x80 is NaN, bias 16
 };
 
-bool isFloat(ElemKind k);
+inline bool isFloat(ElemKind k) { return k >= ElemKind::F16; }
 /// Bits of the value (1 for I1).
-unsigned bitWidth(ElemKind k);
+inline unsigned bitWidth(ElemKind k) {
+  switch (k) {
+  case ElemKind::I1: return 1;
+  case ElemKind::I8: return 8;
+  case ElemKind::I16:
+  case ElemKind::F16:
+  case ElemKind::BF16: return 16;
+  case ElemKind::I32:
+  case ElemKind::F32: return 32;
+  case ElemKind::I64:
+  case ElemKind::F64: return 64;
+  default: return 8; // the fp8 formats
+  }
+}
 /// Bytes one element occupies in memory (I1 is stored as a byte, as memref<i1> is).
-unsigned storageBytes(ElemKind k);
+inline unsigned storageBytes(ElemKind k) { return k == ElemKind::I1 ? 1 : bitWidth(k) / 8; }
 /// The MLIR spelling: "i32", "f16", "bf16", "f8E4M3FNUZ", ...
 const char *kindName(ElemKind k);
 /// The kind with MLIR spelling `name` ("index" is I64).
