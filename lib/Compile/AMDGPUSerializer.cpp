@@ -3,8 +3,6 @@
 #include "LLVMCodegen.h"
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Export.h"
 
 #include "lld/Common/Driver.h"
 #include "llvm/IR/Module.h"
@@ -90,15 +88,10 @@ static FailureOr<std::string> linkHsaco(Location loc, llvm::StringRef object) {
 
 FailureOr<CompiledKernel> compileAMDGPUModule(gpu::GPUModuleOp module, const TargetInfo &target) {
   Location loc = module.getLoc();
-  PassManager pm(module.getContext(), gpu::GPUModuleOp::getOperationName());
-  buildROCDLLoweringPipeline(pm, target.chip);
-  if (failed(pm.run(module)))
-    return emitError(loc) << "lowering kernel '" << module.getName() << "' to ROCDL failed";
-
   llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(module, llvmContext, module.getName());
-  if (!llvmModule) return emitError(loc) << "translation to LLVM IR failed";
+  std::unique_ptr<llvm::Module> llvmModule = lowerToLLVMIR(
+      module, [&](OpPassManager &pm) { buildROCDLLoweringPipeline(pm, target.chip); }, "ROCDL", llvmContext);
+  if (!llvmModule) return failure();
 
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm =

@@ -1,6 +1,7 @@
 // LLVM back-end steps shared by the AMDGPU and NVPTX serialisers.
 #include "LLVMCodegen.h"
 
+#include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -10,6 +11,23 @@
 #include <mutex>
 
 namespace tessera {
+
+std::unique_ptr<llvm::Module>
+lowerToLLVMIR(mlir::gpu::GPUModuleOp module,
+              llvm::function_ref<void(mlir::OpPassManager &)> pipeline,
+              llvm::StringRef vendorDialect, llvm::LLVMContext &context) {
+  mlir::PassManager pm(module.getContext(), mlir::gpu::GPUModuleOp::getOperationName());
+  pipeline(pm);
+  if (mlir::failed(pm.run(module))) {
+    mlir::emitError(module.getLoc())
+        << "lowering kernel '" << module.getName() << "' to " << vendorDialect << " failed";
+    return nullptr;
+  }
+  std::unique_ptr<llvm::Module> llvmModule =
+      mlir::translateModuleToLLVMIR(module, context, module.getName());
+  if (!llvmModule) mlir::emitError(module.getLoc()) << "translation to LLVM IR failed";
+  return llvmModule;
+}
 
 static void initTargets() {
   static std::once_flag once;

@@ -2,6 +2,8 @@
 #ifndef TESSERA_LIB_COMPILE_LLVMCODEGEN_H
 #define TESSERA_LIB_COMPILE_LLVMCODEGEN_H
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -9,6 +11,13 @@
 #include <string>
 
 namespace tessera {
+
+/// Runs the vendor lowering `pipeline` on a kernel module (in place) and translates it to LLVM
+/// IR in `context`; emits a diagnostic naming the `vendorDialect` and returns null on failure.
+std::unique_ptr<llvm::Module>
+lowerToLLVMIR(mlir::gpu::GPUModuleOp module,
+              llvm::function_ref<void(mlir::OpPassManager &)> pipeline,
+              llvm::StringRef vendorDialect, llvm::LLVMContext &context);
 
 /// A TargetMachine for `triple` / `cpu` at -O3, or null with `error` set.
 std::unique_ptr<llvm::TargetMachine> createTargetMachine(const std::string &triple,

@@ -4,8 +4,6 @@
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 #include "LLVMCodegen.h"
 
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
@@ -59,15 +57,10 @@ static KernelResources runPtxas(llvm::StringRef ptx, llvm::StringRef chip) {
 
 FailureOr<CompiledKernel> compileNVPTXModule(gpu::GPUModuleOp module, const TargetInfo &target) {
   Location loc = module.getLoc();
-  PassManager pm(module.getContext(), gpu::GPUModuleOp::getOperationName());
-  buildNVVMLoweringPipeline(pm);
-  if (failed(pm.run(module)))
-    return emitError(loc) << "lowering kernel '" << module.getName() << "' to NVVM failed";
-
   llvm::LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(module, llvmContext, module.getName());
-  if (!llvmModule) return emitError(loc) << "translation to LLVM IR failed";
+  std::unique_ptr<llvm::Module> llvmModule = lowerToLLVMIR(
+      module, [&](OpPassManager &pm) { buildNVVMLoweringPipeline(pm); }, "NVVM", llvmContext);
+  if (!llvmModule) return failure();
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm =
       createTargetMachine("nvptx64-nvidia-cuda", target.chip, "+ptx80", error);
