@@ -46,6 +46,7 @@ cl::opt<std::string> shapesOpt("shapes", cl::desc("--check shapes MxNxK[+PAD], c
                                cl::init("1x1x1,17x33x40,128x128x128,130x257x72+8,64x48x200+3"));
 
 [[noreturn]] void die(const llvm::Twine &message) {
+  llvm::outs().flush();
   llvm::errs() << "tessera-sim: error: " << message << "\n";
   std::exit(1);
 }

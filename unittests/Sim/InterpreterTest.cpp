@@ -259,6 +259,85 @@ TEST(Interpreter, VectorOpsAndConversions) {
   EXPECT_EQ(bits[1], 0x80);                     // 300 overflows e4m3 FNUZ: its NaN
 }
 
+TEST(Interpreter, WorkgroupGlobalsAndDynamicSharedMemory) {
+  // Each thread writes its id into a workgroup global and into a typed view of dynamic shared
+  // memory, then reads its neighbour's from both.
+  std::string ir = R"(module attributes {gpu.container_module} {
+  gpu.module @m [#rocdl.target<chip = "gfx942">] {
+    memref.global "private" @tile : memref<64xi32, #gpu.address_space<workgroup>>
+    gpu.func @k(%out: memref<?xi32>) kernel attributes {known_block_size = array<i32: 64, 1, 1>} {
+      %t = gpu.thread_id x
+      %c1 = arith.constant 1 : index
+      %c64 = arith.constant 64 : index
+      %c256 = arith.constant 256 : index
+      %g = memref.get_global @tile : memref<64xi32, #gpu.address_space<workgroup>>
+      %dyn = gpu.dynamic_shared_memory : memref<?xi8, #gpu.address_space<workgroup>>
+      %view = memref.view %dyn[%c256][] : memref<?xi8, #gpu.address_space<workgroup>> to memref<64xi32, #gpu.address_space<workgroup>>
+      %ti = arith.index_cast %t : index to i32
+      memref.store %ti, %g[%t] : memref<64xi32, #gpu.address_space<workgroup>>
+      %neg = arith.subi %ti, %ti : i32
+      %m = arith.subi %neg, %ti : i32
+      memref.store %m, %view[%t] : memref<64xi32, #gpu.address_space<workgroup>>
+      gpu.barrier
+      %n0 = arith.addi %t, %c1 : index
+      %n = arith.remui %n0, %c64 : index
+      %a = memref.load %g[%n] : memref<64xi32, #gpu.address_space<workgroup>>
+      %b = memref.load %view[%n] : memref<64xi32, #gpu.address_space<workgroup>>
+      %o = arith.addi %t, %c64 : index
+      memref.store %a, %out[%t] : memref<?xi32>
+      memref.store %b, %out[%o] : memref<?xi32>
+      gpu.return
+    }
+  }
+})";
+  auto k = load(ir);
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->info().staticLdsBytes, 256u);
+  std::vector<int32_t> out(128);
+  LaunchConfig config;
+  EXPECT_THAT(launchError(*k, config, {buffer(out)}), HasSubstr("uses dynamic shared memory but the launch gives 0 bytes"));
+  config.dynamicLdsBytes = 512;
+  ASSERT_TRUE(bool(k->launch(config, {buffer(out)})));
+  for (int t = 0; t < 64; ++t) {
+    EXPECT_EQ(out[t], (t + 1) % 64);
+    EXPECT_EQ(out[64 + t], -((t + 1) % 64));
+  }
+  // The view starts 256 bytes in: 320 bytes of dynamic memory leave it 64 bytes short.
+  config.dynamicLdsBytes = 320;
+  EXPECT_THAT(launchError(*k, config, {buffer(out)}), HasSubstr("out-of-bounds store to dynamic shared memory"));
+}
+
+TEST(Interpreter, WorkgroupsSpreadOverHostThreads) {
+  auto k = load(module("gfx1100", R"(
+    gpu.func @k(%out: memref<?xi32>) kernel attributes {known_block_size = array<i32: 32, 1, 1>} {
+      %b = gpu.block_id x
+      %by = gpu.block_id y
+      %gx = gpu.grid_dim x
+      %t = gpu.thread_id x
+      %c32 = arith.constant 32 : index
+      %row = arith.muli %by, %gx : index
+      %blk = arith.addi %row, %b : index
+      %base = arith.muli %blk, %c32 : index
+      %i = arith.addi %base, %t : index
+      %v = arith.index_cast %i : index to i32
+      memref.store %v, %out[%i] : memref<?xi32>
+      gpu.return
+    })"));
+  ASSERT_TRUE(k);
+  std::vector<int32_t> out(32 * 7 * 5, -1);
+  LaunchConfig config;
+  config.grid = {7, 5, 1};
+  config.threads = 3;
+  auto stats = k->launch(config, {buffer(out)});
+  ASSERT_TRUE(bool(stats)) << llvm::toString(stats.takeError());
+  EXPECT_EQ(stats->workgroups, 35u);
+  for (int i = 0; i < int(out.size()); ++i)
+    ASSERT_EQ(out[i], i);
+  // A failure in one workgroup stops the others and reports the lowest failing workgroup.
+  std::vector<int32_t> small(32 * 20);
+  EXPECT_THAT(launchError(*k, config, {buffer(small)}), HasSubstr("in thread (0,0,0) of block (6,2,0)"));
+}
+
 // ---- Checks --------------------------------------------------------------------------------------
 
 const char *kStoreByThread = R"(
