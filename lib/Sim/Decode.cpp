@@ -36,6 +36,13 @@ using namespace mlir;
 
 namespace tessera::sim::detail {
 
+// The simulator's enums mirror MLIR's numbering, so decoding is a cast.
+static_assert(int(vector::CombiningKind::MINNUMF) == int(ReduceKind::MinNumF) &&
+              int(vector::CombiningKind::MINIMUMF) == int(ReduceKind::MinimumF) &&
+              int(vector::CombiningKind::MAXIMUMF) == int(ReduceKind::MaximumF));
+static_assert(int(amdgpu::DPPPerm::wave_rol) == int(DppKind::WaveRol) &&
+              int(amdgpu::DPPPerm::row_bcast_31) == int(DppKind::RowBcast31));
+
 namespace {
 
 /// The element kind and flattened element count of a value type.
@@ -101,6 +108,13 @@ SmallVector<int64_t> rowMajorStrides(ArrayRef<int64_t> dims) {
   for (int d = int(dims.size()) - 2; d >= 0; --d)
     strides[d] = strides[d + 1] * dims[d + 1];
   return strides;
+}
+
+SmallVector<int64_t> intsOf(ArrayAttr list) {
+  SmallVector<int64_t> ints;
+  for (Attribute a : list)
+    ints.push_back(cast<IntegerAttr>(a).getInt());
+  return ints;
 }
 
 /// Coordinates of linear index `e` in `dims`.
@@ -536,11 +550,7 @@ std::optional<Inst> Decoder::decodeVector(Operation *op) {
       })
       .Case([&](ExtractStridedSliceOp o) {
         ValueShape src = shape(o.getSource()), dst = shape(o.getResult());
-        SmallVector<int64_t> offsets, strides;
-        for (Attribute a : o.getOffsets())
-          offsets.push_back(cast<IntegerAttr>(a).getInt());
-        for (Attribute a : o.getStrides())
-          strides.push_back(cast<IntegerAttr>(a).getInt());
+        SmallVector<int64_t> offsets = intsOf(o.getOffsets()), strides = intsOf(o.getStrides());
         SmallVector<int64_t> srcStrides = rowMajorStrides(src.dims);
         std::vector<int64_t> source(dst.count);
         for (int64_t e = 0; e < int64_t(dst.count); ++e) {
@@ -554,11 +564,7 @@ std::optional<Inst> Decoder::decodeVector(Operation *op) {
       })
       .Case([&](InsertStridedSliceOp o) {
         ValueShape val = shape(o.getValueToStore()), dst = shape(o.getDest());
-        SmallVector<int64_t> offsets, strides;
-        for (Attribute a : o.getOffsets())
-          offsets.push_back(cast<IntegerAttr>(a).getInt());
-        for (Attribute a : o.getStrides())
-          strides.push_back(cast<IntegerAttr>(a).getInt());
+        SmallVector<int64_t> offsets = intsOf(o.getOffsets()), strides = intsOf(o.getStrides());
         // Operands concatenate as [value..., dest...]; the value's dims align with the trailing dest dims.
         std::vector<int64_t> source = iota(dst.count, val.count);
         SmallVector<int64_t> dstStrides = rowMajorStrides(dst.dims);
@@ -618,21 +624,7 @@ std::optional<Inst> Decoder::decodeVector(Operation *op) {
       .Case([&](ReductionOp o) {
         Inst I = elementwise(op, Op::Reduce);
         I.count = shape(o.getVector()).count; // the reduced vector's length
-        switch (o.getKind()) {
-        case CombiningKind::ADD: I.imm = int64_t(ReduceKind::Add); break;
-        case CombiningKind::MUL: I.imm = int64_t(ReduceKind::Mul); break;
-        case CombiningKind::MINUI: I.imm = int64_t(ReduceKind::MinUI); break;
-        case CombiningKind::MINSI: I.imm = int64_t(ReduceKind::MinSI); break;
-        case CombiningKind::MINNUMF: I.imm = int64_t(ReduceKind::MinNumF); break;
-        case CombiningKind::MAXUI: I.imm = int64_t(ReduceKind::MaxUI); break;
-        case CombiningKind::MAXSI: I.imm = int64_t(ReduceKind::MaxSI); break;
-        case CombiningKind::MAXNUMF: I.imm = int64_t(ReduceKind::MaxNumF); break;
-        case CombiningKind::AND: I.imm = int64_t(ReduceKind::And); break;
-        case CombiningKind::OR: I.imm = int64_t(ReduceKind::Or); break;
-        case CombiningKind::XOR: I.imm = int64_t(ReduceKind::Xor); break;
-        case CombiningKind::MINIMUMF: I.imm = int64_t(ReduceKind::MinimumF); break;
-        case CombiningKind::MAXIMUMF: I.imm = int64_t(ReduceKind::MaximumF); break;
-        }
+        I.imm = int64_t(o.getKind()); // ReduceKind follows CombiningKind's numbering
         return I;
       })
       .Default([](Operation *) { return std::nullopt; });

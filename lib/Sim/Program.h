@@ -68,7 +68,7 @@ enum class MathFn : uint8_t {
   RoundEven, Trunc, Sin, Cos, Tan, Atan, Erf, Sinh, Cosh,
 };
 
-/// The combining operation of vector.reduction.
+/// The combining operation of vector.reduction (the numbering of mlir::vector::CombiningKind).
 enum class ReduceKind : uint8_t { Add, Mul, MinUI, MinSI, MinNumF, MaxUI, MaxSI, MaxNumF, And, Or, Xor, MinimumF, MaximumF };
 
 /// amdgpu.dpp permutations (the enum order of mlir::amdgpu::DPPPerm).
