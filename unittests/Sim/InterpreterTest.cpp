@@ -496,6 +496,45 @@ TEST(Checks, MatrixInstructionsMustExistOnTheTarget) {
   EXPECT_THAT(llvm::toString(k.takeError()), HasSubstr("v_mfma_f32_32x32x16_f16 is not an instruction of gfx942"));
 }
 
+TEST(Checks, Fp8MatrixInstructionsFollowTheTargetsFormat) {
+  const char *mfma = R"(
+    gpu.func @k(%out: memref<?xf32>) kernel attributes {known_block_size = array<i32: 64, 1, 1>} {
+      %t = gpu.thread_id x
+      %a = arith.constant dense<0.5> : vector<8xTYPE>
+      %c = arith.constant dense<1.0> : vector<4xf32>
+      %d = amdgpu.mfma 16x16x32 %a * %a + %c blgp = none : vector<8xTYPE>, vector<8xTYPE>, vector<4xf32>
+      %e = vector.extract %d[0] : f32 from vector<4xf32>
+      memref.store %e, %out[%t] : memref<?xf32>
+      gpu.return
+    })";
+  auto withType = [&](const std::string &type) {
+    std::string ir = mfma;
+    for (size_t at; (at = ir.find("TYPE")) != std::string::npos;)
+      ir.replace(at, 4, type);
+    return ir;
+  };
+  // gfx950 has OCP e4m3: 1 + 32 * 0.25 per element.
+  auto k = load(module("gfx950", withType("f8E4M3FN")));
+  ASSERT_TRUE(k);
+  std::vector<float> out(64);
+  ASSERT_TRUE(bool(k->launch({}, {buffer(out)})));
+  EXPECT_EQ(out[0], 9.0f);
+  auto wrong = Kernel::fromSource(module("gfx942", withType("f8E4M3FN")), "test.mlir", {});
+  ASSERT_FALSE(bool(wrong));
+  EXPECT_THAT(llvm::toString(wrong.takeError()), HasSubstr("v_mfma_f32_16x16x32_fp8_fp8 is not an instruction of gfx942"));
+  EXPECT_TRUE(load(module("gfx942", withType("f8E4M3FNUZ"))));
+}
+
+TEST(Checks, Wave64DppControlsAreRejectedOnWave32) {
+  auto k = Kernel::fromSource(module("gfx1100", R"(
+    gpu.func @k(%v: f32) kernel {
+      %d = amdgpu.dpp %v %v row_bcast_15 {row_mask = 10 : i32} : f32
+      gpu.return
+    })"), "test.mlir", {});
+  ASSERT_FALSE(bool(k));
+  EXPECT_THAT(llvm::toString(k.takeError()), HasSubstr("this DPP control exists only on wave64 (gfx9) targets, not gfx1100"));
+}
+
 TEST(Checks, MatrixInstructionUnderDivergence) {
   auto k = load(module("gfx942", R"(
     gpu.func @k() kernel attributes {known_block_size = array<i32: 64, 1, 1>} {
