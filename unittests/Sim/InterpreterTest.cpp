@@ -259,6 +259,32 @@ TEST(Interpreter, VectorOpsAndConversions) {
   EXPECT_EQ(bits[1], 0x80);                     // 300 overflows e4m3 FNUZ: its NaN
 }
 
+TEST(Interpreter, MultiDimensionalVectorMoves) {
+  auto k = load(module("gfx942", R"(
+    gpu.func @k(%out: memref<?xf32>) kernel attributes {known_block_size = array<i32: 1, 1, 1>} {
+      %c0 = arith.constant 0 : index
+      %c6 = arith.constant 6 : index
+      %c12 = arith.constant 12 : index
+      %m = arith.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : vector<2x3xf32>
+      %tr = vector.transpose %m, [1, 0] : vector<2x3xf32> to vector<3x2xf32>
+      %t6 = vector.shape_cast %tr : vector<3x2xf32> to vector<6xf32>
+      %col = arith.constant dense<[[10.0], [20.0]]> : vector<2x1xf32>
+      %bc = vector.broadcast %col : vector<2x1xf32> to vector<2x3xf32>
+      %b6 = vector.shape_cast %bc : vector<2x3xf32> to vector<6xf32>
+      %lo = vector.extract %m[1] : vector<3xf32> from vector<2x3xf32>
+      %hi = vector.extract %m[0] : vector<3xf32> from vector<2x3xf32>
+      %il = vector.interleave %lo, %hi : vector<3xf32> -> vector<6xf32>
+      vector.store %t6, %out[%c0] : memref<?xf32>, vector<6xf32>
+      vector.store %b6, %out[%c6] : memref<?xf32>, vector<6xf32>
+      vector.store %il, %out[%c12] : memref<?xf32>, vector<6xf32>
+      gpu.return
+    })"));
+  ASSERT_TRUE(k);
+  std::vector<float> out(18);
+  ASSERT_TRUE(bool(k->launch({}, {buffer(out)})));
+  EXPECT_EQ(out, (std::vector<float>{1, 4, 2, 5, 3, 6, 10, 10, 10, 20, 20, 20, 4, 1, 5, 2, 6, 3}));
+}
+
 TEST(Interpreter, WorkgroupGlobalsAndDynamicSharedMemory) {
   // Each thread writes its id into a workgroup global and into a typed view of dynamic shared
   // memory, then reads its neighbour's from both.
