@@ -36,6 +36,7 @@ cl::list<std::string> printNames("print", cl::desc("print the elements of buffer
 cl::list<std::string> dumpSpecs("dump", cl::desc("write the bytes of buffer NAME to FILE after the run"),
                                 cl::value_desc("NAME=FILE"));
 cl::opt<std::string> gridSpec("grid", cl::desc("workgroups X,Y,Z (default: the kernel's grid expression)"));
+cl::opt<std::string> blockSpec("block", cl::desc("threads per workgroup X,Y,Z (default: the kernel's known_block_size)"));
 cl::opt<unsigned> hostThreads("host-threads", cl::desc("host threads sharing the workgroups"), cl::init(1));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("random seed (default: fresh, printed)"));
 cl::opt<bool> checkGemm("check", cl::desc("run wmma_gemm kernels on random inputs and compare with a float64 reference "
@@ -149,6 +150,18 @@ int64_t parseInteger(const std::string &text, const std::string &what) {
   return v;
 }
 
+/// "X,Y,Z" of --grid and --block.
+std::array<uint32_t, 3> parseTriple(const std::string &text, const char *option) {
+  llvm::SmallVector<llvm::StringRef> parts;
+  llvm::StringRef(text).split(parts, ',');
+  if (parts.size() != 3)
+    die(std::string(option) + " takes X,Y,Z, not '" + text + "'");
+  std::array<uint32_t, 3> v;
+  for (int d = 0; d < 3; ++d)
+    v[d] = uint32_t(parseInteger(parts[d].str(), option));
+  return v;
+}
+
 struct Run {
   std::unique_ptr<Kernel> kernel;
   std::map<std::string, std::string> scalars; ///< --arg values by name
@@ -200,13 +213,10 @@ RunStats launch(Run &run) {
       die("kernel " + info.name + " has no argument '" + name + "'");
   LaunchConfig config;
   config.threads = hostThreads;
+  if (!blockSpec.empty())
+    config.block = parseTriple(blockSpec, "--block");
   if (!gridSpec.empty()) {
-    llvm::SmallVector<llvm::StringRef> parts;
-    llvm::StringRef(gridSpec).split(parts, ',');
-    if (parts.size() != 3)
-      die("--grid takes X,Y,Z");
-    for (int d = 0; d < 3; ++d)
-      config.grid[d] = uint32_t(parseInteger(parts[d].str(), "--grid"));
+    config.grid = parseTriple(gridSpec, "--grid");
   } else if (!info.gridJson.empty()) {
     config.grid = orDie(evaluateGrid(info.gridJson, [&](llvm::StringRef n) { return scalarValue(run, n); }));
   } else {
