@@ -467,11 +467,10 @@ llvm::Expected<std::unique_ptr<Program>> decodeProgram(llvm::StringRef source, l
     if (options.kernel.empty() ? kernels.size() == 1 : f.getName() == options.kernel)
       func = f;
   if (!func)
-    return fail(options.kernel.empty()
-                    ? bufferName + " holds " + std::to_string(kernels.size()) + " kernels (" + names +
-                          "): name the one to run"
-                    : bufferName + " has no kernel '" + options.kernel + "' (kernels: " +
-                          (names.empty() ? "none" : names) + ")");
+    return fail(options.kernel.empty() ? bufferName + " holds " + std::to_string(kernels.size()) + " kernels (" +
+                                             names + "): name the one to run"
+                                       : bufferName + " has no kernel '" + options.kernel +
+                                             "' (kernels: " + (names.empty() ? "none" : names) + ")");
 
   std::string chip = moduleChip(func->getParentOfType<gpu::GPUModuleOp>());
   if (!options.target.empty() && !chip.empty() && options.target != chip)
@@ -480,9 +479,9 @@ llvm::Expected<std::unique_ptr<Program>> decodeProgram(llvm::StringRef source, l
     chip = options.target;
   const TargetInfo *target = lookupTarget(chip);
   if (!target)
-    return fail(chip.empty() ? "kernel " + func.getName() + " names no target: give one (known: " +
-                                   knownTargetNames() + ")"
-                             : "unknown target '" + chip + "' (known: " + knownTargetNames() + ")");
+    return fail(chip.empty()
+                    ? "kernel " + func.getName() + " names no target: give one (known: " + knownTargetNames() + ")"
+                    : "unknown target '" + chip + "' (known: " + knownTargetNames() + ")");
 
   auto program = std::make_unique<Program>();
   program->info.target = chip;
@@ -495,4 +494,3 @@ llvm::Expected<std::unique_ptr<Program>> decodeProgram(llvm::StringRef source, l
 }
 
 } // namespace tessera::sim::detail
-

@@ -262,9 +262,12 @@ std::optional<Inst> Decoder::decodeVector(Operation *op) {
                         return s;
                       }));
       })
-      .Case([&](FromElementsOp o) { return gather(op, o.getElements(), o->getResults(), iota(o.getElements().size())); })
+      .Case(
+          [&](FromElementsOp o) { return gather(op, o.getElements(), o->getResults(), iota(o.getElements().size())); })
       .Case([&](ToElementsOp o) { return gather(op, o->getOperands(), o.getElements(), iota(o.getElements().size())); })
-      .Case([&](ShapeCastOp o) { return gather(op, o->getOperands(), o->getResults(), iota(shape(o.getResult()).count)); })
+      .Case([&](ShapeCastOp o) {
+        return gather(op, o->getOperands(), o->getResults(), iota(shape(o.getResult()).count));
+      })
       .Case([&](ShuffleOp o) {
         ValueShape v1 = shape(o.getV1());
         int64_t slice = v1.dims.size() > 1 ? v1.count / v1.dims[0] : 1;
@@ -279,8 +282,8 @@ std::optional<Inst> Decoder::decodeVector(Operation *op) {
         if (o.getDynamicPosition().empty())
           return gather(op, {o.getSource()}, o->getResults(),
                         iota(dst.count, staticOffset(o.getStaticPosition(), src.dims)));
-        return dynamicPosition(Op::ExtractDyn, {o.getSource()}, o.getDynamicPosition(), o.getStaticPosition(),
-                               src.dims, o.getResult(), dst.count);
+        return dynamicPosition(Op::ExtractDyn, {o.getSource()}, o.getDynamicPosition(), o.getStaticPosition(), src.dims,
+                               o.getResult(), dst.count);
       })
       .Case([&](InsertOp o) -> std::optional<Inst> {
         ValueShape dst = shape(o.getDest()), val = shape(o.getValueToStore());
@@ -365,7 +368,7 @@ std::optional<Inst> Decoder::decodeVector(Operation *op) {
       .Case([&](ReductionOp o) {
         Inst I = elementwise(op, Op::Reduce);
         I.count = shape(o.getVector()).count; // the reduced vector's length
-        I.imm = int64_t(o.getKind()); // ReduceKind follows CombiningKind's numbering
+        I.imm = int64_t(o.getKind());         // ReduceKind follows CombiningKind's numbering
         return I;
       })
       .Default([](Operation *) { return std::nullopt; });
@@ -459,7 +462,8 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
         auto [it, inserted] = globalBinding.try_emplace(o.getName(), int32_t(P.bindings.size()));
         if (inserted) {
           MemRefType t = global.getType();
-          uint64_t bytes = uint64_t(t.getNumElements()) * storageBytes(elemKindOf(t.getElementType()).value_or(ElemKind::I8));
+          uint64_t bytes =
+              uint64_t(t.getNumElements()) * storageBytes(elemKindOf(t.getElementType()).value_or(ElemKind::I8));
           P.bindings.push_back({Binding::Space::Workgroup, "workgroup global @" + o.getName().str(), bytes, -1});
           P.info.staticLdsBytes += bytes;
         }
@@ -606,7 +610,8 @@ Inst Decoder::matrixOp(Operation *op, MatrixFamily family, int m, int n, int k, 
   std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   if (!layout || int(b.size()) != layout->bPerLane || int(P.slots[dSlot].count) != layout->cPerLane) {
     unsupported(op, "no modelled matrix instruction of shape " + shape + " with " + std::to_string(a.size()) + " " +
-                        kindName(inKind) + " A elements and " + std::to_string(c.size()) + " accumulator elements per lane");
+                        kindName(inKind) + " A elements and " + std::to_string(c.size()) +
+                        " accumulator elements per lane");
     return make(op, Op::Nop);
   }
   ElemKind acc = P.slots[dSlot].kind;
@@ -678,8 +683,9 @@ std::optional<Inst> Decoder::decodeMatrix(Operation *op) {
           unsupported(op, "mma.sync layouts other than row.col");
           return std::nullopt;
         }
-        return matrixOp(op, MatrixFamily::MMASync, s.getM(), s.getN(), s.getK(), 0, operandElems(o.getOperandA(), packed),
-                        operandElems(o.getOperandB(), packed), operandElems(o.getOperandC(), {}), o.getRes(), in);
+        return matrixOp(op, MatrixFamily::MMASync, s.getM(), s.getN(), s.getK(), 0,
+                        operandElems(o.getOperandA(), packed), operandElems(o.getOperandB(), packed),
+                        operandElems(o.getOperandC(), {}), o.getRes(), in);
       })
       .Case([&](nvgpu::MmaSyncOp o) -> std::optional<Inst> {
         std::array<int64_t, 3> s = o.getMmaShapeAsArray();
@@ -687,9 +693,9 @@ std::optional<Inst> Decoder::decodeMatrix(Operation *op) {
           unsupported(op, "tf32 mma.sync is not modelled");
           return std::nullopt;
         }
-        return matrixOp(op, MatrixFamily::MMASync, int(s[0]), int(s[1]), int(s[2]), 0,
-                        operandElems(o.getMatrixA(), {}), operandElems(o.getMatrixB(), {}),
-                        operandElems(o.getMatrixC(), {}), o.getRes(), kindOf(o.getMatrixA()));
+        return matrixOp(op, MatrixFamily::MMASync, int(s[0]), int(s[1]), int(s[2]), 0, operandElems(o.getMatrixA(), {}),
+                        operandElems(o.getMatrixB(), {}), operandElems(o.getMatrixC(), {}), o.getRes(),
+                        kindOf(o.getMatrixA()));
       })
       .Default([](Operation *) { return std::nullopt; });
 }

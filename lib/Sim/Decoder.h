@@ -70,8 +70,7 @@ private:
   Inst mathUnary(mlir::Operation *op, MathFn fn);
   /// A pure data movement: result element j of the concatenated results takes element
   /// `source[j]` of the concatenated operands.
-  Inst gather(mlir::Operation *op, mlir::ValueRange operands, mlir::ValueRange results,
-              llvm::ArrayRef<int64_t> source);
+  Inst gather(mlir::Operation *op, mlir::ValueRange operands, mlir::ValueRange results, llvm::ArrayRef<int64_t> source);
   Inst constant(mlir::Operation *op, mlir::Value result, std::vector<Cell> cells);
 
   void decodeOp(mlir::Operation *op, std::vector<Inst> &out, const YieldTargets &targets);
@@ -90,11 +89,9 @@ private:
   Inst memoryAccess(mlir::Operation *op, Op code, mlir::Value memref, mlir::ValueRange indices, mlir::Value value,
                     mlir::Type accessType);
   int32_t memrefFor(mlir::Value memref, mlir::Operation *user);
-  int32_t bindMemref(mlir::Value v, int32_t binding, mlir::MemRefType type, mlir::Operation *op,
-                     int64_t offset = 0);
-  Inst matrixOp(mlir::Operation *op, MatrixFamily family, int m, int n, int k, int subword,
-                std::vector<ElemRef> a, std::vector<ElemRef> b, std::vector<ElemRef> c, mlir::Value d,
-                ElemKind inKind);
+  int32_t bindMemref(mlir::Value v, int32_t binding, mlir::MemRefType type, mlir::Operation *op, int64_t offset = 0);
+  Inst matrixOp(mlir::Operation *op, MatrixFamily family, int m, int n, int k, int subword, std::vector<ElemRef> a,
+                std::vector<ElemRef> b, std::vector<ElemRef> c, mlir::Value d, ElemKind inKind);
   std::vector<ElemRef> operandElems(mlir::ValueRange values, std::optional<ElemKind> packed);
   std::vector<Cell> constantCells(mlir::Attribute value, ElemKind kind);
 };

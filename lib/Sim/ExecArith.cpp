@@ -148,9 +148,7 @@ double intToFloat(int64_t v, unsigned srcBits, bool isSigned, ElemKind to) {
   return to == ElemKind::F32 ? double(float(u)) : roundToKind(double(u), to);
 }
 
-uint64_t elemBits(Cell c, ElemKind k) {
-  return isFloat(k) ? encodeFloat(c.f, k) : zeroExtend(c.i, bitWidth(k));
-}
+uint64_t elemBits(Cell c, ElemKind k) { return isFloat(k) ? encodeFloat(c.f, k) : zeroExtend(c.i, bitWidth(k)); }
 Cell elemFromBits(uint64_t bits, ElemKind k) {
   Cell c;
   if (isFloat(k))
@@ -181,15 +179,19 @@ void Executor::execPure(const Inst &I) {
   auto u = [bits](int64_t v) { return zeroExtend(v, bits); };
   // Division by zero and signed overflow are undefined in MLIR; lanes of an untaken branch
   // may still compute them here, so they yield 0 instead of trapping the host.
-  auto safe = [bits](int64_t x, int64_t y) { return y != 0 && !(y == -1 && x == signExtend(int64_t(1) << (bits - 1), bits)); };
+  auto safe = [bits](int64_t x, int64_t y) {
+    return y != 0 && !(y == -1 && x == signExtend(int64_t(1) << (bits - 1), bits));
+  };
   switch (I.op) {
   case Op::AddI: return mapInt(bits, n, d, [&](size_t i) { return int64_t(uint64_t(a[i].i) + uint64_t(b[i].i)); });
   case Op::SubI: return mapInt(bits, n, d, [&](size_t i) { return int64_t(uint64_t(a[i].i) - uint64_t(b[i].i)); });
   case Op::MulI: return mapInt(bits, n, d, [&](size_t i) { return int64_t(uint64_t(a[i].i) * uint64_t(b[i].i)); });
   case Op::DivSI: return mapInt(bits, n, d, [&](size_t i) { return safe(a[i].i, b[i].i) ? a[i].i / b[i].i : 0; });
   case Op::RemSI: return mapInt(bits, n, d, [&](size_t i) { return safe(a[i].i, b[i].i) ? a[i].i % b[i].i : 0; });
-  case Op::FloorDivSI: return mapInt(bits, n, d, [&](size_t i) { return safe(a[i].i, b[i].i) ? floorDiv(a[i].i, b[i].i) : 0; });
-  case Op::CeilDivSI: return mapInt(bits, n, d, [&](size_t i) { return safe(a[i].i, b[i].i) ? ceilDiv(a[i].i, b[i].i) : 0; });
+  case Op::FloorDivSI:
+    return mapInt(bits, n, d, [&](size_t i) { return safe(a[i].i, b[i].i) ? floorDiv(a[i].i, b[i].i) : 0; });
+  case Op::CeilDivSI:
+    return mapInt(bits, n, d, [&](size_t i) { return safe(a[i].i, b[i].i) ? ceilDiv(a[i].i, b[i].i) : 0; });
   case Op::DivUI: return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) ? int64_t(u(a[i].i) / u(b[i].i)) : 0; });
   case Op::RemUI: return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) ? int64_t(u(a[i].i) % u(b[i].i)) : 0; });
   case Op::CeilDivUI:
@@ -201,14 +203,17 @@ void Executor::execPure(const Inst &I) {
   case Op::OrI: return mapInt(bits, n, d, [&](size_t i) { return a[i].i | b[i].i; });
   case Op::XOrI: return mapInt(bits, n, d, [&](size_t i) { return a[i].i ^ b[i].i; });
   // Shifts by the width or more are poison in MLIR: 0 here.
-  case Op::ShLI: return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) < bits ? int64_t(u(a[i].i) << u(b[i].i)) : 0; });
-  case Op::ShRUI: return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) < bits ? int64_t(u(a[i].i) >> u(b[i].i)) : 0; });
+  case Op::ShLI:
+    return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) < bits ? int64_t(u(a[i].i) << u(b[i].i)) : 0; });
+  case Op::ShRUI:
+    return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) < bits ? int64_t(u(a[i].i) >> u(b[i].i)) : 0; });
   case Op::ShRSI: return mapInt(bits, n, d, [&](size_t i) { return u(b[i].i) < bits ? a[i].i >> u(b[i].i) : 0; });
   case Op::MaxSI: return mapInt(bits, n, d, [&](size_t i) { return std::max(a[i].i, b[i].i); });
   case Op::MinSI: return mapInt(bits, n, d, [&](size_t i) { return std::min(a[i].i, b[i].i); });
   case Op::MaxUI: return mapInt(bits, n, d, [&](size_t i) { return int64_t(std::max(u(a[i].i), u(b[i].i))); });
   case Op::MinUI: return mapInt(bits, n, d, [&](size_t i) { return int64_t(std::min(u(a[i].i), u(b[i].i))); });
-  case Op::AbsI: return mapInt(bits, n, d, [&](size_t i) { return a[i].i < 0 ? int64_t(0 - uint64_t(a[i].i)) : a[i].i; });
+  case Op::AbsI:
+    return mapInt(bits, n, d, [&](size_t i) { return a[i].i < 0 ? int64_t(0 - uint64_t(a[i].i)) : a[i].i; });
   case Op::CmpI: {
     unsigned w = bits;
     return mapInt(1, n, d, [&](size_t i) { return int64_t(compareInt(I.imm, a[i].i, b[i].i, w)); });
@@ -297,8 +302,18 @@ void Executor::execPure(const Inst &I) {
       for (uint32_t e = b ? 0 : 1; e < I.count; ++e) {
         Cell v = a[size_t(e) * T + t];
         switch (ReduceKind(I.imm)) {
-        case ReduceKind::Add: floating ? acc.f = acc.f + v.f : acc.i = int64_t(uint64_t(acc.i) + uint64_t(v.i)); break;
-        case ReduceKind::Mul: floating ? acc.f = acc.f * v.f : acc.i = int64_t(uint64_t(acc.i) * uint64_t(v.i)); break;
+        case ReduceKind::Add:
+          if (floating)
+            acc.f += v.f;
+          else
+            acc.i = int64_t(uint64_t(acc.i) + uint64_t(v.i));
+          break;
+        case ReduceKind::Mul:
+          if (floating)
+            acc.f *= v.f;
+          else
+            acc.i = int64_t(uint64_t(acc.i) * uint64_t(v.i));
+          break;
         case ReduceKind::MinUI: acc.i = zeroExtend(v.i, bits) < zeroExtend(acc.i, bits) ? v.i : acc.i; break;
         case ReduceKind::MaxUI: acc.i = zeroExtend(v.i, bits) > zeroExtend(acc.i, bits) ? v.i : acc.i; break;
         case ReduceKind::MinSI: acc.i = std::min(acc.i, v.i); break;
@@ -328,8 +343,7 @@ void Executor::execPure(const Inst &I) {
         d[i].i = 0;
     }
     return;
-  default:
-    return;
+  default: return;
   }
 }
 

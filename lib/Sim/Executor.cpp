@@ -50,7 +50,8 @@ Executor::Executor(const Program &program, const LaunchConfig &config, const std
     if (int32_t s = P.paramSlot[i]; s >= 0) {
       Cell v;
       if (isFloat(P.slots[s].kind))
-        v.f = roundToKind(args[i].kind == ArgValue::Kind::Float ? args[i].real : double(args[i].integer), P.slots[s].kind);
+        v.f = roundToKind(args[i].kind == ArgValue::Kind::Float ? args[i].real : double(args[i].integer),
+                          P.slots[s].kind);
       else
         v.i = signExtend(args[i].integer, bitWidth(P.slots[s].kind));
       std::fill_n(cells(s), T, v);
@@ -320,8 +321,9 @@ bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
     if (active == 0)
       continue;
     if (active != wave)
-      return report(I, first, "executed by " + std::to_string(active) + " of the " + std::to_string(wave) +
-                                  " lanes of warp " + std::to_string(first / wave) + " (ldmatrix needs the whole warp)");
+      return report(I, first,
+                    "executed by " + std::to_string(active) + " of the " + std::to_string(wave) + " lanes of warp " +
+                        std::to_string(first / wave) + " (ldmatrix needs the whole warp)");
     for (int tile = 0; tile < tiles; ++tile)
       for (int r = 0; r < 8; ++r) {
         uint8_t *at = address(I, first + 8 * tile + r, 0, 8, false);
@@ -421,8 +423,8 @@ bool Executor::execShuffle(const Inst &I, const uint8_t *mask) {
       continue;
     int64_t w = width[t].i, off = offset[t].i;
     if (w <= 0 || w > int64_t(wave) || (w & (w - 1)))
-      return report(I, t, "width " + std::to_string(w) + " is not a power of two up to the wave size " +
-                              std::to_string(wave));
+      return report(
+          I, t, "width " + std::to_string(w) + " is not a power of two up to the wave size " + std::to_string(wave));
     int64_t lane = t % wave, segment = lane & ~(w - 1), src = 0;
     switch (mode) {
     case ShuffleMode::Xor: src = lane ^ off; break;
@@ -432,8 +434,9 @@ bool Executor::execShuffle(const Inst &I, const uint8_t *mask) {
       // AMD's lowering reads lane `offset` of the wave, NVIDIA's lane `offset` of the segment:
       // the two agree only for a full-wave width.
       if (w != int64_t(wave))
-        return report(I, t, "idx shuffle with width " + std::to_string(w) +
-                                " smaller than the wave is lowered differently on AMD and NVIDIA");
+        return report(I, t,
+                      "idx shuffle with width " + std::to_string(w) +
+                          " smaller than the wave is lowered differently on AMD and NVIDIA");
       src = off;
       break;
     }
@@ -503,7 +506,8 @@ bool Executor::execMatrix(const Inst &I, const uint8_t *mask) {
     if (active != wave)
       return report(I, first,
                     desc.mnemonic + " executed by " + std::to_string(active) + " of the " + std::to_string(wave) +
-                        " lanes of wave " + std::to_string(first / wave) + " (matrix instructions need the whole wave)");
+                        " lanes of wave " + std::to_string(first / wave) +
+                        " (matrix instructions need the whole wave)");
     auto value = [&](const ElemRef &r, int lane) {
       const Cell &c = cells(r.slot)[size_t(r.elem) * T + first + lane];
       if (r.half < 0)

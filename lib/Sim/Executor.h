@@ -35,8 +35,8 @@ private:
   const Program &P;
   LaunchConfig config;
   std::array<uint32_t, 3> block, blockId{0, 0, 0};
-  uint32_t T;     ///< threads per workgroup
-  uint32_t wave;  ///< lanes per wave
+  uint32_t T;    ///< threads per workgroup
+  uint32_t wave; ///< lanes per wave
   std::vector<Cell> regs;
   std::vector<LiveBinding> live;
   std::vector<std::vector<uint8_t>> maskPool;

@@ -71,8 +71,8 @@ llvm::Expected<RunStats> Kernel::launch(const LaunchConfig &config, llvm::ArrayR
   return detail::runProgram(*program, config, args);
 }
 
-llvm::Expected<std::array<uint32_t, 3>>
-evaluateGrid(llvm::StringRef gridJson, llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg) {
+llvm::Expected<std::array<uint32_t, 3>> evaluateGrid(llvm::StringRef gridJson,
+                                                     llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg) {
   llvm::Expected<llvm::json::Value> json = llvm::json::parse(gridJson);
   if (!json)
     return fail("grid is not JSON: " + llvm::toString(json.takeError()));

@@ -74,9 +74,8 @@ uint64_t bitsOf(double d) {
 }
 
 /// Gathers one operand matrix from the lanes, checking that replicated copies agree.
-std::string gather(const char *name, int rows, int cols, int lanes, int perLane,
-                   MatrixPos (*map)(int, int), llvm::function_ref<double(int, int)> value,
-                   std::vector<double> &out) {
+std::string gather(const char *name, int rows, int cols, int lanes, int perLane, MatrixPos (*map)(int, int),
+                   llvm::function_ref<double(int, int)> value, std::vector<double> &out) {
   out.assign(size_t(rows) * cols, 0.0);
   std::vector<int> holder(size_t(rows) * cols, -1);
   for (int lane = 0; lane < lanes; ++lane)
@@ -91,9 +90,8 @@ std::string gather(const char *name, int rows, int cols, int lanes, int perLane,
         out[at] = v;
       } else if (bitsOf(out[at]) != bitsOf(v)) {
         return std::string(name) + "[" + std::to_string(p.row) + "][" + std::to_string(p.col) + "] is " +
-               std::to_string(out[at]) + " in lane " + std::to_string(holder[at]) + " but " +
-               std::to_string(v) + " in lane " + std::to_string(lane) +
-               " (the lanes holding a replicated operand must agree)";
+               std::to_string(out[at]) + " in lane " + std::to_string(holder[at]) + " but " + std::to_string(v) +
+               " in lane " + std::to_string(lane) + " (the lanes holding a replicated operand must agree)";
       }
     }
   return {};
@@ -133,8 +131,7 @@ std::string matrixMnemonic(const MatrixLayout &l, ElemKind in, ElemKind acc) {
   case MatrixFamily::MFMA:
     return "v_mfma_" + std::string(kindName(acc)) + "_" + shape + "_" +
            (isFloat(in) && bitWidth(in) == 8 ? inName + "_" + inName : inName);
-  case MatrixFamily::WMMA:
-    return "v_wmma_" + std::string(kindName(acc)) + "_" + shape + "_" + inName;
+  case MatrixFamily::WMMA: return "v_wmma_" + std::string(kindName(acc)) + "_" + shape + "_" + inName;
   case MatrixFamily::MMASync:
     return "mma.sync.aligned.m" + std::to_string(l.m) + "n" + std::to_string(l.n) + "k" + std::to_string(l.k) +
            ".row.col." + kindName(acc) + "." + inName + "." + inName + "." + kindName(acc);

@@ -11,9 +11,9 @@ namespace {
 
 /// How a format spells NaN and infinity.
 enum class Special {
-  Ieee,     ///< all-ones exponent: infinity (zero mantissa) or NaN
-  AllOnes,  ///< OCP "FN": only S.1111.111 is NaN, no infinities
-  NegZero,  ///< "FNUZ": the -0 encoding is the only NaN, no infinities
+  Ieee,    ///< all-ones exponent: infinity (zero mantissa) or NaN
+  AllOnes, ///< OCP "FN": only S.1111.111 is NaN, no infinities
+  NegZero, ///< "FNUZ": the -0 encoding is the only NaN, no infinities
 };
 
 struct SmallFloat {
@@ -27,8 +27,8 @@ struct SmallFloat {
 /// The formats narrower than f32 (f32 and f64 use the host's own conversions).
 const SmallFloat *smallFormat(ElemKind k) {
   static const SmallFloat f16{10, 5, 15, Special::Ieee}, bf16{7, 8, 127, Special::Ieee},
-      e4m3fn{3, 4, 7, Special::AllOnes}, e4m3fnuz{3, 4, 8, Special::NegZero},
-      e5m2{2, 5, 15, Special::Ieee}, e5m2fnuz{2, 5, 16, Special::NegZero};
+      e4m3fn{3, 4, 7, Special::AllOnes}, e4m3fnuz{3, 4, 8, Special::NegZero}, e5m2{2, 5, 15, Special::Ieee},
+      e5m2fnuz{2, 5, 16, Special::NegZero};
   switch (k) {
   case ElemKind::F16: return &f16;
   case ElemKind::BF16: return &bf16;
@@ -56,10 +56,8 @@ uint64_t nanEncoding(const SmallFloat &f, bool negative, uint64_t payload) {
   case Special::Ieee:
     // Quiet, keeping the payload's top bits as a hardware f64 -> f32 conversion does.
     return (negative ? f.signBit() : 0) | (f.expMax() << f.man) | payload | (uint64_t(1) << (f.man - 1));
-  case Special::AllOnes:
-    return (negative ? f.signBit() : 0) | (f.expMax() << f.man) | f.manMax();
-  case Special::NegZero:
-    return f.signBit();
+  case Special::AllOnes: return (negative ? f.signBit() : 0) | (f.expMax() << f.man) | f.manMax();
+  case Special::NegZero: return f.signBit();
   }
   return 0;
 }
@@ -78,7 +76,7 @@ uint64_t encodeSmall(double value, const SmallFloat &f) {
   std::frexp(a, &e2);
   int exponent = std::max(e2 - 1, 1 - f.bias);
   double r = std::nearbyint(std::ldexp(a, f.man - exponent)); // ties to even (default mode)
-  if (r >= std::ldexp(1.0, f.man + 1)) { // rounded up into the next binade
+  if (r >= std::ldexp(1.0, f.man + 1)) {                      // rounded up into the next binade
     r /= 2;
     ++exponent;
   }
@@ -90,10 +88,10 @@ uint64_t encodeSmall(double value, const SmallFloat &f) {
     expField = uint64_t(exponent + f.bias);
     mantissa -= uint64_t(1) << f.man;
   }
-  bool overflow = f.special == Special::Ieee      ? expField >= f.expMax()
-                  : f.special == Special::AllOnes ? expField > f.expMax() ||
-                                                        (expField == f.expMax() && mantissa == f.manMax())
-                                                  : expField > f.expMax();
+  bool overflow = f.special == Special::Ieee ? expField >= f.expMax()
+                  : f.special == Special::AllOnes
+                      ? expField > f.expMax() || (expField == f.expMax() && mantissa == f.manMax())
+                      : expField > f.expMax();
   if (overflow)
     return f.special == Special::Ieee ? sign | (f.expMax() << f.man) : nanEncoding(f, negative, 0);
   return sign | (expField << f.man) | mantissa;

@@ -69,11 +69,14 @@ enum class MathFn : uint8_t {
 };
 
 /// The combining operation of vector.reduction (the numbering of mlir::vector::CombiningKind).
-enum class ReduceKind : uint8_t { Add, Mul, MinUI, MinSI, MinNumF, MaxUI, MaxSI, MaxNumF, And, Or, Xor, MinimumF, MaximumF };
+enum class ReduceKind : uint8_t {
+  Add, Mul, MinUI, MinSI, MinNumF, MaxUI, MaxSI, MaxNumF, And, Or, Xor, MinimumF, MaximumF,
+};
 
 /// amdgpu.dpp permutations (the enum order of mlir::amdgpu::DPPPerm).
 enum class DppKind : uint8_t {
-  QuadPerm, RowShl, RowShr, RowRor, WaveShl, WaveShr, WaveRor, WaveRol, RowMirror, RowHalfMirror, RowBcast15, RowBcast31,
+  QuadPerm, RowShl, RowShr, RowRor, WaveShl, WaveShr, WaveRor, WaveRol, RowMirror, RowHalfMirror, RowBcast15,
+  RowBcast31,
 };
 
 enum class ShuffleMode : uint8_t { Xor, Down, Up, Idx };

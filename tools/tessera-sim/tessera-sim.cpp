@@ -1,4 +1,5 @@
-// tessera-sim: run a bundle's (or a kernel IR file's) kernel on the CPU simulator; --check verifies a wmma_gemm against float64.
+// tessera-sim: run a bundle's (or a kernel IR file's) kernel on the CPU simulator; --check verifies a wmma_gemm against
+// float64.
 //
 //   tessera-sim BUNDLE --kernel g --arg M=128 --arg N=128 ... --buffer a=16384 --buffer c=16384 --print c
 //   tessera-sim BUNDLE --kernel g --check --arg M=17 --arg N=33 --arg K=40
@@ -36,13 +37,15 @@ cl::list<std::string> printNames("print", cl::desc("print the elements of buffer
 cl::list<std::string> dumpSpecs("dump", cl::desc("write the bytes of buffer NAME to FILE after the run"),
                                 cl::value_desc("NAME=FILE"));
 cl::opt<std::string> gridSpec("grid", cl::desc("workgroups X,Y,Z (default: the kernel's grid expression)"));
-cl::opt<std::string> blockSpec("block", cl::desc("threads per workgroup X,Y,Z (default: the kernel's known_block_size)"));
+cl::opt<std::string> blockSpec("block",
+                               cl::desc("threads per workgroup X,Y,Z (default: the kernel's known_block_size)"));
 cl::opt<unsigned> hostThreads("host-threads", cl::desc("host threads sharing the workgroups"), cl::init(1));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("random seed (default: fresh, printed)"));
 cl::opt<bool> checkGemm("check", cl::desc("run wmma_gemm kernels on random inputs and compare with a float64 reference "
                                           "(docs/CORRECTNESS.md rule); exit 1 on failure. Shape from --arg M/N/K, "
                                           "else every --shapes entry on every wmma_gemm kernel of the bundle"));
-cl::opt<int64_t> padOpt("pad", cl::desc("--check with --arg M/N/K: leading-dimension padding in elements"), cl::init(0));
+cl::opt<int64_t> padOpt("pad", cl::desc("--check with --arg M/N/K: leading-dimension padding in elements"),
+                        cl::init(0));
 cl::opt<std::string> shapesOpt("shapes", cl::desc("--check shapes MxNxK[+PAD], comma-separated"),
                                cl::init("1x1x1,17x33x40,128x128x128,130x257x72+8,64x48x200+3"));
 
@@ -223,11 +226,11 @@ RunStats launch(Run &run) {
     die("kernel " + info.name + " has no grid expression: give --grid X,Y,Z");
   }
   RunStats stats = orDie(run.kernel->launch(config, args));
-  llvm::outs() << "kernel " << info.name << " (" << info.target << "): grid " << config.grid[0] << "x"
-               << config.grid[1] << "x" << config.grid[2] << ", " << stats.workgroups << " workgroups, "
-               << stats.instructions << " instructions, " << stats.threadOps << " thread-ops in "
-               << llvm::format("%.3f", stats.seconds) << " s ("
-               << llvm::format("%.1f", stats.threadOps / std::max(stats.seconds, 1e-9) / 1e6) << " M thread-ops/s)\n";
+  llvm::outs() << "kernel " << info.name << " (" << info.target << "): grid " << config.grid[0] << "x" << config.grid[1]
+               << "x" << config.grid[2] << ", " << stats.workgroups << " workgroups, " << stats.instructions
+               << " instructions, " << stats.threadOps << " thread-ops in " << llvm::format("%.3f", stats.seconds)
+               << " s (" << llvm::format("%.1f", stats.threadOps / std::max(stats.seconds, 1e-9) / 1e6)
+               << " M thread-ops/s)\n";
   return stats;
 }
 
@@ -245,8 +248,8 @@ std::vector<GemmShape> parseShapes(llvm::StringRef list) {
     dims.split(mnk, 'x');
     if (mnk.size() != 3)
       die("--shapes entry '" + item + "' is not MxNxK[+PAD]");
-    shapes.push_back({parseInteger(mnk[0].str(), "M"), parseInteger(mnk[1].str(), "N"),
-                      parseInteger(mnk[2].str(), "K"), pad.empty() ? 0 : parseInteger(pad.str(), "pad")});
+    shapes.push_back({parseInteger(mnk[0].str(), "M"), parseInteger(mnk[1].str(), "N"), parseInteger(mnk[2].str(), "K"),
+                      pad.empty() ? 0 : parseInteger(pad.str(), "pad")});
   }
   return shapes;
 }
@@ -397,8 +400,7 @@ void report(Run &run) {
 } // namespace
 
 /// --check over the selected kernels and shapes; the exit status.
-int runChecks(const std::vector<KernelSource> &sources, const std::map<std::string, std::string> &args,
-              uint64_t seed) {
+int runChecks(const std::vector<KernelSource> &sources, const std::map<std::string, std::string> &args, uint64_t seed) {
   bool explicitShape = args.count("M") || args.count("N") || args.count("K");
   std::vector<GemmShape> shapes;
   if (explicitShape) {
@@ -418,8 +420,8 @@ int runChecks(const std::vector<KernelSource> &sources, const std::map<std::stri
     run.kernel = orDie(Kernel::fromFile(source.path, LoadOptions{source.name, targetName}));
     if (run.kernel->info().directive != "wmma_gemm") {
       if (!kernelName.empty())
-        die("--check needs a wmma_gemm kernel; " + run.kernel->info().name + " is '" +
-            run.kernel->info().directive + "'");
+        die("--check needs a wmma_gemm kernel; " + run.kernel->info().name + " is '" + run.kernel->info().directive +
+            "'");
       continue;
     }
     for (const GemmShape &shape : shapes) {

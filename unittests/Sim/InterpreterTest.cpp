@@ -16,7 +16,7 @@ using ::testing::MatchesRegex;
 /// A kernel module on `target` around one gpu.func body.
 std::string module(const std::string &target, const std::string &func) {
   std::string attr = target.rfind("sm_", 0) == 0 ? "#nvvm.target<chip = \"" + target + "\">"
-                                                  : "#rocdl.target<chip = \"" + target + "\">";
+                                                 : "#rocdl.target<chip = \"" + target + "\">";
   return "module attributes {gpu.container_module} {\n  gpu.module @m [" + attr + "] {\n" + func + "\n  }\n}\n";
 }
 
@@ -150,7 +150,8 @@ TEST(Interpreter, DppControls) {
       {"row_ror(3 : i32)", [](int l) { return float(l / 16 * 16 + (l % 16 + 13) % 16); }},
       {"row_mirror", [](int l) { return float(l / 16 * 16 + 15 - l % 16); }},
       {"row_half_mirror", [](int l) { return float(l / 8 * 8 + 7 - l % 8); }},
-      {"row_bcast_15 {row_mask = 10 : i32}", [](int l) { return l / 16 == 1 || l / 16 == 3 ? float(l / 16 * 16 - 1) : -1.0f; }},
+      {"row_bcast_15 {row_mask = 10 : i32}",
+       [](int l) { return l / 16 == 1 || l / 16 == 3 ? float(l / 16 * 16 - 1) : -1.0f; }},
       {"row_bcast_31 {row_mask = 12 : i32}", [](int l) { return l >= 32 ? 31.0f : -1.0f; }},
       {"wave_shr {bound_ctrl = true}", [](int l) { return l > 0 ? float(l - 1) : 0.0f; }},
       {"wave_rol", [](int l) { return float((l + 1) % 64); }},
@@ -164,7 +165,8 @@ TEST(Interpreter, DppControls) {
       %ti = arith.index_cast %t : index to i32
       %v = arith.sitofp %ti : i32 to f32
       %old = arith.constant -1.0 : f32
-      %d = amdgpu.dpp %old %v )") + c.control + R"( : f32
+      %d = amdgpu.dpp %old %v )") + c.control +
+                                       R"( : f32
       memref.store %d, %out[%t] : memref<?xf32>
       gpu.return
     })"));
@@ -250,13 +252,13 @@ TEST(Interpreter, VectorOpsAndConversions) {
   std::vector<float> out(5);
   std::vector<int32_t> bits(2);
   ASSERT_TRUE(bool(k->launch({}, {buffer(out), buffer(bits)})));
-  EXPECT_EQ(out[0], 20.0f);                     // s = [40, 1, 20, 3]
-  EXPECT_EQ(out[1], 40.0f + 100 + 20 + 3);      // insert at 1, then sum
+  EXPECT_EQ(out[0], 20.0f);                // s = [40, 1, 20, 3]
+  EXPECT_EQ(out[1], 40.0f + 100 + 20 + 3); // insert at 1, then sum
   EXPECT_EQ(out[2], 40.0f);
   EXPECT_EQ(out[3], 20.0f * 20 + 20);
-  EXPECT_EQ(out[4], 0.3125f);                   // 0.3 to e4m3: 1.25 * 2^-2
-  EXPECT_EQ(uint32_t(bits[0]), 0x44004200u);    // f16 4.0 (high) and 3.0 (low)
-  EXPECT_EQ(bits[1], 0x80);                     // 300 overflows e4m3 FNUZ: its NaN
+  EXPECT_EQ(out[4], 0.3125f);                // 0.3 to e4m3: 1.25 * 2^-2
+  EXPECT_EQ(uint32_t(bits[0]), 0x44004200u); // f16 4.0 (high) and 3.0 (low)
+  EXPECT_EQ(bits[1], 0x80);                  // 300 overflows e4m3 FNUZ: its NaN
 }
 
 TEST(Interpreter, MultiDimensionalVectorMoves) {
@@ -321,7 +323,8 @@ TEST(Interpreter, WorkgroupGlobalsAndDynamicSharedMemory) {
   EXPECT_EQ(k->info().staticLdsBytes, 256u);
   std::vector<int32_t> out(128);
   LaunchConfig config;
-  EXPECT_THAT(launchError(*k, config, {buffer(out)}), HasSubstr("uses dynamic shared memory but the launch gives 0 bytes"));
+  EXPECT_THAT(launchError(*k, config, {buffer(out)}),
+              HasSubstr("uses dynamic shared memory but the launch gives 0 bytes"));
   config.dynamicLdsBytes = 512;
   ASSERT_TRUE(bool(k->launch(config, {buffer(out)})));
   for (int t = 0; t < 64; ++t) {
@@ -436,9 +439,10 @@ TEST(Checks, ReadOfLdsNeverWritten) {
     })"));
   ASSERT_TRUE(k);
   std::vector<float> out(64);
-  EXPECT_THAT(launchError(*k, {}, {buffer(out)}),
-              MatchesRegex("test.mlir:17:14: error: memref.load: read of LDS never written: workgroup buffer #0 .* "
-                           "byte 128 \\(access of bytes \\[128, 132\\)\\), in thread \\(31,0,0\\) of block \\(0,0,0\\)"));
+  EXPECT_THAT(
+      launchError(*k, {}, {buffer(out)}),
+      MatchesRegex("test.mlir:17:14: error: memref.load: read of LDS never written: workgroup buffer #0 .* "
+                   "byte 128 \\(access of bytes \\[128, 132\\)\\), in thread \\(31,0,0\\) of block \\(0,0,0\\)"));
 }
 
 TEST(Checks, LdsIsFreshForEveryWorkgroup) {
@@ -476,9 +480,10 @@ TEST(Checks, BarrierReachedByPartOfTheWorkgroup) {
       gpu.return
     })"));
   ASSERT_TRUE(k);
-  EXPECT_THAT(launchError(*k, {}, {}),
-              MatchesRegex("test.mlir:9:9: error: gpu.barrier: barrier reached by 96 of 128 threads \\(divergent "
-                           "barrier; thread \\(96,0,0\\) of block \\(0,0,0\\) does not reach it\\), in block \\(0,0,0\\)"));
+  EXPECT_THAT(
+      launchError(*k, {}, {}),
+      MatchesRegex("test.mlir:9:9: error: gpu.barrier: barrier reached by 96 of 128 threads \\(divergent "
+                   "barrier; thread \\(96,0,0\\) of block \\(0,0,0\\) does not reach it\\), in block \\(0,0,0\\)"));
 }
 
 TEST(Checks, BarrierInALoopWithPerThreadTripCounts) {
@@ -505,7 +510,8 @@ TEST(Checks, UnsupportedOperationsAreRejectedByNameBeforeRunning) {
       %c = math.cbrt %r : f32
       memref.store %c, %out[%t] : memref<?xf32>
       gpu.return
-    })"), "test.mlir", {});
+    })"),
+                              "test.mlir", {});
   ASSERT_FALSE(bool(k));
   std::string message = llvm::toString(k.takeError());
   EXPECT_THAT(message, HasSubstr("test.mlir:7:12: error: unsupported operation 'gpu.subgroup_reduce'"));
@@ -517,7 +523,8 @@ TEST(Checks, MatrixInstructionsMustExistOnTheTarget) {
     gpu.func @k(%a: vector<8xf16>, %c: vector<16xf32>) kernel {
       %d = amdgpu.mfma 32x32x16 %a * %a + %c blgp = none : vector<8xf16>, vector<8xf16>, vector<16xf32>
       gpu.return
-    })"), "test.mlir", {});
+    })"),
+                              "test.mlir", {});
   ASSERT_FALSE(bool(k));
   EXPECT_THAT(llvm::toString(k.takeError()), HasSubstr("v_mfma_f32_32x32x16_f16 is not an instruction of gfx942"));
 }
@@ -547,7 +554,8 @@ TEST(Checks, Fp8MatrixInstructionsFollowTheTargetsFormat) {
   EXPECT_EQ(out[0], 9.0f);
   auto wrong = Kernel::fromSource(module("gfx942", withType("f8E4M3FN")), "test.mlir", {});
   ASSERT_FALSE(bool(wrong));
-  EXPECT_THAT(llvm::toString(wrong.takeError()), HasSubstr("v_mfma_f32_16x16x32_fp8_fp8 is not an instruction of gfx942"));
+  EXPECT_THAT(llvm::toString(wrong.takeError()),
+              HasSubstr("v_mfma_f32_16x16x32_fp8_fp8 is not an instruction of gfx942"));
   EXPECT_TRUE(load(module("gfx942", withType("f8E4M3FNUZ"))));
 }
 
@@ -556,9 +564,11 @@ TEST(Checks, Wave64DppControlsAreRejectedOnWave32) {
     gpu.func @k(%v: f32) kernel {
       %d = amdgpu.dpp %v %v row_bcast_15 {row_mask = 10 : i32} : f32
       gpu.return
-    })"), "test.mlir", {});
+    })"),
+                              "test.mlir", {});
   ASSERT_FALSE(bool(k));
-  EXPECT_THAT(llvm::toString(k.takeError()), HasSubstr("this DPP control exists only on wave64 (gfx9) targets, not gfx1100"));
+  EXPECT_THAT(llvm::toString(k.takeError()),
+              HasSubstr("this DPP control exists only on wave64 (gfx9) targets, not gfx1100"));
 }
 
 TEST(Checks, MatrixInstructionUnderDivergence) {
@@ -611,7 +621,8 @@ TEST(Checks, ShuffleFromAnInactiveLane) {
       gpu.return
     })"));
   ASSERT_TRUE(k);
-  EXPECT_THAT(launchError(*k, {}, {}), HasSubstr("reads lane 16, which is inactive (undefined on the GPU), in thread (15,0,0)"));
+  EXPECT_THAT(launchError(*k, {}, {}),
+              HasSubstr("reads lane 16, which is inactive (undefined on the GPU), in thread (15,0,0)"));
 }
 
 TEST(Checks, LaunchArgumentsAreValidated) {
@@ -621,7 +632,8 @@ TEST(Checks, LaunchArgumentsAreValidated) {
   LaunchConfig config;
   config.block = {32, 1, 1};
   std::vector<float> out(64);
-  EXPECT_THAT(launchError(*k, config, {buffer(out)}), HasSubstr("block (32,1,1) differs from kernel k's known_block_size (64,1,1)"));
+  EXPECT_THAT(launchError(*k, config, {buffer(out)}),
+              HasSubstr("block (32,1,1) differs from kernel k's known_block_size (64,1,1)"));
   EXPECT_THAT(launchError(*k, {}, {ArgValue::ofInteger(3)}), HasSubstr("argument 'arg0' of kernel k must be a buffer"));
 }
 

@@ -1,4 +1,5 @@
-// The simulator's matrix instructions against AMD's layout tables (CSV) and the PTX ISA, with random asymmetric matrices.
+// The simulator's matrix instructions against AMD's layout tables (CSV) and the PTX ISA, with random asymmetric
+// matrices.
 #include "tessera/Sim/MatrixOps.h"
 
 #include <gtest/gtest.h>
@@ -210,16 +211,16 @@ TEST(MatrixOps, MmaSyncM16N8K16MatchesThePtxFigures) {
     int lane, elem, row, col;
   };
   const Entry figure[] = {
-      {'A', 0, 0, 0, 0},   {'A', 0, 1, 0, 1},   {'A', 0, 2, 8, 0},   {'A', 0, 3, 8, 1},   {'A', 0, 4, 0, 8},
-      {'A', 0, 5, 0, 9},   {'A', 0, 6, 8, 8},   {'A', 0, 7, 8, 9},   {'A', 5, 0, 1, 2},   {'A', 31, 7, 15, 15},
-      {'A', 30, 4, 7, 12}, {'B', 0, 0, 0, 0},   {'B', 0, 1, 1, 0},   {'B', 0, 2, 8, 0},   {'B', 0, 3, 9, 0},
-      {'B', 6, 1, 5, 1},   {'B', 31, 3, 15, 7}, {'C', 0, 0, 0, 0},   {'C', 0, 1, 0, 1},   {'C', 0, 2, 8, 0},
+      {'A', 0, 0, 0, 0},   {'A', 0, 1, 0, 1},   {'A', 0, 2, 8, 0},   {'A', 0, 3, 8, 1}, {'A', 0, 4, 0, 8},
+      {'A', 0, 5, 0, 9},   {'A', 0, 6, 8, 8},   {'A', 0, 7, 8, 9},   {'A', 5, 0, 1, 2}, {'A', 31, 7, 15, 15},
+      {'A', 30, 4, 7, 12}, {'B', 0, 0, 0, 0},   {'B', 0, 1, 1, 0},   {'B', 0, 2, 8, 0}, {'B', 0, 3, 9, 0},
+      {'B', 6, 1, 5, 1},   {'B', 31, 3, 15, 7}, {'C', 0, 0, 0, 0},   {'C', 0, 1, 0, 1}, {'C', 0, 2, 8, 0},
       {'C', 0, 3, 8, 1},   {'C', 13, 2, 11, 2}, {'C', 31, 3, 15, 7},
   };
   for (const Entry &e : figure) {
     MatrixPos p = (e.operand == 'A' ? l->a : e.operand == 'B' ? l->b : l->c)(e.lane, e.elem);
-    EXPECT_TRUE(p.row == e.row && p.col == e.col) << e.operand << " lane " << e.lane << " elem " << e.elem << ": ("
-                                                  << p.row << ", " << p.col << ")";
+    EXPECT_TRUE(p.row == e.row && p.col == e.col)
+        << e.operand << " lane " << e.lane << " elem " << e.elem << ": (" << p.row << ", " << p.col << ")";
   }
   // Each operand element is held by exactly one (lane, register).
   for (auto [map, rows, cols, perLane] : {std::tuple{l->a, 16, 16, 8}, {l->b, 16, 8, 4}, {l->c, 16, 8, 4}}) {

@@ -1,4 +1,5 @@
-// The simulator's float conversions against LLVM's APFloat: every f16/bf16/fp8 code, and rounding of random and edge values.
+// The simulator's float conversions against LLVM's APFloat: every f16/bf16/fp8 code, and rounding of random and edge
+// values.
 #include "tessera/Sim/Numerics.h"
 
 #include "llvm/ADT/APFloat.h"
@@ -52,8 +53,8 @@ TEST_P(SmallFloats, EveryCodeDecodesAsApFloatDoes) {
 TEST_P(SmallFloats, RoundingMatchesApFloat) {
   ElemKind k = GetParam();
   std::mt19937_64 rng(std::random_device{}());
-  std::vector<double> values = {0.0, -0.0, INFINITY, -INFINITY, 1e-300, -1e-300, 1e300, 65504, 65519.99, 65520,
-                                448, 464, 480, 240, 248, 57344, 61440, 3.0e38, 3.4e38, 3.5e38};
+  std::vector<double> values = {0.0, -0.0, INFINITY, -INFINITY, 1e-300, -1e-300, 1e300, 65504,  65519.99, 65520,
+                                448, 464,  480,      240,       248,    57344,   61440, 3.0e38, 3.4e38,   3.5e38};
   // Halfway cases: the midpoint of every pair of neighbouring codes (exact in f64).
   for (uint64_t code = 0; code + 1 < (uint64_t(1) << std::min(bitWidth(k), 16u)); ++code) {
     double a = decodeFloat(code, k), b = decodeFloat(code + 1, k);

@@ -1,4 +1,5 @@
-// The sim backend end to end: libtessera_runtime loading the real libtessera_sim_plugin.so and running a bundle's kernel IR.
+// The sim backend end to end: libtessera_runtime loading the real libtessera_sim_plugin.so and running a bundle's
+// kernel IR.
 #include "tessera/Runtime/tessera_runtime.h"
 
 #include <gmock/gmock.h>

@@ -36,8 +36,8 @@ struct MatrixLayout {
 /// The layout of a `family` instruction of shape m x n x k whose lanes hold `aPerLane`
 /// elements of A and `cPerLane` of C; `subword` selects the half an f16-output WMMA writes.
 /// Null when no such instruction is modelled.
-const MatrixLayout *findMatrixLayout(MatrixFamily family, int m, int n, int k, int aPerLane,
-                                     int cPerLane, int subword = 0);
+const MatrixLayout *findMatrixLayout(MatrixFamily family, int m, int n, int k, int aPerLane, int cPerLane,
+                                     int subword = 0);
 
 /// The vendor mnemonic of `layout` with inputs `in` and accumulator `acc`:
 /// "v_mfma_f32_32x32x8_f16", "v_wmma_f32_16x16x16_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32".

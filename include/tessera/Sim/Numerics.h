@@ -11,8 +11,15 @@ namespace tessera::sim {
 /// The scalar types kernel IR computes with. `index` is I64. Float values are held as doubles,
 /// which represent every value of these types exactly.
 enum class ElemKind : uint8_t {
-  I1, I8, I16, I32, I64,
-  F16, BF16, F32, F64,
+  I1,
+  I8,
+  I16,
+  I32,
+  I64,
+  F16,
+  BF16,
+  F32,
+  F64,
   F8E4M3FN,   ///< OCP e4m3 (gfx950, NVIDIA): no infinities, S.1111.111 is NaN
   F8E4M3FNUZ, ///< e4m3 FNUZ (gfx942): no infinities, no -0, 0x80 is NaN, bias 8
   F8E5M2,     ///< OCP e5m2: IEEE-like

@@ -30,23 +30,23 @@ struct Program;
 /// One kernel parameter, from the gpu.func signature and its tessera.arg_names/arg_roles.
 struct ParamInfo {
   enum class Kind { Buffer, Scalar };
-  std::string name;  ///< tessera.arg_names entry, or "arg<N>"
-  std::string role;  ///< tessera.arg_roles entry ("input", "size", ...), or ""
+  std::string name; ///< tessera.arg_names entry, or "arg<N>"
+  std::string role; ///< tessera.arg_roles entry ("input", "size", ...), or ""
   Kind kind;
-  ElemKind elem;     ///< a buffer's element type, or the scalar's type
+  ElemKind elem;        ///< a buffer's element type, or the scalar's type
   bool isIndex = false; ///< scalar of type index (passed as i64)
 };
 
 /// What the kernel declares about itself.
 struct KernelInfo {
   std::string name;
-  std::string target;          ///< chip of the enclosing gpu.module ("gfx942", "sm_90")
+  std::string target; ///< chip of the enclosing gpu.module ("gfx942", "sm_90")
   int waveSize = 0;
-  std::string directive;       ///< tessera.directive, or ""
-  std::string attributesJson;  ///< tessera.attributes as a JSON object ("{}" when absent)
-  std::string gridJson;        ///< tessera.grid (docs/bundle.md grid expressions), or ""
+  std::string directive;                       ///< tessera.directive, or ""
+  std::string attributesJson;                  ///< tessera.attributes as a JSON object ("{}" when absent)
+  std::string gridJson;                        ///< tessera.grid (docs/bundle.md grid expressions), or ""
   std::array<uint32_t, 3> knownBlock{0, 0, 0}; ///< known_block_size, zeros when absent
-  uint64_t staticLdsBytes = 0; ///< workgroup attributions and workgroup globals
+  uint64_t staticLdsBytes = 0;                 ///< workgroup attributions and workgroup globals
   std::vector<ParamInfo> params;
 };
 
@@ -70,9 +70,9 @@ struct ArgValue {
   BufferArg buffer;
   int64_t integer = 0;
   double real = 0;
-  static ArgValue ofBuffer(BufferArg b) { ArgValue v; v.kind = Kind::Buffer; v.buffer = b; return v; }
-  static ArgValue ofInteger(int64_t i) { ArgValue v; v.kind = Kind::Integer; v.integer = i; return v; }
-  static ArgValue ofFloat(double f) { ArgValue v; v.kind = Kind::Float; v.real = f; return v; }
+  static ArgValue ofBuffer(BufferArg b) { return {Kind::Buffer, b, 0, 0.0}; }
+  static ArgValue ofInteger(int64_t i) { return {Kind::Integer, {}, i, 0.0}; }
+  static ArgValue ofFloat(double f) { return {Kind::Float, {}, 0, f}; }
 };
 
 struct LaunchConfig {
@@ -112,8 +112,8 @@ private:
 
 /// Evaluates a docs/bundle.md grid (a JSON array of three expressions) with `arg` giving the
 /// value of a named integer argument.
-llvm::Expected<std::array<uint32_t, 3>>
-evaluateGrid(llvm::StringRef gridJson, llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg);
+llvm::Expected<std::array<uint32_t, 3>> evaluateGrid(llvm::StringRef gridJson,
+                                                     llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg);
 
 } // namespace tessera::sim
 

@@ -7,8 +7,8 @@
 #include "tessera/Sim/Simulator.h"
 #include "tessera/Target/TargetInfo.h"
 
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 
 #include <cstdlib>
@@ -161,13 +161,14 @@ tessera_status simLoadKernel(void *device, const tessera_backend_kernel_desc *de
     return fail(d, TESSERA_ERROR_MANIFEST, "kernel manifest entry is not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *entry = json->getAsObject();
   std::string name = entry && entry->getString("name") ? entry->getString("name")->str() : desc->entry;
-  std::string file = entry && entry->getString("kernel_ir") ? entry->getString("kernel_ir")->str()
-                                                            : name + ".kernel.mlir";
+  std::string file =
+      entry && entry->getString("kernel_ir") ? entry->getString("kernel_ir")->str() : name + ".kernel.mlir";
   llvm::SmallString<256> path(desc->bundle_dir);
   llvm::sys::path::append(path, file);
   if (!llvm::sys::fs::exists(path))
-    return fail(d, TESSERA_ERROR_CODE_OBJECT_MISSING, "kernel IR " + path.str().str() + " of kernel " + name +
-                                                          " does not exist (the simulator runs the bundle's kernel IR)");
+    return fail(d, TESSERA_ERROR_CODE_OBJECT_MISSING,
+                "kernel IR " + path.str().str() + " of kernel " + name +
+                    " does not exist (the simulator runs the bundle's kernel IR)");
   auto kernel = sim::Kernel::fromFile(path, sim::LoadOptions{desc->entry, d.arch});
   if (!kernel)
     return fail(d, TESSERA_ERROR_CODE_OBJECT_CORRUPT,
@@ -199,8 +200,9 @@ tessera_status simLaunch(void *device, void *kernelHandle, const tessera_backend
   const sim::Kernel &kernel = *static_cast<SimKernel *>(kernelHandle)->kernel;
   const sim::KernelInfo &info = kernel.info();
   if (launch->arg_count != info.params.size())
-    return fail(d, TESSERA_ERROR_ARGUMENT, "kernel " + info.name + " takes " + std::to_string(info.params.size()) +
-                                               " arguments, the launch packs " + std::to_string(launch->arg_count));
+    return fail(d, TESSERA_ERROR_ARGUMENT,
+                "kernel " + info.name + " takes " + std::to_string(info.params.size()) +
+                    " arguments, the launch packs " + std::to_string(launch->arg_count));
   std::vector<sim::ArgValue> args;
   for (size_t i = 0; i < info.params.size(); ++i) {
     const sim::ParamInfo &p = info.params[i];
@@ -210,8 +212,9 @@ tessera_status simLaunch(void *device, void *kernelHandle, const tessera_backend
       std::memcpy(&ptr, at, sizeof ptr);
       auto [start, bytes] = allocationOf(d, ptr);
       if (!bytes)
-        return fail(d, TESSERA_ERROR_ARGUMENT, "argument '" + p.name + "' of kernel " + info.name + " (" + hex(ptr) +
-                                                   ") does not point into a simulator allocation");
+        return fail(d, TESSERA_ERROR_ARGUMENT,
+                    "argument '" + p.name + "' of kernel " + info.name + " (" + hex(ptr) +
+                        ") does not point into a simulator allocation");
       uintptr_t offset = reinterpret_cast<uintptr_t>(ptr) - start;
       args.push_back(sim::ArgValue::ofBuffer({ptr, bytes - offset, offset}));
     } else if (p.elem == sim::ElemKind::I32) {
@@ -236,14 +239,26 @@ tessera_status simLaunch(void *device, void *kernelHandle, const tessera_backend
     config.threads = unsigned(std::max(1, std::atoi(threads)));
   llvm::Expected<sim::RunStats> stats = kernel.launch(config, args);
   if (!stats)
-    return fail(d, TESSERA_ERROR_DRIVER, "simulated launch of " + info.name + " failed: " + llvm::toString(stats.takeError()));
+    return fail(d, TESSERA_ERROR_DRIVER,
+                "simulated launch of " + info.name + " failed: " + llvm::toString(stats.takeError()));
   return TESSERA_SUCCESS;
 }
 
-const tessera_backend kBackend = {
-    TESSERA_BACKEND_ABI_VERSION, "sim", /*code_object_format=*/nullptr,
-    simOpen, simClose, simArch, simAlloc, simFree, simCopyToDevice, simCopyToHost, simMemset, simSynchronize,
-    simLoadKernel, simUnloadKernel, simLaunch};
+const tessera_backend kBackend = {TESSERA_BACKEND_ABI_VERSION,
+                                  "sim",
+                                  /*code_object_format=*/nullptr,
+                                  simOpen,
+                                  simClose,
+                                  simArch,
+                                  simAlloc,
+                                  simFree,
+                                  simCopyToDevice,
+                                  simCopyToHost,
+                                  simMemset,
+                                  simSynchronize,
+                                  simLoadKernel,
+                                  simUnloadKernel,
+                                  simLaunch};
 
 } // namespace
 
