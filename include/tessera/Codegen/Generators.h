@@ -14,6 +14,11 @@ namespace tessera {
 mlir::FailureOr<mlir::gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op,
                                                        const TargetInfo &target);
 
+/// Builds the FlashAttention-2 forward kernel of `op` for `target` before `op`. Emits a
+/// diagnostic on `op` and fails when the combination is unsupported.
+mlir::FailureOr<mlir::gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op,
+                                                        const TargetInfo &target);
+
 } // namespace tessera
 
 #endif // TESSERA_CODEGEN_GENERATORS_H

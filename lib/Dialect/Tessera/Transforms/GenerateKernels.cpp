@@ -54,8 +54,12 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               if (failed(checkKvFormat(decode, target))) return failure();
               return notGeneratedYet(decode, target);
             })
-            .Case<tessera::FlashAttnOp, tessera::FlashAttnBwdOp>(
-                [&](Operation *attn) { return notGeneratedYet(attn, target); })
+            .Case([&](tessera::FlashAttnOp attn) -> LogicalResult {
+              if (failed(generateFlashAttn(attn, target))) return failure();
+              attn.erase();
+              return success();
+            })
+            .Case([&](tessera::FlashAttnBwdOp bwd) { return notGeneratedYet(bwd, target); })
             .Default([](Operation *) { return success(); });
     ok &= succeeded(result);
   }

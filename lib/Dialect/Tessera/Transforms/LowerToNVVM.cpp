@@ -6,7 +6,10 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -17,6 +20,61 @@ namespace tessera {
 } // namespace tessera
 
 namespace {
+
+// convert-gpu-to-nvvm maps math.exp2, math.log2 and arith.maxnumf to libdevice calls
+// (__nv_exp2f, ...), which we do not link. f32 exp2/log2 become the PTX approximations
+// (ex2.approx.f32, lg2.approx.f32: one instruction each, 2 ulp) through their NVVM
+// intrinsics, unrolled over vectors; maxnumf becomes llvm.maxnum (max.f32).
+template <typename MathOp>
+struct ToNVVMIntrinsic : OpRewritePattern<MathOp> {
+  ToNVVMIntrinsic(MLIRContext *ctx, StringRef intrinsic)
+      : OpRewritePattern<MathOp>(ctx), intrinsic(intrinsic) {}
+  LogicalResult matchAndRewrite(MathOp op, PatternRewriter &rw) const override {
+    Type t = op.getType();
+    if (!getElementTypeOrSelf(t).isF32()) return failure();
+    auto name = rw.getStringAttr(intrinsic);
+    auto call = [&](Value x) -> Value {
+      return LLVM::CallIntrinsicOp::create(rw, op.getLoc(), rw.getF32Type(), name, ValueRange{x})
+          .getResult(0);
+    };
+    auto vt = dyn_cast<VectorType>(t);
+    if (!vt) {
+      rw.replaceOp(op, call(op.getOperand()));
+      return success();
+    }
+    if (vt.getRank() != 1) return failure();
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < vt.getNumElements(); ++i)
+      elems.push_back(call(vector::ExtractOp::create(rw, op.getLoc(), op.getOperand(), i)));
+    rw.replaceOpWithNewOp<vector::FromElementsOp>(op, vt, elems);
+    return success();
+  }
+  std::string intrinsic;
+};
+
+struct MaxNumToLLVM : OpRewritePattern<arith::MaxNumFOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(arith::MaxNumFOp op, PatternRewriter &rw) const override {
+    if (!getElementTypeOrSelf(op.getType()).isF32()) return failure();
+    rw.replaceOpWithNewOp<LLVM::MaxNumOp>(op, op.getType(), op.getLhs(), op.getRhs());
+    return success();
+  }
+};
+
+struct NoLibdevicePass : PassWrapper<NoLibdevicePass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(NoLibdevicePass)
+  StringRef getArgument() const override { return "tessera-nvvm-no-libdevice"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<LLVM::LLVMDialect, vector::VectorDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ToNVVMIntrinsic<math::Exp2Op>>(&getContext(), "llvm.nvvm.ex2.approx.f32");
+    patterns.add<ToNVVMIntrinsic<math::Log2Op>>(&getContext(), "llvm.nvvm.lg2.approx.f");
+    patterns.add<MaxNumToLLVM>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
+  }
+};
 
 std::optional<std::string> nvvmChip(gpu::GPUModuleOp module) {
   if (ArrayAttr targets = module.getTargetsAttr())
@@ -56,6 +114,7 @@ struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> 
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
   pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(std::make_unique<NoLibdevicePass>());
   ConvertGpuOpsToNVVMOpsOptions options;
   options.useBarePtrCallConv = true;
   pm.addPass(createConvertGpuOpsToNVVMOps(options));

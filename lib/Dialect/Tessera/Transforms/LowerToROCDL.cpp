@@ -18,14 +18,16 @@ namespace tessera {
 
 namespace {
 
-// math.exp2 on f32 (scalar or 1-D vector) -> rocdl.exp2, one v_exp_f32 each. The upstream
-// lowering calls __ocml_exp2_f32 from the ROCm device libraries, which we do not link.
-struct Exp2ToRocdl : OpRewritePattern<math::Exp2Op> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(math::Exp2Op op, PatternRewriter &rw) const override {
+// math.exp2 / math.log2 on f32 (scalar or 1-D vector) -> rocdl.exp2 / rocdl.log, one
+// v_exp_f32 / v_log_f32 each. The upstream lowering calls __ocml_exp2_f32 / __ocml_log2_f32
+// from the ROCm device libraries, which we do not link.
+template <typename MathOp, typename RocdlOp>
+struct MathToRocdl : OpRewritePattern<MathOp> {
+  using OpRewritePattern<MathOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(MathOp op, PatternRewriter &rw) const override {
     Type t = op.getType();
     if (t.isF32()) {
-      rw.replaceOpWithNewOp<ROCDL::ROCDLExp2>(op, t, op.getOperand());
+      rw.replaceOpWithNewOp<RocdlOp>(op, t, op.getOperand());
       return success();
     }
     auto vt = dyn_cast<VectorType>(t);
@@ -33,7 +35,7 @@ struct Exp2ToRocdl : OpRewritePattern<math::Exp2Op> {
     SmallVector<Value> elems;
     for (int64_t i = 0; i < vt.getNumElements(); ++i) {
       Value e = vector::ExtractOp::create(rw, op.getLoc(), op.getOperand(), i);
-      elems.push_back(ROCDL::ROCDLExp2::create(rw, op.getLoc(), rw.getF32Type(), e));
+      elems.push_back(RocdlOp::create(rw, op.getLoc(), rw.getF32Type(), e));
     }
     rw.replaceOpWithNewOp<vector::FromElementsOp>(op, vt, elems);
     return success();
@@ -48,7 +50,8 @@ struct Exp2ToRocdlPass : PassWrapper<Exp2ToRocdlPass, OperationPass<gpu::GPUModu
   }
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<Exp2ToRocdl>(&getContext());
+    patterns.add<MathToRocdl<math::Exp2Op, ROCDL::ROCDLExp2>,
+                 MathToRocdl<math::Log2Op, ROCDL::ROCDLLog>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
   }
 };

@@ -1,0 +1,665 @@
+// The flash_attn generator: FlashAttention-2 forward with online softmax on the matrix cores.
+//
+// Recipe: a workgroup owns tile.m queries of one (batch, head); each wave owns a slice of
+// them. Q stays in LDS; per step of tile.n keys, K ([key][d]) and V ([d][key]) are staged in
+// LDS, S = Q K^T runs on the matrix cores, scores are scaled (log2(e) folded in), capped and
+// masked (edge tiles only), the online softmax rescales the running output, and P V
+// accumulates. Orientation: where the accumulator layout of S^T = K Q^T hands P^T to the PV
+// atom without leaving registers (MFMA), the kernel computes transposed; where S = Q K^T does
+// (mma.sync), it computes S; otherwise (WMMA) P goes through LDS.
+#include "tessera/Codegen/Generators.h"
+#include "tessera/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+
+namespace tessera {
+namespace {
+
+/// Where element `dst` of an operand fragment comes from in the S accumulators.
+struct AccSource {
+  int keyTile; ///< which accumulator tile along the keys
+  int elem;    ///< element of that tile's accumulator (same lane)
+};
+
+struct AttnPlan {
+  const MMAAtom *qk = nullptr, *pv = nullptr;
+  bool transposed = false;   ///< S^T = K Q^T: accumulator rows are keys, columns queries
+  bool pInRegisters = false; ///< P reaches the PV atom from registers (else through LDS)
+  /// conversion[kstep][elem]: the source of each element of the P operand per PV k-step.
+  std::vector<std::vector<AccSource>> conversion;
+  int blockM = 0, blockN = 0, waves = 0, headDim = 0;
+  Type elem;
+
+  int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
+  int keyDim() const { return transposed ? qk->m : qk->n; }    // keys per S tile
+  int waveQueries() const { return blockM / waves; }
+  int queryTiles() const { return waveQueries() / queryDim(); }
+  int keyTiles() const { return blockN / keyDim(); }
+  int headTiles() const { return headDim / (transposed ? pv->m : pv->n); }
+  int pvKeyDim() const { return pv->k; }
+};
+
+// Query / key coordinates of an accumulator position in the chosen orientation.
+int queryOf(const AttnPlan &p, Coord c) { return p.transposed ? c.col : c.row; }
+int keyOf(const AttnPlan &p, Coord c) { return p.transposed ? c.row : c.col; }
+
+/// The P operand layout of the PV atom: B = P^T (keys x queries) when transposed, else
+/// A = P (queries x keys).
+const OperandLayout &pOperandLayout(const AttnPlan &p) { return p.transposed ? p.pv->b : p.pv->a; }
+
+/// Finds, for every element of the P operand, the accumulator element of S holding the same
+/// (query, key) in the same lane, for all lanes; fails when some element lives elsewhere.
+bool planRegisterConversion(AttnPlan &p) {
+  const OperandLayout &op = pOperandLayout(p);
+  const OperandLayout &acc = p.qk->c;
+  int pvQueries = p.transposed ? p.pv->n : p.pv->m;
+  if (pvQueries != p.queryDim() || p.blockN % p.pvKeyDim()) return false;
+  p.conversion.clear();
+  for (int ks = 0; ks < p.blockN / p.pvKeyDim(); ++ks) {
+    std::vector<AccSource> sources;
+    for (int e = 0; e < op.elementsPerLane(); ++e) {
+      std::optional<AccSource> found;
+      for (int lane = 0; lane < op.lanes(); ++lane) {
+        Coord want = op.at(lane, e);
+        int query = p.transposed ? want.col : want.row;
+        int key = (p.transposed ? want.row : want.col) + ks * p.pvKeyDim();
+        int tile = key / p.keyDim(), keyInTile = key % p.keyDim();
+        std::optional<int> elem;
+        for (int e2 = 0; e2 < acc.elementsPerLane(); ++e2) {
+          Coord have = acc.at(lane, e2);
+          if (queryOf(p, have) == query && keyOf(p, have) == keyInTile) elem = e2;
+        }
+        if (!elem || (found && (found->keyTile != tile || found->elem != *elem))) return false;
+        found = AccSource{tile, *elem};
+      }
+      sources.push_back(*found);
+    }
+    p.conversion.push_back(std::move(sources));
+  }
+  return true;
+}
+
+/// The output accumulators must hold, per lane, queries the S statistics hold (their slots).
+bool sameQueryLanes(const AttnPlan &p) {
+  const OperandLayout &s = p.qk->c, &o = p.pv->c;
+  auto oQuery = [&](Coord c) { return p.transposed ? c.col : c.row; };
+  for (size_t bit = 0; bit < s.laneBases.size(); ++bit)
+    if (queryOf(p, s.laneBases[bit]) != oQuery(o.laneBases[bit])) return false;
+  for (int e = 0; e < o.elementsPerLane(); ++e) {
+    bool found = false;
+    for (int e2 = 0; e2 < s.elementsPerLane(); ++e2)
+      found |= queryOf(p, s.at(0, e2)) == oQuery(o.at(0, e));
+    if (!found) return false;
+  }
+  return true;
+}
+
+/// LDS bytes of the staged tiles (Q, K, V^T, and P when it goes through LDS), with padding.
+int ldsBytes(const AttnPlan &p, const TargetInfo &t) {
+  int pad = t.ldsSwizzle == LdsSwizzle::Pad ? 8 : 0;
+  int elems = p.blockM * (p.headDim + pad) + p.blockN * (p.headDim + pad) +
+              p.headDim * (p.blockN + pad) + (p.pInRegisters ? 0 : p.blockM * (p.blockN + pad));
+  return elems * 2;
+}
+
+FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &target) {
+  AttnPlan best;
+  Type elem = op.getDtype();
+  ElemType in = *toElemType(elem);
+  std::vector<const MMAAtom *> atoms;
+  for (const std::string &name : target.atoms)
+    if (const MMAAtom *a = findAtom(name); a && a->inputType == in) atoms.push_back(a);
+  auto tile = op.getTileAttr();
+  // Preference: P in registers, then the target's atom order, then 4 waves and 64 keys.
+  for (bool wantRegisters : {true, false})
+    for (const MMAAtom *qk : atoms)
+      for (const MMAAtom *pv : atoms)
+        for (bool transposed : {true, false})
+          for (int waves : {4, 2})
+            for (int blockN : {64, 32}) {
+              AttnPlan p;
+              p.qk = qk, p.pv = pv, p.transposed = transposed, p.elem = elem;
+              p.headDim = op.getHeadDim();
+              p.waves = tile ? tile.getWaves() : waves;
+              p.blockN = tile ? tile.getN() : blockN;
+              p.blockM = tile ? tile.getM() : p.waves * p.queryDim();
+              int pvQueries = transposed ? pv->n : pv->m;
+              if (pvQueries != p.queryDim() || p.blockM % p.waves ||
+                  p.waveQueries() % p.queryDim() || p.blockN % p.keyDim() ||
+                  p.blockN % pv->k || p.headDim % qk->k ||
+                  p.headDim % (transposed ? pv->m : pv->n))
+                continue;
+              if (!sameQueryLanes(p)) continue;
+              p.pInRegisters = planRegisterConversion(p);
+              if (p.pInRegisters != wantRegisters) continue;
+              if (ldsBytes(p, target) > target.ldsBytes) continue;
+              return p;
+            }
+  return op.emitOpError() << "no tile configuration of " << target.chip << " atoms fits head_dim "
+                          << op.getHeadDim() << " in " << target.ldsBytes << " bytes of LDS"
+                          << (tile ? " with the given tile" : "");
+}
+
+KernelSignature attnSignature(tessera::FlashAttnOp op, const AttnPlan &p,
+                              const TargetInfo &target) {
+  MLIRContext *ctx = op.getContext();
+  auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
+  Type index = IndexType::get(ctx), f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
+  KernelSignature sig;
+  sig.name = op.getSymName().str();
+  sig.directive = "flash_attn";
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute a : op->getAttrs())
+    if (a.getName() != SymbolTable::getSymbolAttrName()) attrs.push_back(a);
+  sig.directiveAttrs = DictionaryAttr::get(ctx, attrs);
+  auto &a = sig.args;
+  for (const char *n : {"q", "k", "v"}) a.push_back({n, ptr(p.elem), ArgRole::Input});
+  a.push_back({"o", ptr(p.elem), ArgRole::Output});
+  if (op.getReturnLse()) a.push_back({"lse", ptr(f32), ArgRole::Output});
+  if (op.getVarlen()) {
+    a.push_back({"cu_seqlens_q", ptr(i32), ArgRole::Input});
+    a.push_back({"cu_seqlens_k", ptr(i32), ArgRole::Input});
+  }
+  for (const char *n : {"B", "Sq", "Sk", "Hq", "Hkv"}) a.push_back({n, index, ArgRole::Size});
+  for (const char *t : {"q", "k", "v", "o"})
+    for (const char *d : {"b", "s", "h"})
+      a.push_back({std::string(t) + "_stride_" + d, index, ArgRole::Stride});
+  if (op.getReturnLse()) {
+    a.push_back({"lse_stride_b", index, ArgRole::Stride});
+    a.push_back({"lse_stride_h", index, ArgRole::Stride});
+  }
+  a.push_back({"scale", f32, ArgRole::Scale});
+  if (op.getSlidingWindow()) {
+    a.push_back({"window_left", index, ArgRole::Param});
+    a.push_back({"window_right", index, ArgRole::Param});
+  }
+  if (op.getSoftcap()) a.push_back({"softcap", f32, ArgRole::Param});
+  sig.grid[0] = GridExpr::ceilDiv(GridExpr::arg("Sq"), GridExpr::constant(p.blockM));
+  sig.grid[1] = GridExpr::arg("Hq");
+  sig.grid[2] = GridExpr::arg("B");
+  sig.blockThreads = p.waves * target.waveSize;
+  return sig;
+}
+
+/// Emits the kernel body. Holds the values every step needs.
+class AttnEmitter {
+public:
+  AttnEmitter(tessera::FlashAttnOp op, const AttnPlan &p, const TargetInfo &t, OpBuilder &b,
+              gpu::GPUFuncOp func)
+      : op(op), p(p), t(t), b(b), loc(op.getLoc()), kb(b, loc, t), func(func) {}
+
+  void emit();
+
+private:
+  Value arg(StringRef name) {
+    auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
+    for (auto [i, n] : llvm::enumerate(names))
+      if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
+    llvm_unreachable("unknown kernel argument");
+  }
+  Value f32(double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); }
+  Value fmax(Value x, Value y) {
+    return arith::MaxNumFOp::create(b, loc, x, y, arith::FastMathFlags::nnan);
+  }
+  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value fcmp(arith::CmpFPredicate pred, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, pred, x, y);
+  }
+  Value icmp(arith::CmpIPredicate pred, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, pred, x, y);
+  }
+  Value extract(Value v, int i) { return vector::ExtractOp::create(b, loc, v, i); }
+  Value loadIndex(Value memref, Value i) {
+    Value x = memref::LoadOp::create(b, loc, memref, ValueRange{i});
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
+  }
+  /// Signed floor(a / c) for a constant c > 0.
+  Value floorDiv(Value a, int64_t c) { return arith::FloorDivSIOp::create(b, loc, a, kb.idx(c)); }
+  Value ceilDivS(Value a, int64_t c) { return arith::CeilDivSIOp::create(b, loc, a, kb.idx(c)); }
+  Value maxsi(Value a, Value c) { return arith::MaxSIOp::create(b, loc, a, c); }
+  Value minsi(Value a, Value c) { return arith::MinSIOp::create(b, loc, a, c); }
+
+  // Per-lane statistics slots: the distinct queries a lane holds in one S tile.
+  int slotOf(int e) const;
+  int slots() const;
+  /// Reduces `values` (one per slot, per-lane partial) across the lanes sharing the queries.
+  SmallVector<Value> reduceAcrossLanes(SmallVector<Value> values, bool isMax);
+  /// Max (or sum) over keys of the S tiles of query tile `qt`, within the lane.
+  SmallVector<Value> reduceInLane(ArrayRef<Value> tiles, bool isMax);
+
+  Value scores(Value acc, Value scaleLog2, Value capArgs);
+  Value maskTile(Value s, Value queryBase, Value keyBase);
+  Value isVisible(Value query, Value key);
+  Value pOperand(ArrayRef<Value> pTiles, int kstep);
+
+  tessera::FlashAttnOp op;
+  const AttnPlan &p;
+  const TargetInfo &t;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder kb;
+  gpu::GPUFuncOp func;
+  // Per-call values.
+  Value lane, seqQ, seqK, diagOffset, windowLeft, windowRight;
+};
+
+int AttnEmitter::slotOf(int e) const {
+  int slot = 0, bit = 0;
+  for (size_t r = 0; r < p.qk->c.regBases.size(); ++r)
+    if (queryOf(p, p.qk->c.regBases[r]) != 0) slot |= ((e >> r) & 1) << bit++;
+  return slot;
+}
+
+int AttnEmitter::slots() const {
+  int n = 1;
+  for (const Coord &c : p.qk->c.regBases)
+    if (queryOf(p, c) != 0) n *= 2;
+  return n;
+}
+
+SmallVector<Value> AttnEmitter::reduceInLane(ArrayRef<Value> tiles, bool isMax) {
+  SmallVector<Value> out(slots());
+  for (Value tile : tiles)
+    for (int e = 0; e < p.qk->c.elementsPerLane(); ++e) {
+      Value x = extract(tile, e);
+      Value &acc = out[slotOf(e)];
+      acc = !acc ? x : (isMax ? fmax(acc, x) : fadd(acc, x));
+    }
+  return out;
+}
+
+SmallVector<Value> AttnEmitter::reduceAcrossLanes(SmallVector<Value> values, bool isMax) {
+  const OperandLayout &c = p.qk->c;
+  for (size_t bit = 0; bit < c.laneBases.size(); ++bit) {
+    Coord base = c.laneBases[bit];
+    if (keyOf(p, base) == 0 || queryOf(p, base) != 0) continue; // not a key-axis lane bit
+    for (Value &v : values) {
+      auto shuffled = gpu::ShuffleOp::create(b, loc, v, 1 << bit, t.waveSize, gpu::ShuffleMode::XOR);
+      v = isMax ? fmax(v, shuffled.getShuffleResult()) : fadd(v, shuffled.getShuffleResult());
+    }
+  }
+  return values;
+}
+
+Value AttnEmitter::isVisible(Value query, Value key) {
+  Value visible = kb.cmpLt(key, seqK);
+  auto mask = op.getMask();
+  Value diag = kb.add(query, diagOffset);
+  if (mask != tessera::MaskKind::None) visible = kb.andb(visible, kb.cmpLe(key, diag));
+  if (op.getSlidingWindow()) {
+    Value zero = kb.idx(0);
+    Value leftOff = icmp(arith::CmpIPredicate::slt, windowLeft, zero);
+    Value rightOff = icmp(arith::CmpIPredicate::slt, windowRight, zero);
+    Value leftOk = arith::OrIOp::create(b, loc, leftOff, kb.cmpLe(kb.sub(diag, windowLeft), key));
+    Value rightOk = arith::OrIOp::create(b, loc, rightOff, kb.cmpLe(key, kb.add(diag, windowRight)));
+    visible = kb.andb(visible, kb.andb(leftOk, rightOk));
+  }
+  return visible;
+}
+
+Value AttnEmitter::maskTile(Value s, Value queryBase, Value keyBase) {
+  auto [laneRow, laneCol] = kb.laneCoord(p.qk->c, lane);
+  Value laneQuery = p.transposed ? laneCol : laneRow, laneKey = p.transposed ? laneRow : laneCol;
+  Value q0 = kb.add(queryBase, laneQuery), k0 = kb.add(keyBase, laneKey);
+  Value negInf = f32(-INFINITY);
+  for (int e = 0; e < p.qk->c.elementsPerLane(); ++e) {
+    Coord c = p.qk->c.at(0, e);
+    Value ok = isVisible(kb.add(q0, queryOf(p, c)), kb.add(k0, keyOf(p, c)));
+    s = vector::InsertOp::create(b, loc, select(ok, extract(s, e), negInf), s, e);
+  }
+  return s;
+}
+
+/// Scaled scores in the log2 domain: s * scale * log2(e), or with a soft cap
+/// cap * tanh(s * scale / cap) * log2(e), tanh from exp2 (no device library needed).
+Value AttnEmitter::scores(Value acc, Value scaleLog2, Value cap) {
+  auto vt = cast<VectorType>(acc.getType());
+  auto splat = [&](Value x) { return vector::BroadcastOp::create(b, loc, vt, x); };
+  Value scaled = fmul(acc, splat(scaleLog2));
+  if (!cap) return scaled;
+  Value capOn = fcmp(arith::CmpFPredicate::OGT, cap, f32(0));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vt}, capOn, /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  // x = s * scale / cap; tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1); result in log2 units.
+  Value log2e = f32(M_LOG2E);
+  Value twoXLog2e = fmul(scaled, splat(arith::DivFOp::create(b, loc, f32(2.0), cap)));
+  Value e2x = exp2(twoXLog2e);
+  Value one = splat(f32(1.0));
+  Value tanh = fsub(one, arith::DivFOp::create(b, loc, splat(f32(2.0)), fadd(e2x, one)));
+  scf::YieldOp::create(b, loc, fmul(tanh, splat(fmul(cap, log2e))));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, scaled);
+  return ifOp.getResult(0);
+}
+
+/// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
+Value AttnEmitter::pOperand(ArrayRef<Value> pTiles, int kstep) {
+  SmallVector<Value> elems;
+  for (const AccSource &src : p.conversion[kstep])
+    elems.push_back(kb.convert(extract(pTiles[src.keyTile], src.elem), p.elem));
+  auto type = VectorType::get({int64_t(elems.size())}, p.elem);
+  return vector::FromElementsOp::create(b, loc, type, elems);
+}
+
+void AttnEmitter::emit() {
+  const MMAAtom &qk = *p.qk, &pv = *p.pv;
+  const bool varlen = op.getVarlen(), lse = op.getReturnLse();
+  LdsTile ldsQ = kb.allocLds(func, p.elem, p.blockM, p.headDim);
+  LdsTile ldsK = kb.allocLds(func, p.elem, p.blockN, p.headDim);
+  LdsTile ldsV = kb.allocLds(func, p.elem, p.headDim, p.blockN); // V^T: [d][key]
+  LdsTile ldsP;
+  if (!p.pInRegisters) ldsP = kb.allocLds(func, p.elem, p.blockM, p.blockN);
+  b.setInsertionPoint(func.getBody().front().getTerminator());
+  const int threads = p.waves * t.waveSize;
+
+  Value qBlock = kb.blockId(gpu::Dimension::x), head = kb.blockId(gpu::Dimension::y);
+  Value batch = kb.blockId(gpu::Dimension::z);
+  Value q0 = kb.mul(qBlock, p.blockM);
+  lane = kb.laneId();
+  Value waveQ0 = kb.mul(kb.waveId(), p.waveQueries());
+  // GQA / MQA: query heads [g * Hq/Hkv, (g + 1) * Hq/Hkv) read KV head g.
+  Value kvHead = arith::DivUIOp::create(b, loc, head,
+                                        arith::DivUIOp::create(b, loc, arg("Hq"), arg("Hkv")));
+
+  // Sequence extents and row bases of this batch item.
+  Value rowQ0 = kb.idx(0), rowK0 = kb.idx(0);
+  if (varlen) {
+    Value next = kb.add(batch, 1);
+    rowQ0 = loadIndex(arg("cu_seqlens_q"), batch);
+    rowK0 = loadIndex(arg("cu_seqlens_k"), batch);
+    seqQ = kb.sub(loadIndex(arg("cu_seqlens_q"), next), rowQ0);
+    seqK = kb.sub(loadIndex(arg("cu_seqlens_k"), next), rowK0);
+  } else {
+    seqQ = arg("Sq");
+    seqK = arg("Sk");
+  }
+  auto base = [&](StringRef t, Value rowStart, Value h) {
+    Value bTerm = varlen ? kb.idx(0) : kb.mul(batch, arg((t + "_stride_b").str()));
+    Value rowTerm = kb.mul(rowStart, arg((t + "_stride_s").str()));
+    return kb.add(kb.add(bTerm, rowTerm), kb.mul(h, arg((t + "_stride_h").str())));
+  };
+  Value qBase = base("q", rowQ0, head), kBase = base("k", rowK0, kvHead);
+  Value vBase = base("v", rowK0, kvHead), oBase = base("o", rowQ0, head);
+  auto aligned = [&](StringRef t) {
+    Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
+    for (const char *d : {"b", "s", "h"}) {
+      Value s = arg((t + "_stride_" + d).str());
+      ok = kb.andb(ok, icmp(arith::CmpIPredicate::eq, kb.remui(s, 8), kb.idx(0)));
+    }
+    return ok;
+  };
+  diagOffset = op.getMask() == tessera::MaskKind::CausalTopLeft ? kb.idx(0) : kb.sub(seqK, seqQ);
+  if (op.getSlidingWindow()) windowLeft = arg("window_left"), windowRight = arg("window_right");
+  Value scaleLog2 = fmul(arg("scale"), f32(M_LOG2E));
+  Value cap = op.getSoftcap() ? arg("softcap") : Value();
+
+  // Varlen items shorter than this block have nothing to do (uniform).
+  auto active = scf::IfOp::create(b, loc, kb.cmpLt(q0, seqQ), /*withElse=*/false);
+  b.setInsertionPointToStart(active.thenBlock());
+
+  // Q tile, staged once.
+  Value d = kb.idx(p.headDim);
+  kb.copyGlobalToLds({arg("q"), kb.add(qBase, kb.mul(q0, arg("q_stride_s"))), arg("q_stride_s"),
+                      kb.sub(seqQ, q0), d, aligned("q")},
+                     ldsQ, p.blockM, p.headDim, /*transpose=*/false, threads);
+
+  // The key tiles this query block can see: [lo, hi).
+  Value tileLo = kb.idx(0);
+  Value tileHi = ceilDivS(seqK, p.blockN);
+  Value lastQuery = kb.add(q0, p.blockM - 1);
+  if (op.getMask() != tessera::MaskKind::None)
+    tileHi = minsi(tileHi, ceilDivS(kb.add(kb.add(lastQuery, diagOffset), 1), p.blockN));
+  if (op.getSlidingWindow()) {
+    Value zero = kb.idx(0);
+    Value rightOn = kb.cmpLe(zero, windowRight), leftOn = kb.cmpLe(zero, windowLeft);
+    Value rightHi = ceilDivS(kb.add(kb.add(kb.add(lastQuery, diagOffset), windowRight), 1), p.blockN);
+    tileHi = select(rightOn, minsi(tileHi, rightHi), tileHi);
+    Value leftLo = floorDiv(kb.sub(kb.add(q0, diagOffset), windowLeft), p.blockN);
+    tileLo = select(leftOn, maxsi(tileLo, leftLo), tileLo);
+  }
+  tileHi = maxsi(tileHi, tileLo); // empty range when nothing is visible
+
+  // Loop-carried state: S-slot statistics (max, partial sum) per query tile, O accumulators.
+  const int nSlots = slots(), qTiles = p.queryTiles(), hTiles = p.headTiles();
+  auto slotType = VectorType::get({nSlots}, b.getF32Type());
+  VectorType oType = kb.accType(pv);
+  SmallVector<Value> init;
+  for (int i = 0; i < qTiles; ++i) {
+    init.push_back(arith::ConstantOp::create(
+        b, loc, slotType, DenseElementsAttr::get(slotType, b.getF32FloatAttr(-INFINITY))));
+    init.push_back(kb.zero(slotType));
+  }
+  for (int i = 0; i < qTiles * hTiles; ++i) init.push_back(kb.zero(oType));
+  auto loop = scf::ForOp::create(b, loc, tileLo, tileHi, kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value n0 = kb.mul(loop.getInductionVar(), p.blockN);
+    Value rowsLeft = kb.sub(seqK, n0);
+    kb.barrier(); // previous step's K/V/P reads are done
+    kb.copyGlobalToLds({arg("k"), kb.add(kBase, kb.mul(n0, arg("k_stride_s"))), arg("k_stride_s"),
+                        rowsLeft, d, aligned("k")},
+                       ldsK, p.blockN, p.headDim, /*transpose=*/false, threads);
+    kb.copyGlobalToLds({arg("v"), kb.add(vBase, kb.mul(n0, arg("v_stride_s"))), arg("v_stride_s"),
+                        rowsLeft, d, aligned("v")},
+                       ldsV, p.blockN, p.headDim, /*transpose=*/true, threads);
+    kb.barrier();
+
+    // Does this tile cross a mask edge? (uniform)
+    Value kEnd = kb.add(n0, p.blockN);
+    Value needMask = kb.cmpLt(seqK, kEnd);
+    if (op.getMask() != tessera::MaskKind::None)
+      needMask = arith::OrIOp::create(b, loc, needMask,
+                                      kb.cmpLt(kb.add(q0, diagOffset), kb.add(kEnd, -1)));
+    if (op.getSlidingWindow()) {
+      Value zero = kb.idx(0);
+      Value leftEdge = kb.andb(kb.cmpLe(zero, windowLeft),
+                               kb.cmpLt(n0, kb.sub(kb.add(lastQuery, diagOffset), windowLeft)));
+      Value rightEdge = kb.andb(kb.cmpLe(zero, windowRight),
+                                kb.cmpLt(kb.add(kb.add(q0, diagOffset), windowRight), kb.add(kEnd, -1)));
+      needMask = arith::OrIOp::create(b, loc, needMask, arith::OrIOp::create(b, loc, leftEdge, rightEdge));
+    }
+
+    auto iter = loop.getRegionIterArgs();
+    SmallVector<Value> next;
+    SmallVector<Value> oNext(iter.begin() + 2 * qTiles, iter.end());
+    for (int qt = 0; qt < qTiles; ++qt) {
+      Value queryBase = kb.add(kb.add(q0, waveQ0), qt * p.queryDim());
+      Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
+      // S (or S^T) for this query tile, one accumulator per key tile.
+      SmallVector<Value> s(p.keyTiles(), kb.zero(kb.accType(qk)));
+      for (int kk = 0; kk < p.headDim; kk += qk.k)
+        for (int kt = 0; kt < p.keyTiles(); ++kt) {
+          Value keyRow = kb.idx(kt * p.keyDim());
+          if (p.transposed) {
+            Value kFrag = kb.loadFragment(ldsK, qk.a, false, lane, keyRow, kk);
+            Value qFrag = kb.loadFragment(ldsQ, qk.b, true, lane, ldsQueryRow, kk);
+            s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
+          } else {
+            Value qFrag = kb.loadFragment(ldsQ, qk.a, false, lane, ldsQueryRow, kk);
+            Value kFrag = kb.loadFragment(ldsK, qk.b, true, lane, keyRow, kk);
+            s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
+          }
+        }
+      for (int kt = 0; kt < p.keyTiles(); ++kt) {
+        Value sc = scores(s[kt], scaleLog2, cap);
+        auto masked = scf::IfOp::create(b, loc, TypeRange{sc.getType()}, needMask, true);
+        {
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(masked.thenBlock());
+          scf::YieldOp::create(b, loc, maskTile(sc, queryBase, kb.add(n0, kt * p.keyDim())));
+          b.setInsertionPointToStart(masked.elseBlock());
+          scf::YieldOp::create(b, loc, sc);
+        }
+        s[kt] = masked.getResult(0);
+      }
+
+      // Online softmax: new max, rescale factor, probabilities, partial row sums.
+      Value mOld = iter[2 * qt], lOld = iter[2 * qt + 1];
+      SmallVector<Value> rowMax = reduceAcrossLanes(reduceInLane(s, /*isMax=*/true), true);
+      SmallVector<Value> mNew, mUse, alpha;
+      for (int sl = 0; sl < nSlots; ++sl) {
+        Value m = fmax(extract(mOld, sl), rowMax[sl]);
+        // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
+        Value use = select(fcmp(arith::CmpFPredicate::OEQ, m, f32(-INFINITY)), f32(0), m);
+        mNew.push_back(m);
+        mUse.push_back(use);
+        alpha.push_back(exp2(fsub(extract(mOld, sl), use)));
+      }
+      SmallVector<Value> probs;
+      for (int kt = 0; kt < p.keyTiles(); ++kt) {
+        SmallVector<int64_t> slotIdx;
+        for (int e = 0; e < qk.c.elementsPerLane(); ++e) slotIdx.push_back(slotOf(e));
+        Value mVec = vector::FromElementsOp::create(b, loc, slotType, mUse);
+        Value mB = vector::ShuffleOp::create(b, loc, mVec, mVec, slotIdx);
+        probs.push_back(exp2(fsub(s[kt], mB)));
+      }
+      SmallVector<Value> rowSum = reduceInLane(probs, /*isMax=*/false);
+      SmallVector<Value> lNew;
+      for (int sl = 0; sl < nSlots; ++sl)
+        lNew.push_back(fadd(fmul(extract(lOld, sl), alpha[sl]), rowSum[sl]));
+      next.push_back(vector::FromElementsOp::create(b, loc, slotType, mNew));
+      next.push_back(vector::FromElementsOp::create(b, loc, slotType, lNew));
+
+      // Rescale this query tile's output accumulators: element -> its query's slot.
+      Value alphaVec = vector::FromElementsOp::create(b, loc, slotType, alpha);
+      SmallVector<int64_t> oSlots;
+      for (int e = 0; e < pv.c.elementsPerLane(); ++e) {
+        Coord c = pv.c.at(0, e);
+        int query = p.transposed ? c.col : c.row;
+        int slot = 0;
+        for (int e2 = 0; e2 < qk.c.elementsPerLane(); ++e2)
+          if (queryOf(p, qk.c.at(0, e2)) == query) slot = slotOf(e2);
+        oSlots.push_back(slot);
+      }
+      Value alphaO = vector::ShuffleOp::create(b, loc, alphaVec, alphaVec, oSlots);
+      for (int ht = 0; ht < hTiles; ++ht)
+        oNext[qt * hTiles + ht] = fmul(oNext[qt * hTiles + ht], alphaO);
+
+      // P V.
+      if (!p.pInRegisters) {
+        // P through this wave's rows of the LDS P tile ([query][key]).
+        auto [laneRow, laneCol] = kb.laneCoord(qk.c, lane);
+        Value lq = p.transposed ? laneCol : laneRow, lk = p.transposed ? laneRow : laneCol;
+        for (int kt = 0; kt < p.keyTiles(); ++kt)
+          for (int e = 0; e < qk.c.elementsPerLane(); ++e) {
+            Coord c = qk.c.at(0, e);
+            Value row = kb.add(kb.add(ldsQueryRow, lq), queryOf(p, c));
+            Value col = kb.add(lk, kt * p.keyDim() + keyOf(p, c));
+            memref::StoreOp::create(b, loc, kb.convert(extract(probs[kt], e), p.elem), ldsP.memref,
+                                    ValueRange{kb.ldsOffset(ldsP, row, col)});
+          }
+        kb.barrier();
+      }
+      for (int ks = 0; ks < p.blockN / pv.k; ++ks) {
+        Value pFrag = p.pInRegisters
+                          ? pOperand(probs, ks)
+                          : kb.loadFragment(ldsP, pOperandLayout(p), p.transposed, lane, ldsQueryRow,
+                                            ks * pv.k);
+        for (int ht = 0; ht < hTiles; ++ht) {
+          Value &o = oNext[qt * hTiles + ht];
+          if (p.transposed) {
+            Value vFrag = kb.loadFragment(ldsV, pv.a, false, lane, kb.idx(ht * pv.m), ks * pv.k);
+            o = kb.mma(pv, vFrag, pFrag, o);
+          } else {
+            Value vFrag = kb.loadFragment(ldsV, pv.b, true, lane, kb.idx(ht * pv.n), ks * pv.k);
+            o = kb.mma(pv, pFrag, vFrag, o);
+          }
+        }
+      }
+    }
+    next.append(oNext.begin(), oNext.end());
+    scf::YieldOp::create(b, loc, next);
+  }
+
+  // Epilogue: total row sums, O / l (0 for rows that saw nothing), LSE.
+  auto results = loop.getResults();
+  auto [oLaneRow, oLaneCol] = kb.laneCoord(pv.c, lane);
+  Value oLaneQuery = p.transposed ? oLaneCol : oLaneRow, oLaneD = p.transposed ? oLaneRow : oLaneCol;
+  for (int qt = 0; qt < qTiles; ++qt) {
+    SmallVector<Value> lPart;
+    for (int sl = 0; sl < nSlots; ++sl) lPart.push_back(extract(results[2 * qt + 1], sl));
+    SmallVector<Value> l = reduceAcrossLanes(lPart, /*isMax=*/false);
+    SmallVector<Value> inv;
+    for (int sl = 0; sl < nSlots; ++sl) {
+      Value positive = fcmp(arith::CmpFPredicate::OGT, l[sl], f32(0));
+      inv.push_back(select(positive, arith::DivFOp::create(b, loc, f32(1.0), l[sl]), f32(0)));
+    }
+    Value queryBase = kb.add(kb.add(q0, waveQ0), qt * p.queryDim());
+    for (int ht = 0; ht < hTiles; ++ht) {
+      Value o = results[2 * qTiles + qt * hTiles + ht];
+      for (int e = 0; e < pv.c.elementsPerLane(); ++e) {
+        Coord c = pv.c.at(0, e);
+        int q = p.transposed ? c.col : c.row, dd = p.transposed ? c.row : c.col;
+        int slot = 0;
+        for (int e2 = 0; e2 < qk.c.elementsPerLane(); ++e2)
+          if (queryOf(p, qk.c.at(0, e2)) == q) slot = slotOf(e2);
+        Value query = kb.add(kb.add(queryBase, oLaneQuery), q);
+        Value col = kb.add(oLaneD, ht * (p.transposed ? pv.m : pv.n) + dd);
+        auto inRange = scf::IfOp::create(b, loc, kb.cmpLt(query, seqQ), false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(inRange.thenBlock());
+        Value x = kb.convert(fmul(extract(o, e), inv[slot]), p.elem);
+        Value addr = kb.add(oBase, kb.add(kb.mul(query, arg("o_stride_s")), col));
+        memref::StoreOp::create(b, loc, x, arg("o"), ValueRange{addr});
+      }
+    }
+    if (lse) {
+      // One writer per query: the lanes whose key-axis lane bits are zero.
+      auto [sLaneRow, sLaneCol] = kb.laneCoord(qk.c, lane);
+      Value sLaneQuery = p.transposed ? sLaneCol : sLaneRow;
+      int keyLaneMask = 0;
+      for (size_t bit = 0; bit < qk.c.laneBases.size(); ++bit)
+        if (queryOf(p, qk.c.laneBases[bit]) == 0) keyLaneMask |= 1 << bit;
+      Value writer = icmp(arith::CmpIPredicate::eq, kb.andi(lane, keyLaneMask), kb.idx(0));
+      Value lseBase = kb.mul(head, arg("lse_stride_h"));
+      lseBase = varlen ? kb.add(lseBase, rowQ0) : kb.add(lseBase, kb.mul(batch, arg("lse_stride_b")));
+      for (int e = 0; e < qk.c.elementsPerLane(); ++e) {
+        Coord c = qk.c.at(0, e);
+        if (keyOf(p, c) != 0) continue; // one element per slot
+        int sl = slotOf(e);
+        Value m = extract(results[2 * qt], sl);
+        Value positive = fcmp(arith::CmpFPredicate::OGT, l[sl], f32(0));
+        Value value = select(positive,
+                             fmul(fadd(m, math::Log2Op::create(b, loc, l[sl])), f32(M_LN2)),
+                             f32(-INFINITY));
+        Value query = kb.add(kb.add(queryBase, sLaneQuery), queryOf(p, c));
+        auto write = scf::IfOp::create(b, loc, kb.andb(writer, kb.cmpLt(query, seqQ)), false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(write.thenBlock());
+        memref::StoreOp::create(b, loc, value, arg("lse"), ValueRange{kb.add(lseBase, query)});
+      }
+    }
+  }
+}
+
+} // namespace
+
+FailureOr<gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op, const TargetInfo &target) {
+  if (op.getPackGqa() != 1)
+    return op.emitOpError() << "'pack_gqa' > 1 is not generated yet for " << target.chip;
+  FailureOr<AttnPlan> plan = planAttention(op, target);
+  if (failed(plan)) return failure();
+  OpBuilder b(op);
+  KernelSignature sig = attnSignature(op, *plan, target);
+  gpu::GPUFuncOp func = createKernel(b, op.getLoc(), target, sig);
+  AttnEmitter(op, *plan, target, b, func).emit();
+  return func;
+}
+
+} // namespace tessera
