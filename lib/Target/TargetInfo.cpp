@@ -27,13 +27,14 @@ const std::vector<TargetInfo> &allTargets() {
       {"gfx1151", Vendor::AMD, "RDNA3.5", 32, 64 * 1024, 32, LdsSwizzle::Pad,
        CrossLane::Shuffle, std::nullopt, false,
        {"v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"}, 256, 1536, 24, 16, 4},
-      // Ampere: the portable mma.sync path, no fp8 matrix instructions.
-      {"sm_80", Vendor::NVIDIA, "Ampere", 32, 163 * 1024, 32, LdsSwizzle::Xor,
+      // NVIDIA: 48 KiB is the static shared memory limit; the kernels use no dynamic shared
+      // memory yet. Ampere runs the portable mma.sync path and has no fp8 matrix instructions.
+      {"sm_80", Vendor::NVIDIA, "Ampere", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, std::nullopt, false,
        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
        255, 512, 8, 16, 4},
-      {"sm_90", Vendor::NVIDIA, "Hopper", 32, 227 * 1024, 32, LdsSwizzle::Xor,
+      {"sm_90", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
@@ -68,8 +69,10 @@ int TargetInfo::occupancy(int vgprsPerLane, int ldsBytesPerWorkgroup,
   if (ldsBytesPerWorkgroup <= 0) return byRegs;
   // Workgroups per CU limited by LDS, spread over the CU's SIMDs.
   int groups = ldsBytes / ldsBytesPerWorkgroup;
-  int byLds = groups * wavesPerWorkgroup / simdsPerCu;
-  return std::max(0, std::min(byRegs, byLds));
+  if (groups == 0) return 0;
+  // At least one wave per SIMD that runs one: a workgroup of fewer waves than SIMDs still runs.
+  int byLds = std::max(1, groups * wavesPerWorkgroup / simdsPerCu);
+  return std::min(byRegs, byLds);
 }
 
 } // namespace tessera

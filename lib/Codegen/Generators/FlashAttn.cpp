@@ -126,7 +126,7 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
       for (const MMAAtom *pv : atoms)
         for (bool transposed : {true, false})
           for (int waves : {4, 2})
-            for (int blockN : {64, 32}) {
+            for (int blockN : {64, 32, 16}) {
               AttnPlan p;
               p.qk = qk, p.pv = pv, p.transposed = transposed, p.elem = elem;
               p.headDim = op.getHeadDim();
@@ -143,6 +143,10 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
               p.pInRegisters = planRegisterConversion(p);
               if (p.pInRegisters != wantRegisters) continue;
               if (ldsBytes(p, target) > target.ldsBytes) continue;
+              // Keep the accumulators (O and S) within ~30% of the register file so the
+              // unrolled fragment loads do not push the kernel into spills.
+              int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
+              if (!tile && accRegs > target.maxVgprsPerWave * 3 / 10 && p.blockN > 16) continue;
               return p;
             }
   return op.emitOpError() << "no tile configuration of " << target.chip << " atoms fits head_dim "

@@ -1,0 +1,23 @@
+// flash_attn on the other targets: gfx950 (double-K MFMA for QK, 32x32x8 for PV so P stays in
+// registers), gfx1100 (WMMA; P through an LDS tile) and sm_90 (mma.sync, S = Q K^T).
+// RUN: tessera-opt %s --tessera-generate-kernels=target=gfx950 | FileCheck %s --check-prefix=GFX950
+// RUN: tessera-opt %s --tessera-generate-kernels=target=gfx1100 | FileCheck %s --check-prefix=GFX1100
+// RUN: tessera-opt %s --tessera-generate-kernels=target=sm_90 | FileCheck %s --check-prefix=SM90
+
+// GFX950: workgroup(%{{.+}}, %{{.+}}, %{{.+}}) kernel
+// GFX950-DAG: amdgpu.mfma 32x32x16 {{.+}} : vector<8xf16>, vector<8xf16>, vector<16xf32>
+// GFX950-DAG: amdgpu.mfma 32x32x8 {{.+}} : vector<4xf16>, vector<4xf16>, vector<16xf32>
+
+// Four LDS tiles (Q, K, V^T, P) and 128 threads (4 waves of 32).
+// GFX1100: workgroup(%{{.+}}, %{{.+}}, %{{.+}}, %[[P:[a-z0-9]+]] : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 128, 1, 1>
+// GFX1100: memref.store %{{.+}}, %[[P]]
+// GFX1100: gpu.barrier
+// GFX1100: amdgpu.wmma 16x16x16
+
+// SM90: known_block_size = array<i32: 128, 1, 1>
+// SM90: nvvm.mma.sync
+// SM90: gpu.shuffle  xor %{{.+}}, %c1_i32, %c32_i32 : f32
+// SM90: gpu.shuffle  xor %{{.+}}, %c2_i32, %c32_i32 : f32
+// SM90-NOT: memref.store %{{.+}} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>>
+// SM90: nvvm.mma.sync
+tessera.flash_attn @fa {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse}
