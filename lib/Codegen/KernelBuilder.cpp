@@ -392,6 +392,17 @@ Value KernelBuilder::convert(Value v, Type to) {
 
 void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
 
+void KernelBuilder::memoryScheduleFence() {
+  if (!target.isAMD()) return;
+  using amdgpu::sched_barrier_opt_enum;
+  auto computeMayCross = sched_barrier_opt_enum::non_mem_non_sideffect |
+                         sched_barrier_opt_enum::valu | sched_barrier_opt_enum::salu |
+                         sched_barrier_opt_enum::mfma_wmma |
+                         sched_barrier_opt_enum::transcendental;
+  amdgpu::SchedBarrierOp::create(
+      b, loc, amdgpu::sched_barrier_opt_enumAttr::get(b.getContext(), computeMayCross));
+}
+
 std::optional<ElemType> toElemType(Type t) {
   if (t.isF16()) return ElemType::F16;
   if (t.isBF16()) return ElemType::BF16;

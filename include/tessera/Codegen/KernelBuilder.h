@@ -136,6 +136,9 @@ public:
 
   mlir::Value convert(mlir::Value v, mlir::Type to);
   void barrier();
+  /// Keeps LDS and global memory operations from being scheduled across this point (AMD
+  /// `sched_barrier`; nothing elsewhere): bounds the fragments in flight, and so registers.
+  void memoryScheduleFence();
 
 private:
   mlir::Value mmaSync(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);

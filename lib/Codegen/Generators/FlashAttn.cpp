@@ -38,6 +38,7 @@ struct AttnPlan {
   /// conversion[kstep][elem]: the source of each element of the P operand per PV k-step.
   std::vector<std::vector<AccSource>> conversion;
   int blockM = 0, blockN = 0, waves = 0, headDim = 0;
+  bool tightRegisters = false; ///< accumulators near the budget: fence fragment loads per k-step
   Type elem;
 
   int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
@@ -146,7 +147,8 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
               // Keep the accumulators (O and S) within ~30% of the register file so the
               // unrolled fragment loads do not push the kernel into spills.
               int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
-              if (!tile && accRegs > target.maxVgprsPerWave * 3 / 10 && p.blockN > 16) continue;
+              p.tightRegisters = accRegs > target.maxVgprsPerWave * 3 / 10;
+              if (!tile && p.tightRegisters && p.blockN > 16) continue;
               return p;
             }
   return op.emitOpError() << "no tile configuration of " << target.chip << " atoms fits head_dim "
@@ -487,7 +489,8 @@ void AttnEmitter::emit() {
       Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
       // S (or S^T) for this query tile, one accumulator per key tile.
       SmallVector<Value> s(p.keyTiles(), kb.zero(kb.accType(qk)));
-      for (int kk = 0; kk < p.headDim; kk += qk.k)
+      for (int kk = 0; kk < p.headDim; kk += qk.k) {
+        if (p.tightRegisters) kb.memoryScheduleFence();
         for (int kt = 0; kt < p.keyTiles(); ++kt) {
           Value keyRow = kb.idx(kt * p.keyDim());
           if (p.transposed) {
@@ -500,6 +503,7 @@ void AttnEmitter::emit() {
             s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
           }
         }
+      }
       for (int kt = 0; kt < p.keyTiles(); ++kt) {
         Value sc = scores(s[kt], scaleLog2, cap);
         auto masked = scf::IfOp::create(b, loc, TypeRange{sc.getType()}, needMask, true);
@@ -576,6 +580,7 @@ void AttnEmitter::emit() {
                           : kb.loadFragment(ldsP, pOperandLayout(p), p.transposed, lane, ldsQueryRow,
                                             ks * pv.k);
         for (int ht = 0; ht < hTiles; ++ht) {
+          if (p.tightRegisters) kb.memoryScheduleFence();
           Value &o = oNext[qt * hTiles + ht];
           if (p.transposed) {
             Value vFrag = kb.loadFragment(ldsV, pv.a, false, lane, kb.idx(ht * pv.m), ks * pv.k);
