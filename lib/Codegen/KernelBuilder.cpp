@@ -8,6 +8,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -310,6 +311,57 @@ Value KernelBuilder::loadFragment(const LdsTile &tile, const OperandLayout &layo
                                             /*nontemporal=*/false, llvm::Align(bytes)));
   }
   return concatVectors(b, loc, pieces);
+}
+
+bool KernelBuilder::hasTransposedLoads(const MMAAtom &atom) const {
+  return atom.kind == AtomKind::MMASync;
+}
+
+Value KernelBuilder::loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
+                                 Value lane, Value outerBase, int kBase, bool kAlongRows) {
+  if (atom.kind == AtomKind::MMASync)
+    return ldmatrixOperand(tile, atom, which, lane, outerBase, kBase, kAlongRows);
+  assert(!kAlongRows && "transposed operand loads need matrix loads");
+  bool isB = which == Operand::B;
+  return loadFragment(tile, isB ? atom.b : atom.a, isB, lane, outerBase, kBase);
+}
+
+// ldmatrix moves 8x8 blocks of 16-bit elements: lane 8j + r gives the address of row r of block
+// j, and every lane receives two consecutive elements of each block's row lane / 4 (columns
+// 2 (lane % 4) +{0,1}), or with .trans of its column. For the m16n8k16 operands this is exactly
+// the fragment layout when the blocks are taken in register order:
+//   A (16 x 16): blocks (rows 0-7 | 8-15) x (k 0-7 | 8-15), row-block fastest;
+//   B (16 x 8):  blocks k 0-7, k 8-15.
+// Block origins below are in stored-tile coordinates (tile row, tile column).
+Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
+                                     Value lane, Value outerBase, int kBase, bool kAlongRows) {
+  bool isA = which == Operand::A;
+  int blocks = isA ? 4 : 2;
+  SmallVector<std::pair<int, int>> origin; // (outer offset, k offset) per block
+  for (int j = 0; j < blocks; ++j)
+    origin.push_back(isA ? std::pair{8 * (j % 2), 8 * (j / 2)} : std::pair{0, 8 * j});
+  Value laneInBlocks = remui(lane, 8 * blocks);
+  Value block = divui(laneInBlocks, 8), row = remui(laneInBlocks, 8);
+  // The block origin of this lane, as index arithmetic over its block number.
+  Value outerOff = idx(0), kOff = idx(0);
+  for (int j = 1; j < blocks; ++j) {
+    Value isJ = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, block, idx(j));
+    outerOff = arith::SelectOp::create(b, loc, isJ, idx(origin[j].first), outerOff);
+    kOff = arith::SelectOp::create(b, loc, isJ, idx(origin[j].second), kOff);
+  }
+  Value outer = add(outerBase, outerOff), k = add(idx(kBase), kOff);
+  // Stored [outer][k]: the lane's row runs along outer. Stored [k][outer] (.trans): along k.
+  Value tileRow = kAlongRows ? add(k, row) : add(outer, row);
+  Value tileCol = kAlongRows ? outer : k;
+  Type elem = cast<MemRefType>(tile.memref.getType()).getElementType();
+  auto type = VectorType::get({blocks, 2}, elem);
+  Value frag = nvgpu::LdMatrixOp::create(b, loc, type, tile.memref,
+                                         ValueRange{ldsOffset(tile, tileRow, tileCol)},
+                                         b.getBoolAttr(kAlongRows), b.getI32IntegerAttr(blocks));
+  // Rows of the 2-D result, concatenated (an n-D shape_cast does not lower to NVVM directly).
+  SmallVector<Value> rows;
+  for (int j = 0; j < blocks; ++j) rows.push_back(vector::ExtractOp::create(b, loc, frag, j));
+  return concatVectors(b, loc, rows);
 }
 
 VectorType KernelBuilder::accType(const MMAAtom &atom) {

@@ -18,3 +18,12 @@ tessera.wmma_gemm @gemm_bf16 {dtype = bf16, out_type = bf16, transpose_b}
 // NVVM-SAME: nvvm.kernel
 // NVVM: nvvm.mma.sync
 // NVVM: llvm.func @gemm_bf16
+
+// B stored K x N (not transposed) is staged as it is and read with ldmatrix.trans; A with
+// ldmatrix x4.
+// RUN: tessera-opt %s --tessera-generate-kernels=target=sm_90 | FileCheck %s --check-prefix=LDM
+// LDM-LABEL: gpu.module @gemm_f16
+// LDM: nvgpu.ldmatrix %{{.+}} {numTiles = 4 : i32, transpose = false} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// LDM: nvgpu.ldmatrix %{{.+}} {numTiles = 2 : i32, transpose = true} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+// LDM-LABEL: gpu.module @gemm_bf16
+// LDM: nvgpu.ldmatrix %{{.+}} {numTiles = 2 : i32, transpose = false} : memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>

@@ -124,6 +124,17 @@ public:
   /// (K) dimension: for A the tile is [M][K], for B it is [N][K] (B transposed).
   mlir::Value loadFragment(const LdsTile &tile, const OperandLayout &layout, bool isB,
                            mlir::Value lane, mlir::Value outerBase, int kBase);
+  enum class Operand { A, B };
+  /// True when `atom`'s operands can be loaded with matrix loads that transpose (ldmatrix
+  /// .trans), so a tile whose rows run along K needs no transposed staging.
+  bool hasTransposedLoads(const MMAAtom &atom) const;
+  /// Loads operand `which` of `atom` at (outerBase, kBase) of an LDS tile. The tile's columns
+  /// are K ([M][K] for A, [N][K] for B) unless `kAlongRows` ([K][M] / [K][N]), which needs
+  /// hasTransposedLoads(atom). mma.sync operands come through ldmatrix; the others through
+  /// loadFragment.
+  mlir::Value loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
+                          mlir::Value lane, mlir::Value outerBase, int kBase,
+                          bool kAlongRows = false);
   /// D = A * B + C on the matrix cores (one atom).
   mlir::Value mma(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
   /// The accumulator type of `atom`: vector<elems x f32>.
@@ -142,6 +153,9 @@ public:
 
 private:
   mlir::Value mmaSync(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
+  mlir::Value ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
+                              mlir::Value lane, mlir::Value outerBase, int kBase,
+                              bool kAlongRows);
 
   mlir::OpBuilder &b;
   mlir::Location loc;

@@ -363,11 +363,16 @@ Value AttnEmitter::pOperand(ArrayRef<Value> pTiles, int kstep) {
 }
 
 void AttnEmitter::emit() {
+  using Operand = KernelBuilder::Operand;
   const MMAAtom &qk = *p.qk, &pv = *p.pv;
   const bool varlen = op.getVarlen(), lse = op.getReturnLse();
   LdsTile ldsQ = kb.allocLds(func, p.elem, p.blockM, p.headDim);
   LdsTile ldsK = kb.allocLds(func, p.elem, p.blockN, p.headDim);
-  LdsTile ldsV = kb.allocLds(func, p.elem, p.headDim, p.blockN); // V^T: [d][key]
+  // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
+  // (ldmatrix.trans), else transposed into [d][key] while staging.
+  const bool vNatural = !p.transposed && kb.hasTransposedLoads(pv);
+  LdsTile ldsV = vNatural ? kb.allocLds(func, p.elem, p.blockN, p.headDim)
+                          : kb.allocLds(func, p.elem, p.headDim, p.blockN);
   LdsTile ldsP;
   if (!p.pInRegisters) ldsP = kb.allocLds(func, p.elem, p.blockM, p.blockN);
   b.setInsertionPoint(func.getBody().front().getTerminator());
@@ -463,7 +468,7 @@ void AttnEmitter::emit() {
                        ldsK, p.blockN, p.headDim, /*transpose=*/false, threads);
     kb.copyGlobalToLds({arg("v"), kb.add(vBase, kb.mul(n0, arg("v_stride_s"))), arg("v_stride_s"),
                         rowsLeft, d, aligned("v")},
-                       ldsV, p.blockN, p.headDim, /*transpose=*/true, threads);
+                       ldsV, p.blockN, p.headDim, /*transpose=*/!vNatural, threads);
     kb.barrier();
 
     // Does this tile cross a mask edge? (uniform)
@@ -494,12 +499,12 @@ void AttnEmitter::emit() {
         for (int kt = 0; kt < p.keyTiles(); ++kt) {
           Value keyRow = kb.idx(kt * p.keyDim());
           if (p.transposed) {
-            Value kFrag = kb.loadFragment(ldsK, qk.a, false, lane, keyRow, kk);
-            Value qFrag = kb.loadFragment(ldsQ, qk.b, true, lane, ldsQueryRow, kk);
+            Value kFrag = kb.loadOperand(ldsK, qk, Operand::A, lane, keyRow, kk);
+            Value qFrag = kb.loadOperand(ldsQ, qk, Operand::B, lane, ldsQueryRow, kk);
             s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
           } else {
-            Value qFrag = kb.loadFragment(ldsQ, qk.a, false, lane, ldsQueryRow, kk);
-            Value kFrag = kb.loadFragment(ldsK, qk.b, true, lane, keyRow, kk);
+            Value qFrag = kb.loadOperand(ldsQ, qk, Operand::A, lane, ldsQueryRow, kk);
+            Value kFrag = kb.loadOperand(ldsK, qk, Operand::B, lane, keyRow, kk);
             s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
           }
         }
@@ -583,10 +588,11 @@ void AttnEmitter::emit() {
           if (p.tightRegisters) kb.memoryScheduleFence();
           Value &o = oNext[qt * hTiles + ht];
           if (p.transposed) {
-            Value vFrag = kb.loadFragment(ldsV, pv.a, false, lane, kb.idx(ht * pv.m), ks * pv.k);
+            Value vFrag = kb.loadOperand(ldsV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
             o = kb.mma(pv, vFrag, pFrag, o);
           } else {
-            Value vFrag = kb.loadFragment(ldsV, pv.b, true, lane, kb.idx(ht * pv.n), ks * pv.k);
+            Value vFrag = kb.loadOperand(ldsV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
+                                         /*kAlongRows=*/vNatural);
             o = kb.mma(pv, pFrag, vFrag, o);
           }
         }

@@ -106,8 +106,15 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
   KernelSignature sig = gemmSignature(op, p, target);
   gpu::GPUFuncOp func = createKernel(b, loc, target, sig);
   KernelBuilder kb(b, loc, target);
-  LdsTile ldsA = kb.allocLds(func, p.inType, p.tileM, p.tileK);
-  LdsTile ldsB = kb.allocLds(func, p.inType, p.tileN, p.tileK);
+  // Operands are staged with K along the columns ([M][K], [N][K]) so fragment loads run along
+  // K, transposing while staging; where transposing matrix loads exist (ldmatrix.trans) an
+  // operand stored with K along its rows is staged as it is instead.
+  const bool aKRows = p.transA && kb.hasTransposedLoads(atom);
+  const bool bKRows = !p.transB && kb.hasTransposedLoads(atom);
+  LdsTile ldsA = aKRows ? kb.allocLds(func, p.inType, p.tileK, p.tileM)
+                        : kb.allocLds(func, p.inType, p.tileM, p.tileK);
+  LdsTile ldsB = bKRows ? kb.allocLds(func, p.inType, p.tileK, p.tileN)
+                        : kb.allocLds(func, p.inType, p.tileN, p.tileK);
   b.setInsertionPoint(func.getBody().front().getTerminator());
 
   auto args = func.getArguments();
@@ -143,21 +150,21 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
     KernelBuilder::GlobalTile srcB =
         p.transB ? KernelBuilder::GlobalTile{B, kb.add(kb.mul(n0, ldb), k0), ldb, remN, remK, alignedB}
                  : KernelBuilder::GlobalTile{B, kb.add(kb.mul(k0, ldb), n0), ldb, remK, remN, alignedB};
-    if (p.transA) kb.copyGlobalToLds(srcA, ldsA, p.tileK, p.tileM, /*transpose=*/true, threads);
+    if (p.transA) kb.copyGlobalToLds(srcA, ldsA, p.tileK, p.tileM, /*transpose=*/!aKRows, threads);
     else kb.copyGlobalToLds(srcA, ldsA, p.tileM, p.tileK, /*transpose=*/false, threads);
     if (p.transB) kb.copyGlobalToLds(srcB, ldsB, p.tileN, p.tileK, /*transpose=*/false, threads);
-    else kb.copyGlobalToLds(srcB, ldsB, p.tileK, p.tileN, /*transpose=*/true, threads);
+    else kb.copyGlobalToLds(srcB, ldsB, p.tileK, p.tileN, /*transpose=*/!bKRows, threads);
     kb.barrier();
 
     SmallVector<Value> acc(loop.getRegionIterArgs());
     for (int kk = 0; kk < p.tileK; kk += atom.k) {
       SmallVector<Value> fragA, fragB;
       for (int i = 0; i < p.fragsM; ++i)
-        fragA.push_back(kb.loadFragment(ldsA, atom.a, /*isB=*/false, lane,
-                                        kb.add(waveRow, i * atom.m), kk));
+        fragA.push_back(kb.loadOperand(ldsA, atom, KernelBuilder::Operand::A, lane,
+                                       kb.add(waveRow, i * atom.m), kk, aKRows));
       for (int j = 0; j < p.fragsN; ++j)
-        fragB.push_back(kb.loadFragment(ldsB, atom.b, /*isB=*/true, lane,
-                                        kb.add(waveCol, j * atom.n), kk));
+        fragB.push_back(kb.loadOperand(ldsB, atom, KernelBuilder::Operand::B, lane,
+                                       kb.add(waveCol, j * atom.n), kk, bKRows));
       for (int i = 0; i < p.fragsM; ++i)
         for (int j = 0; j < p.fragsN; ++j)
           acc[i * p.fragsN + j] = kb.mma(atom, fragA[i], fragB[j], acc[i * p.fragsN + j]);

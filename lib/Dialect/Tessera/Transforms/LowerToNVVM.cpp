@@ -2,6 +2,7 @@
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
 #include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -113,6 +114,7 @@ struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> 
 
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
+  pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(std::make_unique<NoLibdevicePass>());
   ConvertGpuOpsToNVVMOpsOptions options;
