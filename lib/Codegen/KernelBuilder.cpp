@@ -208,71 +208,104 @@ LdsTile KernelBuilder::allocLds(gpu::GPUFuncOp func, Type elemType, int rows, in
 
 Value KernelBuilder::ldsOffset(const LdsTile &tile, Value row, Value col) {
   if (tile.swizzle == LdsSwizzle::Pad) return add(mul(row, tile.rowStride), col);
+  // XOR with the row's low bits permutes the chunks within aligned groups of `group` chunks,
+  // the largest power of two dividing the chunk count (a row of 96 halves has 12 chunks: groups
+  // of 4), so the swizzled chunk stays inside the row.
   int chunks = tile.cols / tile.chunk;
-  if (chunks <= 1) return add(mul(row, tile.rowStride), col);
-  Value chunk = xori(divui(col, tile.chunk), andi(row, chunks - 1));
+  int group = chunks & -chunks;
+  if (group <= 1) return add(mul(row, tile.rowStride), col);
+  Value chunk = xori(divui(col, tile.chunk), andi(row, group - 1));
   return add(add(mul(row, tile.rowStride), mul(chunk, tile.chunk)), remui(col, tile.chunk));
+}
+
+// Thread `tid` moves the 16-byte vectors tid, tid + threads, ... of the tile, numbered row by
+// row in the global tile's orientation.
+namespace {
+struct TileVector {
+  Value index, row, col; ///< vector number, and its first element's (row, col)
+  bool partial;          ///< some threads have no vector in this round
+};
+} // namespace
+
+static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols, int vec,
+                                           int threads) {
+  const int vectorsPerRow = cols / vec, total = rows * vectorsPerRow;
+  SmallVector<TileVector> out;
+  Value tid = kb.threadId();
+  for (int first = 0; first < total; first += threads) {
+    Value v = kb.add(tid, first);
+    out.push_back({v, kb.divui(v, vectorsPerRow), kb.mul(kb.remui(v, vectorsPerRow), vec),
+                   first + threads > total});
+  }
+  return out;
+}
+
+static int vectorElems(Type elemType) { return 128 / elemType.getIntOrFloatBitWidth(); }
+
+SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows, int cols,
+                                                 int threads) {
+  Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  auto vecType = VectorType::get({vec}, elemType);
+  SmallVector<Value> out;
+  for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
+    Value rowOk = cmpLt(t.row, src.validRows);
+    // Threads past the tile (when `threads` does not divide it) load nothing.
+    if (t.partial) rowOk = andb(rowOk, cmpLt(t.index, idx(rows * (cols / vec))));
+    Value fullVector = andb(andb(rowOk, cmpLe(add(t.col, vec), src.validCols)), src.vectorOk);
+    Value offset = add(src.base, add(mul(t.row, src.ld), t.col));
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, fullVector, /*withElse=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    Value load = vector::LoadOp::create(b, loc, vecType, src.memref, ValueRange{offset},
+                                        /*nontemporal=*/false, llvm::Align(16));
+    scf::YieldOp::create(b, loc, load);
+    // Tail or misaligned vector: element by element, zero outside the matrix.
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    SmallVector<Value> elems;
+    for (int j = 0; j < vec; ++j) {
+      Value ok = andb(rowOk, cmpLt(add(t.col, j), src.validCols));
+      auto e = scf::IfOp::create(b, loc, TypeRange{elemType}, ok, /*withElse=*/true);
+      b.setInsertionPointToStart(e.thenBlock());
+      Value x = memref::LoadOp::create(b, loc, src.memref, ValueRange{add(offset, j)});
+      scf::YieldOp::create(b, loc, x);
+      b.setInsertionPointToStart(e.elseBlock());
+      scf::YieldOp::create(b, loc, zero(elemType));
+      b.setInsertionPointAfter(e);
+      elems.push_back(e.getResult(0));
+    }
+    scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
+    out.push_back(ifOp.getResult(0));
+  }
+  return out;
+}
+
+void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, int rows, int cols,
+                                 bool transpose, int threads) {
+  Type elemType = cast<VectorType>(vectors.front().getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  for (auto [t, data] : llvm::zip(tileVectors(*this, rows, cols, vec, threads), vectors)) {
+    OpBuilder::InsertionGuard g(b);
+    if (t.partial) {
+      auto inTile = scf::IfOp::create(b, loc, cmpLt(t.index, idx(rows * (cols / vec))), false);
+      b.setInsertionPointToStart(inTile.thenBlock());
+    }
+    if (!transpose) {
+      vector::StoreOp::create(b, loc, data, dst.memref, ValueRange{ldsOffset(dst, t.row, t.col)},
+                              /*nontemporal=*/false, llvm::Align(16));
+      continue;
+    }
+    for (int j = 0; j < vec; ++j) {
+      Value x = vector::ExtractOp::create(b, loc, data, j);
+      memref::StoreOp::create(b, loc, x, dst.memref,
+                              ValueRange{ldsOffset(dst, add(t.col, j), t.row)});
+    }
+  }
 }
 
 void KernelBuilder::copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, int rows,
                                     int cols, bool transpose, int threads) {
-  Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
-  const int vec = 128 / elemType.getIntOrFloatBitWidth(); // 16-byte accesses
-  auto vecType = VectorType::get({vec}, elemType);
-  const int vectorsPerRow = cols / vec;
-  const int total = rows * vectorsPerRow;
-  Value tid = threadId();
-  for (int first = 0; first < total; first += threads) {
-    Value v = add(tid, first);
-    Value r = divui(v, vectorsPerRow);
-    Value c = mul(remui(v, vectorsPerRow), vec);
-    Value rowOk = cmpLt(r, src.validRows);
-    Value fullVector = andb(andb(rowOk, cmpLe(add(c, vec), src.validCols)), src.vectorOk);
-    Value offset = add(src.base, add(mul(r, src.ld), c));
-    auto guard = [&](auto body) {
-      // Threads past the tile (when `threads` does not divide it) copy nothing.
-      if (first + threads <= total) return body();
-      auto inTile = scf::IfOp::create(b, loc, cmpLt(v, idx(total)), /*withElse=*/false);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(inTile.thenBlock());
-      body();
-    };
-    guard([&] {
-      auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, fullVector, /*withElse=*/true);
-      {
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        Value load = vector::LoadOp::create(b, loc, vecType, src.memref, ValueRange{offset},
-                                            /*nontemporal=*/false, llvm::Align(16));
-        scf::YieldOp::create(b, loc, load);
-        // Tail or misaligned vector: element by element, zero outside the matrix.
-        b.setInsertionPointToStart(ifOp.elseBlock());
-        SmallVector<Value> elems;
-        for (int j = 0; j < vec; ++j) {
-          Value ok = andb(rowOk, cmpLt(add(c, j), src.validCols));
-          auto e = scf::IfOp::create(b, loc, TypeRange{elemType}, ok, /*withElse=*/true);
-          b.setInsertionPointToStart(e.thenBlock());
-          Value x = memref::LoadOp::create(b, loc, src.memref, ValueRange{add(offset, j)});
-          scf::YieldOp::create(b, loc, x);
-          b.setInsertionPointToStart(e.elseBlock());
-          scf::YieldOp::create(b, loc, zero(elemType));
-          b.setInsertionPointAfter(e);
-          elems.push_back(e.getResult(0));
-        }
-        scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
-      }
-      Value data = ifOp.getResult(0);
-      if (!transpose) {
-        vector::StoreOp::create(b, loc, data, dst.memref, ValueRange{ldsOffset(dst, r, c)},
-                                /*nontemporal=*/false, llvm::Align(16));
-        return;
-      }
-      for (int j = 0; j < vec; ++j) {
-        Value x = vector::ExtractOp::create(b, loc, data, j);
-        memref::StoreOp::create(b, loc, x, dst.memref, ValueRange{ldsOffset(dst, add(c, j), r)});
-      }
-    });
-  }
+  storeLdsTile(loadGlobalTile(src, rows, cols, threads), dst, rows, cols, transpose, threads);
 }
 
 //===----------------------------------------------------------------------===//

@@ -119,6 +119,12 @@ public:
   /// (c, r): the global tile is stored with its contiguous dimension along the LDS rows.
   void copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, int rows, int cols,
                        bool transpose, int threads);
+  /// The two halves of copyGlobalToLds, for software pipelining: this thread's 16-byte vectors
+  /// of the tile, loaded into registers now and stored to LDS later.
+  llvm::SmallVector<mlir::Value> loadGlobalTile(const GlobalTile &src, int rows, int cols,
+                                                int threads);
+  void storeLdsTile(llvm::ArrayRef<mlir::Value> vectors, const LdsTile &dst, int rows, int cols,
+                    bool transpose, int threads);
 
   /// Loads one operand fragment of `atom` from an LDS tile whose columns are the reduction
   /// (K) dimension: for A the tile is [M][K], for B it is [N][K] (B transposed).

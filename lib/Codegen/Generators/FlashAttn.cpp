@@ -39,6 +39,7 @@ struct AttnPlan {
   std::vector<std::vector<AccSource>> conversion;
   int blockM = 0, blockN = 0, waves = 0, headDim = 0;
   bool tightRegisters = false; ///< accumulators near the budget: fence fragment loads per k-step
+  int stages = 1;              ///< 2: the next K/V tile is loaded into registers during compute
   Type elem;
 
   int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
@@ -149,6 +150,12 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
               int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
               p.tightRegisters = accRegs > target.maxVgprsPerWave * 3 / 10;
               if (!tile && p.tightRegisters && p.blockN > 16) continue;
+              // Prefetching K and V costs 2 * blockN * headDim elements over the workgroup.
+              int prefetchRegs = 2 * p.blockN * p.headDim / (2 * p.waves * target.waveSize);
+              // (Not with P through LDS: that path holds more live fragments.)
+              bool prefetchFits = p.pInRegisters &&
+                                  accRegs + prefetchRegs <= target.maxVgprsPerWave * 4 / 10;
+              p.stages = tile ? tile.getStages() : (prefetchFits ? 2 : 1);
               return p;
             }
   return op.emitOpError() << "no tile configuration of " << target.chip << " atoms fits head_dim "
@@ -261,6 +268,7 @@ private:
   gpu::GPUFuncOp func;
   // Per-call values.
   Value lane, seqQ, seqK, diagOffset, windowLeft, windowRight;
+  size_t kvSplit = 0; ///< K vectors before V vectors in a prefetched register tile
 };
 
 int AttnEmitter::slotOf(int e) const {
@@ -456,20 +464,46 @@ void AttnEmitter::emit() {
     init.push_back(kb.zero(slotType));
   }
   for (int i = 0; i < qTiles * hTiles; ++i) init.push_back(kb.zero(oType));
+
+  // K and V tiles starting at key n0, loaded into registers (rows past Sk read as zero and
+  // are never loaded) and stored into LDS.
+  Value alignedK = aligned("k"), alignedV = aligned("v");
+  auto loadKV = [&](Value n0) {
+    Value rowsLeft = kb.sub(seqK, n0);
+    SmallVector<Value> regs = kb.loadGlobalTile(
+        {arg("k"), kb.add(kBase, kb.mul(n0, arg("k_stride_s"))), arg("k_stride_s"), rowsLeft, d,
+         alignedK},
+        p.blockN, p.headDim, threads);
+    kvSplit = regs.size();
+    regs.append(kb.loadGlobalTile({arg("v"), kb.add(vBase, kb.mul(n0, arg("v_stride_s"))),
+                                   arg("v_stride_s"), rowsLeft, d, alignedV},
+                                  p.blockN, p.headDim, threads));
+    return regs;
+  };
+  auto storeKV = [&](ArrayRef<Value> regs) {
+    kb.storeLdsTile(regs.take_front(kvSplit), ldsK, p.blockN, p.headDim, /*transpose=*/false,
+                    threads);
+    kb.storeLdsTile(regs.drop_front(kvSplit), ldsV, p.blockN, p.headDim,
+                    /*transpose=*/!vNatural, threads);
+  };
+  // With two stages the next tile's global loads are in flight while this one computes.
+  const size_t stateCount = init.size();
+  if (p.stages > 1) init.append(loadKV(kb.mul(tileLo, p.blockN)));
   auto loop = scf::ForOp::create(b, loc, tileLo, tileHi, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     Value n0 = kb.mul(loop.getInductionVar(), p.blockN);
-    Value rowsLeft = kb.sub(seqK, n0);
     kb.barrier(); // previous step's K/V/P reads are done
-    kb.copyGlobalToLds({arg("k"), kb.add(kBase, kb.mul(n0, arg("k_stride_s"))), arg("k_stride_s"),
-                        rowsLeft, d, aligned("k")},
-                       ldsK, p.blockN, p.headDim, /*transpose=*/false, threads);
-    kb.copyGlobalToLds({arg("v"), kb.add(vBase, kb.mul(n0, arg("v_stride_s"))), arg("v_stride_s"),
-                        rowsLeft, d, aligned("v")},
-                       ldsV, p.blockN, p.headDim, /*transpose=*/!vNatural, threads);
-    kb.barrier();
+    SmallVector<Value> prefetched;
+    if (p.stages > 1) {
+      storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(stateCount)));
+      kb.barrier();
+      prefetched = loadKV(kb.add(n0, p.blockN));
+    } else {
+      storeKV(loadKV(n0));
+      kb.barrier();
+    }
 
     // Does this tile cross a mask edge? (uniform)
     Value kEnd = kb.add(n0, p.blockN);
@@ -486,7 +520,7 @@ void AttnEmitter::emit() {
       needMask = arith::OrIOp::create(b, loc, needMask, arith::OrIOp::create(b, loc, leftEdge, rightEdge));
     }
 
-    auto iter = loop.getRegionIterArgs();
+    auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;
     SmallVector<Value> oNext(iter.begin() + 2 * qTiles, iter.end());
     for (int qt = 0; qt < qTiles; ++qt) {
@@ -599,6 +633,7 @@ void AttnEmitter::emit() {
       }
     }
     next.append(oNext.begin(), oNext.end());
+    next.append(prefetched);
     scf::YieldOp::create(b, loc, next);
   }
 
