@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# GPU check: runtime C++ GPU tests, every pytest test (GPU ones included), then the GEMM benchmark; logs and JSON to $TESSERA_BENCH_OUT (else $OUT, else ./bench-out).
+# GPU check: runtime C++ GPU tests, every pytest test (GPU ones included), then the GEMM and attention benchmarks; logs and JSON to $TESSERA_BENCH_OUT (else $OUT, else ./bench-out).
 # Needs no compiler: run it from a checkout holding dist/ (scripts/gpu_check.sh) or from inside a copied dist/ (dist/scripts/gpu_check.sh).
 # Environment: TESSERA_HOME (dist folder, default: the one this script is in or <checkout>/dist), PYTHON (default python3),
-#              TESSERA_BENCH_ARGS (extra bench_gemm.py arguments, e.g. "--shapes 4096x4096x4096").
+#              TESSERA_BENCH_ARGS (extra bench_gemm.py arguments, e.g. "--shapes 4096x4096x4096"),
+#              TESSERA_BENCH_ATTN_ARGS (extra bench_attn.py arguments, e.g. "--cases 4x4096x32x32x128:bf16:causal"),
+#              TESSERA_PYTEST_ARGS (extra pytest arguments, e.g. "-k attention").
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,14 +52,18 @@ else
   echo "=== runtime-gpu-tests: $gpu_tests not in dist (build TesseraRuntimeGpuTests before make_dist.sh)"
 fi
 
-step pytest "$python" -m pytest "$here/python/tests" -ra -q -p no:cacheprovider --junitxml="$out/pytest.xml"
+# shellcheck disable=SC2086
+step pytest "$python" -m pytest "$here/python/tests" -ra -q -p no:cacheprovider --junitxml="$out/pytest.xml" \
+  ${TESSERA_PYTEST_ARGS:-}
 
 if [ ${#failed[@]} -eq 0 ]; then
   echo "=== tests passed; benchmark next"
 else
   echo "=== FAILED: ${failed[*]}; benchmark next"
 fi
-# The benchmark's table is the last thing printed.
+# The benchmarks' tables are the last things printed (attention last).
 # shellcheck disable=SC2086
 step bench-gemm "$python" "$here/bench/bench_gemm.py" ${TESSERA_BENCH_ARGS:-}
+# shellcheck disable=SC2086
+step bench-attn "$python" "$here/bench/bench_attn.py" ${TESSERA_BENCH_ATTN_ARGS:-}
 [ ${#failed[@]} -eq 0 ]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Assembles dist/ for a GPU machine: runtime library, default GEMM bundles per target, Python package, tests, benchmark, GPU check.
+# Assembles dist/ for a GPU machine: runtime library, the default GEMM and attention bundles per target, Python package,
+# tests, benchmarks, GPU check.
 # Usage: scripts/make_dist.sh BUILD_DIR DIST_DIR   (BUILD_DIR built: tessera_runtime, tessera-compile;
-#        TesseraRuntimeGpuTests and the sim plugin are copied when built). TESSERA_DIST_TARGETS overrides the targets.
+#        TesseraRuntimeGpuTests is copied when built). TESSERA_DIST_TARGETS overrides the targets;
+#        TESSERA_DIST_KERNEL_IR=1 also keeps the kernel IR and the sim plugin (the simulator's inputs; ~10x larger).
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -12,6 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 dist=$2
 targets=${TESSERA_DIST_TARGETS:-sm_90 gfx942 gfx950 gfx1100}
+kernel_ir=${TESSERA_DIST_KERNEL_IR:-0}
 
 runtime=$build/lib/libtessera_runtime.so
 compiler=$build/bin/tessera-compile
@@ -29,15 +32,43 @@ mkdir -p "$dist"/{lib,bin,bundles,python,bench,scripts}
 touch "$dist/.tessera-dist"
 
 cp "$runtime" "$dist/lib/"
-[ -f "$build/lib/libtessera_sim_plugin.so" ] && cp "$build/lib/libtessera_sim_plugin.so" "$dist/lib/"
+if [ "$kernel_ir" = 1 ] && [ -f "$build/lib/libtessera_sim_plugin.so" ]; then
+  cp "$build/lib/libtessera_sim_plugin.so" "$dist/lib/"
+fi
 gpu_tests=$build/unittests/Runtime/TesseraRuntimeGpuTests
 [ -f "$gpu_tests" ] && cp "$gpu_tests" "$dist/bin/"
 
-# One bundle per target. The ISA text (*.s) stays out to keep dist small; the kernel IR stays (the simulator runs it).
+# One bundle per target from examples/gemm.mlir and examples/attention.mlir together (tessera-compile writes one
+# bundle per input file), the targets compiled in parallel. The ISA text (*.s) stays out; the kernel IR
+# (*.kernel.mlir, what the simulator runs, most of a bundle's size) only with TESSERA_DIST_KERNEL_IR=1.
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
+cat "$root/examples/gemm.mlir" "$root/examples/attention.mlir" > "$stage/default.mlir"
+
+compile() {   # compile SOURCE TARGET OUT: tessera-compile, its errors in OUT.err
+  "$compiler" "$1" --target="$2" -o "$3" >/dev/null 2>"$3.err"
+}
+# only_error PATTERN FILE: every error line of FILE matches PATTERN (and there is one).
+only_error() {
+  grep -q ": error: " "$2" && ! grep ": error: " "$2" | grep -qv "$1"
+}
+
+pids=()
 for target in $targets; do
-  if ! "$compiler" "$root/examples/gemm.mlir" --target="$target" -o "$stage/$target" >/dev/null 2>"$stage/$target.err"; then
+  compile "$stage/default.mlir" "$target" "$stage/$target" &
+  pids+=($!)
+done
+i=0
+for target in $targets; do
+  status=0
+  wait "${pids[$i]}" || status=$?
+  i=$((i + 1))
+  if [ $status -ne 0 ] && only_error "has no kernel generator" "$stage/$target.err"; then
+    echo "warning: $target: no attention kernels ($(grep -m1 ": error: " "$stage/$target.err" | sed 's/.*error: //')); GEMM only" >&2
+    status=0
+    compile "$root/examples/gemm.mlir" "$target" "$stage/$target" || status=$?
+  fi
+  if [ $status -ne 0 ]; then
     if [[ $target == sm_* ]] && grep -q "NVIDIA" "$stage/$target.err" &&
        grep -Eqi "not part of this version|unsupported|not supported" "$stage/$target.err"; then
       echo "warning: skipping $target: $(head -n1 "$stage/$target.err")" >&2
@@ -48,12 +79,16 @@ for target in $targets; do
     exit 1
   fi
   mkdir "$dist/bundles/$target"
-  find "$stage/$target" -maxdepth 1 -type f ! -name '*.s' -exec cp {} "$dist/bundles/$target/" \;
+  if [ "$kernel_ir" = 1 ]; then
+    find "$stage/$target" -maxdepth 1 -type f ! -name '*.s' -exec cp {} "$dist/bundles/$target/" \;
+  else
+    find "$stage/$target" -maxdepth 1 -type f ! -name '*.s' ! -name '*.kernel.mlir' -exec cp {} "$dist/bundles/$target/" \;
+  fi
 done
 
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
-cp "$root/bench/bench_gemm.py" "$dist/bench/"
+cp "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$dist/bench/"
 cp "$root/scripts/gpu_check.sh" "$dist/scripts/"
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)

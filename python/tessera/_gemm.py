@@ -1,11 +1,11 @@
 """tessera.gemm: C = A·B with the wmma_gemm kernels, on torch CUDA tensors or on numpy arrays through the simulator."""
 from typing import NamedTuple
 
-from . import _arrays, _device
+from . import _arrays, _launch
 from ._errors import InputError, KernelNotFoundError
 
 OUT_DTYPES = {"f16": ("f16", "f32"), "bf16": ("bf16", "f32")}   # input dtype -> supported output dtypes
-ALIGNMENT = 16                                                  # bytes, for every base pointer
+ALIGNMENT = _launch.ALIGNMENT                                   # bytes, for every base pointer
 _SPELLED = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
@@ -91,42 +91,7 @@ def plan(a, b, out, out_dtype):
 
 def _runtime_device(arrays, device):
     """Checks where the arrays live (one library; for torch one GPU, 16-byte aligned) and returns the runtime Device."""
-    kinds = {info.kind for _, info in arrays}
-    if len(kinds) > 1:
-        raise InputError("tessera.gemm: torch tensors and numpy arrays mixed (" +
-                         ", ".join(f"{name}: {info.kind}" for name, info in arrays) + ")")
-    if kinds == {"numpy"}:
-        if device is None or (isinstance(device, str) and not device.startswith("sim")):
-            raise InputError("tessera.gemm: numpy arrays run on the simulator: pass device='sim:<target>' "
-                             "(for example 'sim:gfx942'); torch CUDA tensors run on the GPU")
-        out = dict(arrays).get("out")
-        if out is not None and not out.obj.flags.writeable:
-            raise InputError("tessera.gemm: out is a read-only numpy array")
-        dev = _device.device(device)
-        if dev.backend != "sim":
-            raise InputError(f"tessera.gemm: numpy arrays run on the simulator, not on {dev!r}")
-        return dev
-
-    places = {str(info.obj.device) for _, info in arrays}
-    if len(places) > 1:
-        raise InputError("tessera.gemm: tensors on different devices (" +
-                         ", ".join(f"{name}: {info.obj.device}" for name, info in arrays) + ")")
-    place = arrays[0][1].obj.device
-    if place.type != "cuda":
-        raise InputError(f"tessera.gemm: tensors are on {place}; torch tensors must be on a CUDA (or ROCm) "
-                         "device (numpy arrays run on device='sim:<target>')")
-    for name, info in arrays:
-        if info.ptr % ALIGNMENT:
-            raise InputError(f"tessera.gemm: {name}.data_ptr() = {info.ptr:#x} is not {ALIGNMENT}-byte aligned "
-                             "(a view at an offset, such as x[:, 1:], causes this: pass a copy)")
-    import torch
-    backend = "hip" if getattr(torch.version, "hip", None) else "cuda"
-    index = place.index if place.index is not None else torch.cuda.current_device()
-    if device is not None:
-        wanted = (device.spec, device.ordinal) if isinstance(device, _device.Device) else _device.parse_device(device)
-        if wanted != (backend, index):
-            raise InputError(f"tessera.gemm: device={device!r} but the tensors are on {place}")
-    return _device.device(f"{backend}:{index}")
+    return _launch.runtime_device("tessera.gemm", arrays, device, outputs=("out",))
 
 
 def _kernel(dev, p):
@@ -186,7 +151,6 @@ def gemm(a, b, out_dtype=None, *, out=None, device=None):
     if ia.kind == "numpy":
         _launch_sim(dev, kernel, p, ia, ib, io)
     else:
-        import torch
-        stream = torch.cuda.current_stream(ia.obj.device).cuda_stream
-        kernel.launch(stream, a=ia.ptr, b=ib.ptr, c=io.ptr, M=p.M, N=p.N, K=p.K, lda=p.lda, ldb=p.ldb, ldc=p.ldc)
+        kernel.launch(_launch.current_stream(ia), a=ia.ptr, b=ib.ptr, c=io.ptr, M=p.M, N=p.N, K=p.K, lda=p.lda,
+                      ldb=p.ldb, ldc=p.ldc)
     return out

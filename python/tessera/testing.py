@@ -1,4 +1,5 @@
-"""The tolerance rule of CORRECTNESS.md for checking kernel outputs against float64, shared by the tests and the benchmarks."""
+"""The tolerance rule of CORRECTNESS.md for checking kernel outputs against float64, and the attention reference
+(float64 and same-precision, numpy or torch), shared by the tests and the benchmarks."""
 from typing import NamedTuple
 
 
@@ -30,3 +31,193 @@ def check_tolerance(out64, ref64, same64, scale64, factor=2.0, floor=1e-5):
     failing, nan = int(bad.sum()), int((out64 != out64).sum())
     max_error = float(err.max()) if err.shape[0] * err.shape[-1] else 0.0
     return Tolerance(failing == 0, failing, nan, max_error, reference_error)
+
+
+# ---- Attention: a float64 (or same-precision) reference over numpy arrays or torch tensors -------------------------
+class AttentionResult(NamedTuple):
+    o: object       # (B, Sq, Hq, D) float64 (same-precision: the values rounded to the input dtype)
+    lse: object     # (B, Hq, Sq) float64 (same-precision: float32 values); -inf for rows without a visible key
+    o_abs: object   # (B, Sq, Hq, D) float64: sum_j p_ij |v_j|, the magnitude the tolerance floor scales with
+
+
+class _Ops:
+    """The few array operations the reference needs, for numpy or torch."""
+
+    def __init__(self, like):
+        self.torch = type(like).__module__.startswith("torch")
+        if self.torch:
+            import torch
+            self.lib = torch
+        else:
+            import numpy
+            self.lib = numpy
+
+    def cast(self, x, name):
+        """x as float64 / float32, or rounded to f16 / bf16 (returned as float32)."""
+        if self.torch:
+            t = self.lib
+            if name in ("f16", "bf16"):
+                return x.to({"f16": t.float16, "bf16": t.bfloat16}[name]).to(t.float32)
+            return x.to({"f64": t.float64, "f32": t.float32}[name])
+        np = self.lib
+        if name in ("f16", "bf16"):
+            from ._arrays import numpy_dtype
+            return x.astype(numpy_dtype(name)).astype(np.float32)
+        return x.astype({"f64": np.float64, "f32": np.float32}[name])
+
+    def perm(self, x, *axes):
+        return x.permute(*axes) if self.torch else x.transpose(*axes)
+
+    def arange(self, n, like):
+        return self.lib.arange(n, device=like.device) if self.torch else self.lib.arange(n)
+
+    def amax(self, x):
+        return x.amax(-1, keepdim=True) if self.torch else x.max(-1, keepdims=True)
+
+    def rowsum(self, x):
+        return x.sum(-1, keepdim=True) if self.torch else x.sum(-1, keepdims=True)
+
+    def full(self, shape, value, like):
+        if self.torch:
+            return self.lib.full(shape, value, dtype=like.dtype, device=like.device)
+        return self.lib.full(shape, value, like.dtype)
+
+    def where(self, c, a, b):
+        if self.torch and not isinstance(b, self.lib.Tensor):
+            b = self.lib.tensor(b, dtype=a.dtype, device=a.device)
+        return self.lib.where(c, a, b)
+
+
+def visible_keys(Sq, Sk, causal=False, causal_align="bottom_right", window=(-1, -1), arange=None, rows=None):
+    """(Sq, Sk) bool: key j visible from query i (docs/flash_attn-abi.md): off = 0 for causal top-left, else
+    Sk - Sq; causal: j <= i + off; window (left, right): i + off - left <= j <= i + off + right (-1: unbounded).
+    rows: the query indices to return (an index array; default all Sq)."""
+    if arange is None:
+        import numpy
+        arange = numpy.arange
+    i, j = (arange(Sq) if rows is None else rows)[:, None], arange(Sk)[None, :]
+    off = 0 if causal and causal_align == "top_left" else Sk - Sq
+    ok = (j >= 0) & (i >= 0)
+    if causal:
+        ok = ok & (j <= i + off)
+    if window[0] >= 0:
+        ok = ok & (j >= i + off - window[0])
+    if window[1] >= 0:
+        ok = ok & (j <= i + off + window[1])
+    return ok
+
+
+def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
+                        softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30):
+    """Attention forward on numpy arrays or torch tensors q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D) with
+    tessera.flash_attn's semantics. precision "float64": the reference (the same input values, exact math in
+    float64); "same": the straightforward same-precision implementation of CORRECTNESS.md (fp32 logits, softcap
+    and softmax, P rounded to the input dtype, fp32 P·V, O rounded to the input dtype). dtype: the input dtype
+    name ('f16'/'bf16', default from q). Rows without a visible key give O = 0, LSE = -inf.
+    rows: only these query rows (an index array of the same library; results have len(rows) rows).
+    Works per batch item and chunk of heads (at most max_bytes of logits at a time)."""
+    from ._arrays import dtype_name
+    ops = _Ops(q)
+    dtype = dtype or dtype_name(q.dtype)
+    work = "f64" if precision == "float64" else "f32"
+    Sk, Hkv = k.shape[1], k.shape[2]
+    full_Sq = q.shape[1]
+    if rows is not None:
+        q = q[:, rows]
+    B, Sq, Hq, D = q.shape
+    scale = 1.0 / D ** 0.5 if scale is None else scale
+    o = ops.full((B, Sq, Hq, D), 0.0, ops.cast(q[:0], "f64"))
+    o_abs, lse = ops.full((B, Sq, Hq, D), 0.0, o), ops.full((B, Hq, Sq), float("-inf"), o)
+    if B * Sq * Hq == 0:
+        return AttentionResult(o, lse, o_abs)
+    visible = visible_keys(full_Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q), rows=rows)
+    group = Hq // Hkv if Hkv else 1
+    chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
+    for b in range(B):
+        for h0 in range(0, Hq, chunk):
+            heads = ops.arange(min(Hq, h0 + chunk), q)[h0:] // group
+            qb = ops.perm(ops.cast(q[b, :, h0:h0 + chunk], work), 1, 0, 2)   # (h, Sq, D)
+            kb = ops.perm(ops.cast(k[b][:, heads], work), 1, 2, 0)          # (h, D, Sk)
+            vb = ops.perm(ops.cast(v[b][:, heads], work), 1, 0, 2)          # (h, Sk, D)
+            s = (qb @ kb) * scale
+            if softcap > 0:
+                s = softcap * ops.lib.tanh(s / softcap)
+            s = ops.where(visible, s, float("-inf"))
+            m = ops.amax(s) if Sk else ops.full(s.shape[:-1] + (1,), float("-inf"), s)
+            m = ops.where(m > float("-inf"), m, 0.0)
+            p = ops.lib.exp(s - m)
+            l = ops.rowsum(p)
+            row_lse = m + ops.lib.log(ops.where(l > 0, l, 1.0))
+            row_lse = ops.where(l > 0, row_lse, float("-inf"))
+            p = p / ops.where(l > 0, l, 1.0)
+            if precision != "float64":
+                p = ops.cast(p, dtype)
+            ob = p @ vb
+            if precision != "float64":
+                ob = ops.cast(ob, dtype)
+            o[b, :, h0:h0 + chunk] = ops.cast(ops.perm(ob, 1, 0, 2), "f64")
+            o_abs[b, :, h0:h0 + chunk] = ops.cast(ops.perm(p @ abs(vb), 1, 0, 2), "f64")
+            lse[b, h0:h0 + chunk] = ops.cast(row_lse[..., 0], "f64")
+    return AttentionResult(o, lse, o_abs)
+
+
+def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
+    """attention_reference over packed sequences: q (total_q, Hq, D), k/v (total_k, Hkv, D), cu_seqlens as
+    sequences of ints; O (total_q, Hq, D) and LSE (Hq, total_q). Rows outside every sequence: O = 0,
+    LSE = -inf."""
+    ops = _Ops(q)
+    like = ops.cast(q[:0], "f64")
+    total_q, Hq, D = q.shape
+    o, o_abs = ops.full((total_q, Hq, D), 0.0, like), ops.full((total_q, Hq, D), 0.0, like)
+    lse = ops.full((Hq, total_q), float("-inf"), like)
+    cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
+    for b in range(len(cq) - 1):
+        (q0, q1), (k0, k1) = cq[b:b + 2], ck[b:b + 2]
+        r = attention_reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], **options)
+        o[q0:q1], o_abs[q0:q1], lse[:, q0:q1] = r.o[0], r.o_abs[0], r.lse[0]
+    return AttentionResult(o, lse, o_abs)
+
+
+class AttentionCheck(NamedTuple):
+    ok: bool
+    o: Tolerance
+    lse: object         # Tolerance, or None when LSE was not checked
+    problems: tuple     # what failed, in words
+
+    def __str__(self):
+        text = f"O {self.o}" + (f"; LSE {self.lse}" if self.lse is not None else "")
+        return text if self.ok else "; ".join(self.problems) + f" ({text})"
+
+
+def check_attention(out, ref, same, lse=None, factor=2.0, floor=1e-5):
+    """The tolerance rule of CORRECTNESS.md for an attention output (and LSE) against the float64 reference
+    `ref` and the same-precision `same` (AttentionResults from attention_reference on the same inputs).
+    O: |out - ref| <= factor * max|same - ref| + floor * o_abs; rows without a visible key must be exactly 0.
+    LSE: -inf exactly where the reference is -inf; elsewhere the same rule with floor * max(1, |ref|).
+    NaN never passes. `out` (and `lse`) in layout of the reference (the varlen ones for varlen)."""
+    ops = _Ops(ref.o)
+    out64 = ops.cast(out, "f64")
+    problems = []
+    o_tol = check_tolerance(out64, ref.o, same.o, ref.o_abs, factor, floor)
+    if not o_tol.ok:
+        problems.append(f"O: {o_tol}")
+    # Fully masked rows: O exactly 0 (ref.lse is (..., Hq, Sq); O rows are (..., Sq, Hq, D)).
+    empty_rows = ref.lse == float("-inf")
+    empty_rows = ops.perm(empty_rows, 0, 2, 1) if len(ref.lse.shape) == 3 else ops.perm(empty_rows, 1, 0)
+    bad_empty = int(((out64 != 0).sum(-1) * empty_rows).sum()) if out64.shape[-1] else 0
+    if bad_empty:
+        problems.append(f"{bad_empty} rows without a visible key are not exactly 0")
+    lse_tol = None
+    if lse is not None:
+        lse64 = ops.cast(lse, "f64")
+        inf = ref.lse == float("-inf")
+        wrong_inf = int((inf & ~(lse64 == float("-inf"))).sum())
+        if wrong_inf:
+            problems.append(f"LSE: {wrong_inf} rows without a visible key are not -inf")
+        zero = ops.full((), 0.0, ref.lse)
+        finite = lambda x: ops.where(inf, zero, x)   # noqa: E731
+        lse_tol = check_tolerance(finite(lse64), finite(ref.lse), finite(ops.cast(same.lse, "f64")),
+                                  finite(abs(ref.lse) + 1), factor, floor)
+        if not lse_tol.ok:
+            problems.append(f"LSE: {lse_tol}")
+    return AttentionCheck(not problems, o_tol, lse_tol, tuple(problems))

@@ -53,6 +53,16 @@ def sim_device(target):
         pytest.skip(str(e).splitlines()[0])   # "sim backend plugin unavailable: cannot load ..."
 
 
+def simulatable(target):
+    """True when the bundle found for `target` has the kernel IR the simulator runs (dist/ leaves it out unless
+    made with TESSERA_DIST_KERNEL_IR=1)."""
+    directory = tessera.available_targets().get(target)
+    if directory is None:
+        return False
+    manifest = json.loads((directory / "manifest.json").read_text())
+    return all((directory / k.get("kernel_ir", "")).is_file() for k in manifest["kernels"])
+
+
 def compiler_path():
     """tessera-compile of a build tree (TESSERA_BUILD_DIR, else build*/ in the checkout), or None."""
     build = os.environ.get("TESSERA_BUILD_DIR")
@@ -151,3 +161,63 @@ class FakeDriver:
     def gemm_args(launch):
         """(a, b, c, M, N, K, lda, ldb, ldc) from a recorded GEMM launch."""
         return struct.unpack_from("<3Q6q", bytes(launch.args), 0)
+
+
+# ---- Attention: synthetic flash_attn manifest entries (docs/flash_attn-abi.md) -------------------------------------
+ATTN_MASKS = {"none": "none", "tl": "causal_top_left", "br": "causal_bottom_right"}
+
+
+def flash_attn_args(dtype, varlen=False, features=("sliding_window", "softcap", "return_lse")):
+    """The ABI's argument list for a flash_attn kernel with these features, as manifest entries."""
+    args = [{"name": n, "type": "ptr", "dtype": dtype, "role": "input"} for n in ("q", "k", "v")]
+    args.append({"name": "o", "type": "ptr", "dtype": dtype, "role": "output"})
+    if "return_lse" in features:
+        args.append({"name": "lse", "type": "ptr", "dtype": "f32", "role": "output"})
+    if varlen:
+        args += [{"name": n, "type": "ptr", "dtype": "i32", "role": "input"} for n in ("cu_seqlens_q", "cu_seqlens_k")]
+    args += [{"name": n, "type": "i64", "role": "size"} for n in ("B", "Sq", "Sk", "Hq", "Hkv")]
+    args += [{"name": f"{t}_stride_{a}", "type": "i64", "role": "stride"} for t in "qkvo" for a in "bsh"]
+    if "return_lse" in features:
+        args += [{"name": f"lse_stride_{a}", "type": "i64", "role": "stride"} for a in "bh"]
+    args.append({"name": "scale", "type": "f32", "role": "scale"})
+    if "sliding_window" in features:
+        args += [{"name": n, "type": "i64", "role": "param"} for n in ("window_left", "window_right")]
+    if "softcap" in features:
+        args.append({"name": "softcap", "type": "f32", "role": "param"})
+    return args
+
+
+def flash_attn_kernel_entry(name, dtype, head_dim, mask="none", varlen=False,
+                            features=("sliding_window", "softcap", "return_lse"), code_ext="hsaco", tile_m=64):
+    attributes = {"dtype": dtype, "head_dim": head_dim, "mask": mask}
+    attributes.update({f: True for f in features})
+    if varlen:
+        attributes["varlen"] = True
+    return {"name": name, "entry": name, "directive": "flash_attn", "attributes": attributes,
+            "code_object": f"{name}.{code_ext}", "block": [256, 1, 1],
+            "grid": [["ceil_div", "Sq", tile_m], "Hq", "B"], "lds_bytes": 0,
+            "args": flash_attn_args(dtype, varlen, features)}
+
+
+def write_attention_bundle(directory, target, kernels):
+    """A manifest (no code objects: enough for the fake sim plugin) holding the given kernel entries."""
+    nvidia = target.startswith("sm_")
+    manifest = {"format": "tessera-bundle", "version": 1, "target": target,
+                "vendor": "nvidia" if nvidia else "amd", "code_object_format": "ptx" if nvidia else "hsaco",
+                "kernels": kernels}
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def unpack_args(kernel_entry, data):
+    """{name: value} from a recorded argument buffer: the manifest's args at their natural alignment."""
+    sizes = {"ptr": ("Q", 8), "i64": ("q", 8), "i32": ("i", 4), "f32": ("f", 4)}
+    values, offset = {}, 0
+    for arg in kernel_entry["args"]:
+        fmt, size = sizes[arg["type"]]
+        offset = (offset + size - 1) // size * size
+        values[arg["name"]] = struct.unpack_from("<" + fmt, bytes(data), offset)[0]
+        offset += size
+    return values

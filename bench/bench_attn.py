@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Attention forward benchmark on a CUDA GPU: tessera.flash_attn vs torch SDPA's FlashAttention-2 and cuDNN backends on
+the same inputs in one run, each output checked; table last, JSON to $TESSERA_BENCH_OUT."""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
+import tessera  # noqa: E402
+from tessera import testing  # noqa: E402
+
+TOKENS, HEADS = 16384, 32
+SEQS = (1024, 2048, 4096, 8192, 16384)
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
+PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+SAMPLE_ROWS = 48   # query rows checked against float64 per case (first, last, random)
+
+
+def default_cases():
+    """(B, S, Hq, Hkv, D, dtype, causal): B*S = 16k tokens, H 32, S 1k..16k, D 64/128, bf16/fp16, causal or not;
+    then B1 Hq128 Hkv8 S8192 D128 causal (GQA)."""
+    cases = [(TOKENS // S, S, HEADS, HEADS, D, dtype, causal)
+             for dtype in ("bf16", "f16") for D in (128, 64) for causal in (False, True) for S in SEQS]
+    return cases + [(1, 8192, 128, 8, 128, "bf16", True)]
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--cases", help="BxSxHqxHkvxD:dtype:causal|full,... e.g. 4x4096x32x32x128:bf16:causal "
+                                   "(default: the fixed list incl. the GQA case)")
+    p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function")
+    args = p.parse_args()
+    if args.cases:
+        cases = []
+        for spec in args.cases.split(","):
+            shape, dtype, mask = spec.split(":")
+            B, S, Hq, Hkv, D = (int(x) for x in shape.split("x"))
+            cases.append((B, S, Hq, Hkv, D, dtype, mask == "causal"))
+        args.cases = cases
+    else:
+        args.cases = default_cases()
+    return args
+
+
+def median_ms(fn, rep_ms):
+    """Median time of fn in ms: triton.testing.do_bench (clears L2 between runs), else CUDA events."""
+    try:
+        from triton.testing import do_bench
+        return do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
+    except ImportError:
+        pass
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(max(10, rep_ms // 5)):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def peer_fn(backend, q, k, v, causal, gqa):
+    """SDPA on (B, H, S, D) views of the (B, S, H, D) tensors with one backend. GQA: enable_gqa=True."""
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    kwargs = {"enable_gqa": True} if gqa else {}
+
+    def run():
+        with sdpa_kernel(PEERS[backend]):
+            return sdpa(qt, kt, vt, is_causal=causal, **kwargs)
+    return run
+
+
+def check(out, peer_out, q, k, v, causal, gen):
+    """The tolerance rule of CORRECTNESS.md on a sample of query rows (float64 and same-precision references
+    computed for those rows), no NaN/Inf anywhere, and agreement with the SDPA output everywhere: both within the
+    bound of the reference means |tessera - SDPA| <= 2 x bound."""
+    S = q.shape[1]
+    rows = torch.cat([torch.arange(0, 8), torch.arange(S - 8, S), torch.randint(0, S, (SAMPLE_ROWS - 16,),
+                                                                                generator=gen)]).cuda()
+    ref = testing.attention_reference(q, k, v, causal=causal, rows=rows)
+    same = testing.attention_reference(q, k, v, causal=causal, rows=rows, precision="same")
+    sample = testing.check_attention(out[:, rows], ref, same)
+    bound = 2 * sample.o.reference_error + 1e-5 * float(ref.o_abs.max())
+    finite = bool(torch.isfinite(out).all())
+    diff = float((out.double() - peer_out.double()).abs().max()) if peer_out is not None else None
+    peer_sample = testing.check_attention(peer_out[:, rows], ref, same) if peer_out is not None else None
+    agree = diff is None or diff <= 2 * bound
+    return {"correct": sample.ok and finite and agree, "max_error_sampled": sample.o.max_error,
+            "same_precision_error_sampled": sample.o.reference_error, "finite": finite,
+            "max_diff_vs_peer": diff, "peer_max_error_sampled": peer_sample and peer_sample.o.max_error,
+            "check": str(sample)}
+
+
+def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, gen, row_gen):
+    flops = 4 * B * Hq * S * S * D // (2 if causal else 1)
+    row = {"B": B, "S": S, "Hq": Hq, "Hkv": Hkv, "D": D, "dtype": dtype, "causal": causal, "flops": flops}
+    dt = TORCH_DTYPES[dtype]
+    q = torch.randn(B, S, Hq, D, device="cuda", generator=gen).to(dt)
+    k = torch.randn(B, S, Hkv, D, device="cuda", generator=gen).to(dt)
+    v = torch.randn(B, S, Hkv, D, device="cuda", generator=gen).to(dt)
+    gqa = Hq != Hkv
+    peer_out = {}
+    for name in PEERS:
+        fn = peer_fn(name, q, k, v, causal, gqa)
+        try:
+            peer_out[name] = fn().transpose(1, 2)
+            torch.cuda.synchronize()
+            row[f"{name}_ms"] = median_ms(fn, rep_ms)
+        except RuntimeError as e:   # a backend that does not take this case (it says why)
+            row[f"{name}_error"] = str(e).splitlines()[0][:160]
+            torch.cuda.synchronize()
+    out = torch.full_like(q, float("nan"))
+    try:
+        tessera.flash_attn(q, k, v, causal=causal, out=out)
+        torch.cuda.synchronize()
+        checked_against = next((n for n in ("flash", "cudnn") if n in peer_out), None)
+        row.update(check(out, peer_out.get(checked_against), q, k, v, causal, row_gen), checked_against=checked_against)
+        row["tessera_ms"] = median_ms(lambda: tessera.flash_attn(q, k, v, causal=causal, out=out), rep_ms)
+    except tessera.TesseraError as e:
+        row["error"] = f"{type(e).__name__}: {e}"
+    for who in ("tessera", *PEERS):
+        if f"{who}_ms" in row:
+            row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
+    for peer in PEERS:
+        if "tessera_tflops" in row and f"{peer}_tflops" in row:
+            row[f"ratio_{peer}"] = row["tessera_tflops"] / row[f"{peer}_tflops"]
+    return row
+
+
+def provenance():
+    """Date, commit (dist/BUILD_INFO from scripts/make_dist.sh, else git), GPU, torch, runtime and bundle used."""
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": "unknown",
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cudnn": torch.backends.cudnn.version()}
+    try:
+        meta["runtime"] = str(tessera.runtime_library())
+        meta["bundle"] = str(tessera.device("cuda").bundle().directory)
+    except tessera.TesseraError as e:
+        meta.setdefault("runtime", None)
+        meta["bundle"] = f"unavailable: {e}"
+    info = Path(meta["runtime"]).parents[1] / "BUILD_INFO" if meta["runtime"] else None
+    if info is not None and info.is_file():
+        meta["commit"] = dict(line.split(" ", 1) for line in info.read_text().splitlines() if " " in line)["commit"]
+    else:
+        try:
+            meta["commit"] = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
+                                            capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            pass
+    return meta
+
+
+def _num(row, key, fmt):
+    """row[key] formatted, or '-' right-aligned to the format's width."""
+    width = int(fmt.split(".")[0] or 0)
+    return format(row[key], fmt) if key in row else "-".rjust(width)
+
+
+def table(meta, rows):
+    lines = [f"Attention forward: tessera vs SDPA FlashAttention-2 (flash) and cuDNN, same inputs, TFLOP/s from the "
+             f"median time ({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, "
+             f"{meta['date']}); FLOPs = 4·B·Hq·S²·D, halved for causal",
+             f"{'B x S x Hq/Hkv x D':>22} {'dtype':>5} {'mask':>6} {'tessera':>8} {'flash':>7} {'cudnn':>7} "
+             f"{'t/flash':>7} {'t/cudnn':>7}  check"]
+    for r in rows:
+        shape = f"{r['B']}x{r['S']}x{r['Hq']}/{r['Hkv']}x{r['D']}"
+        if "error" in r:
+            verdict = r["error"]
+        elif r["correct"]:
+            verdict = f"ok (max err {r['max_error_sampled']:.3g}, vs {r['checked_against']} {r['max_diff_vs_peer']:.3g})"
+        else:
+            verdict = (f"WRONG ({r['check']}; finite {r['finite']}; max diff vs {r['checked_against']} "
+                       f"{r['max_diff_vs_peer']})")
+        notes = "".join(f"; {p}: {r[p + '_error']}" for p in PEERS if p + "_error" in r)
+        lines.append(f"{shape:>22} {r['dtype']:>5} {'causal' if r['causal'] else 'full':>6} "
+                     f"{_num(r, 'tessera_tflops', '8.1f')} {_num(r, 'flash_tflops', '7.1f')} "
+                     f"{_num(r, 'cudnn_tflops', '7.1f')} {_num(r, 'ratio_flash', '7.2f')} "
+                     f"{_num(r, 'ratio_cudnn', '7.2f')}  {verdict}{notes}")
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    if not torch.cuda.is_available():
+        print("bench_attn: no CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False   # the same-precision reference uses exact fp32 matmuls
+    meta = provenance()
+    seed = int.from_bytes(os.urandom(4), "little")
+    meta["seed"] = seed
+    gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
+    rows = []
+    for B, S, Hq, Hkv, D, dtype, causal in args.cases:
+        r = run_case(B, S, Hq, Hkv, D, dtype, causal, args.rep_ms, gen, row_gen)
+        rows.append(r)
+        print(f"  B{B} S{S} H{Hq}/{Hkv} D{D} {dtype} {'causal' if causal else 'full'}: " + (r.get("error") or (
+            f"tessera {r['tessera_tflops']:.1f} TFLOP/s, flash {_num(r, 'flash_tflops', '.1f')}, "
+            f"cudnn {_num(r, 'cudnn_tflops', '.1f')}, {'ok' if r['correct'] else 'WRONG'}")), flush=True)
+        torch.cuda.empty_cache()
+    out_dir = Path(os.environ.get("TESSERA_BENCH_OUT", "bench-out"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_attn.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {out_dir / 'bench_attn.json'}")
+    print(table(meta, rows))
+    return 0 if all(r.get("correct") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

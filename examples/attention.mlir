@@ -1,0 +1,63 @@
+// Default flash_attn kernels of dist/: f16 and bf16; head_dim 32, 64, 96, 128, 256; mask none, causal
+// top-left (tl) or bottom-right (br). Every kernel takes a runtime sliding window, softcap and LSE
+// output; each has a varlen twin (packed batches, cu_seqlens). No tile: the generator picks one per target.
+tessera.flash_attn @fa_f16_d32_none {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d32_none_varlen {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d32_tl {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d32_tl_varlen {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d32_br {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d32_br_varlen {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d64_none {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d64_none_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d64_tl {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d64_tl_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d64_br {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d64_br_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d96_none {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d96_none_varlen {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d96_tl {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d96_tl_varlen {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d96_br {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d96_br_varlen {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d128_none {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d128_none_varlen {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d128_tl {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d128_tl_varlen {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d128_br {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d128_br_varlen {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d256_none {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d256_none_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d256_tl {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d256_tl_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_f16_d256_br {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_f16_d256_br_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d32_none {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d32_none_varlen {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d32_tl {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d32_tl_varlen {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d32_br {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d32_br_varlen {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d64_none {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d64_none_varlen {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d64_tl {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d64_tl_varlen {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d64_br {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d64_br_varlen {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d96_none {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d96_none_varlen {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d96_tl {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d96_tl_varlen {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d96_br {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d96_br_varlen {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d128_none {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d128_none_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d128_tl {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d128_tl_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d128_br {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d128_br_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d256_none {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d256_none_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d256_tl {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d256_tl_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
+tessera.flash_attn @fa_bf16_d256_br {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
+tessera.flash_attn @fa_bf16_d256_br_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}

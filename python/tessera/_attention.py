@@ -1,0 +1,365 @@
+"""tessera.flash_attn and tessera.flash_attn_varlen: attention forward with the flash_attn kernels (docs/flash_attn-abi.md),
+on torch CUDA tensors or on numpy arrays through the simulator."""
+import math
+import operator
+from typing import NamedTuple
+
+from . import _arrays, _launch
+from ._errors import InputError, KernelNotFoundError
+
+HEAD_DIMS = (32, 64, 96, 128, 256)
+DTYPES = ("f16", "bf16")
+ALIGNS = {"bottom_right": "causal_bottom_right", "top_left": "causal_top_left"}
+FEATURES = ("sliding_window", "softcap", "return_lse")      # unit attributes a kernel may have beyond what a call needs
+_SPELLED = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+
+
+class Plan(NamedTuple):
+    """A validated attention call: sizes, the kernel variant wanted, the runtime parameters."""
+    who: str
+    varlen: bool
+    dtype: str
+    D: int
+    B: int            # batch (varlen: number of sequences, len(cu_seqlens) - 1)
+    Sq: int           # varlen: max_seqlen_q
+    Sk: int           # varlen: max_seqlen_k
+    Hq: int
+    Hkv: int
+    mask: str         # none, causal_top_left, causal_bottom_right
+    scale: float
+    window: tuple
+    softcap: float
+    return_lse: bool
+    out_shape: tuple
+    lse_shape: tuple
+
+    def empty(self):
+        """True when there is nothing to compute (no query row or no head): no launch."""
+        return self.B == 0 or self.Sq == 0 or self.Hq == 0 or self.out_shape[0] == 0
+
+
+def _spelled(dtype):
+    return _SPELLED.get(dtype, dtype)
+
+
+def _non_overlapping(shape, strides):
+    """True when no two elements share memory (a sufficient test: sorted by stride, each stride exceeds the
+    extent of the smaller ones). Dimensions of size 1 do not matter."""
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    extent = 0
+    for stride, n in dims:
+        if stride <= extent:
+            return False
+        extent += (n - 1) * stride
+    return True
+
+
+def _describe_all(who, named):
+    return {name: (None if x is None else _arrays.describe(x, f"{who}: {name}")) for name, x in named}
+
+
+def _check_tensor(who, name, info, ndim, layout):
+    if len(info.shape) != ndim:
+        raise InputError(f"{who}: {name} must be {ndim}-D {layout}, got shape {info.shape}")
+    if info.strides is None:
+        raise InputError(f"{who}: {name} has strides {info.obj.strides} (bytes) that are not whole elements")
+
+
+def _check_head_dim_stride(who, name, info):
+    if info.shape[-1] > 1 and info.strides[-1] != 1 and all(info.shape):
+        raise InputError(f"{who}: {name} has stride {info.strides[-1]} on head_dim (its last dimension) and "
+                         f"strides {info.strides} (elements); the head_dim stride must be 1 (any other strides are "
+                         "fine, such as q, k, v sliced from one packed qkv tensor): use .contiguous() / "
+                         "numpy.ascontiguousarray")
+
+
+def _check_inputs(who, q, k, v, ndim, layout_q, layout_kv):
+    """dtype, ndim, head_dim and head-dim stride of q, k, v; returns (dtype, D)."""
+    for name, info in (("q", q), ("k", k), ("v", v)):
+        _check_tensor(who, name, info, ndim, layout_q if name == "q" else layout_kv)
+        if info.dtype not in DTYPES:
+            raise InputError(f"{who}: {name} has dtype {_spelled(info.dtype)}; supported: float16, bfloat16")
+    if not q.dtype == k.dtype == v.dtype:
+        raise InputError(f"{who}: q, k and v must have the same dtype, got {_spelled(q.dtype)}, "
+                         f"{_spelled(k.dtype)} and {_spelled(v.dtype)}")
+    D = q.shape[-1]
+    if k.shape[-1] != D or v.shape[-1] != D:
+        raise InputError(f"{who}: q, k and v must have the same head_dim, got {D}, {k.shape[-1]} and {v.shape[-1]}")
+    if D not in HEAD_DIMS:
+        raise InputError(f"{who}: head_dim {D} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})")
+    if k.shape != v.shape:
+        raise InputError(f"{who}: k and v must have the same shape {layout_kv}, got {k.shape} and {v.shape}")
+    for name, info in (("q", q), ("k", k), ("v", v)):
+        _check_head_dim_stride(who, name, info)
+    return q.dtype, D
+
+
+def _check_heads(who, Hq, Hkv):
+    if Hkv == 0 and Hq == 0:
+        return
+    if Hkv == 0 or Hq % Hkv:
+        raise InputError(f"{who}: the number of query heads Hq = {Hq} must be a multiple of the number of "
+                         f"key/value heads Hkv = {Hkv} (MHA: equal; GQA/MQA: Hq % Hkv == 0)")
+
+
+def _options(who, D, causal, causal_align, scale, window, softcap, return_lse):
+    """(mask, scale, window, softcap, return_lse), checked."""
+    if causal_align not in ALIGNS:
+        raise InputError(f"{who}: causal_align must be 'bottom_right' or 'top_left', got {causal_align!r}")
+    mask = ALIGNS[causal_align] if causal else "none"
+    if scale is None:
+        scale = 1.0 / math.sqrt(D)
+    try:
+        scale = float(scale)
+    except (TypeError, ValueError):
+        raise InputError(f"{who}: scale {scale!r} is not a number") from None
+    if not math.isfinite(scale):
+        raise InputError(f"{who}: scale must be finite, got {scale}")
+    try:
+        left, right = (operator.index(w) for w in window)
+    except (TypeError, ValueError):
+        raise InputError(f"{who}: window must be a pair of integers (left, right), -1 = unbounded; got "
+                         f"{window!r}") from None
+    if left < -1 or right < -1:
+        raise InputError(f"{who}: window {(left, right)}: each side is >= 0, or -1 for unbounded")
+    try:
+        softcap = float(softcap)
+    except (TypeError, ValueError):
+        raise InputError(f"{who}: softcap {softcap!r} is not a number") from None
+    if not (math.isfinite(softcap) and softcap >= 0):
+        raise InputError(f"{who}: softcap must be finite and >= 0 (0 disables it), got {softcap}")
+    return mask, scale, (left, right), softcap, bool(return_lse)
+
+
+def _check_output(who, name, info, shape, dtype, unit_last=True):
+    if info.shape != shape:
+        raise InputError(f"{who}: {name} has shape {info.shape}, expected {shape}")
+    if info.dtype != dtype:
+        raise InputError(f"{who}: {name} has dtype {_spelled(info.dtype)}, expected {_spelled(dtype)}")
+    if info.strides is None or (unit_last and shape[-1] > 1 and info.strides[-1] != 1 and all(shape)) or \
+            not _non_overlapping(info.shape, info.strides):
+        raise InputError(f"{who}: {name} has shape {info.shape} and strides {info.strides} (elements); it needs "
+                         "unit stride on the last dimension and elements that do not overlap")
+
+
+def _check_outputs(who, p, out, lse):
+    if out is not None:
+        _check_output(who, "out", out, p.out_shape, p.dtype)
+    if lse is not None:
+        if not p.return_lse:
+            raise InputError(f"{who}: lse is given but return_lse is False")
+        _check_output(who, "lse", lse, p.lse_shape, "f32")
+
+
+def _strides(info, varlen):
+    """(stride_b, stride_s, stride_h) in elements; varlen tensors (total, H, D) have no batch stride."""
+    return (0,) + info.strides[:2] if varlen else info.strides[:3]
+
+
+# ---- Kernel choice ------------------------------------------------------------------------------
+def _attribute(kernel, name, default):
+    return kernel.attributes.get(name, default)
+
+
+def _variant(p):
+    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen)
+
+
+def _needed(p):
+    return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0, "return_lse": p.return_lse}
+
+
+def find_kernel(bundle, p):
+    """The flash_attn kernel of `bundle` for plan p: its dtype, head_dim, mask and varlen, with every feature p
+    uses (a kernel with more features is fine: unused ones get neutral values); the one with the fewest extra
+    features wins. KernelNotFoundError names the variant otherwise."""
+    variant, needed = _variant(p), _needed(p)
+    fits = []
+    for kernel in bundle.kernels.values():
+        if kernel.directive != "flash_attn":
+            continue
+        have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
+                    mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
+        if have != variant or _attribute(kernel, "pack_gqa", 1) != 1:
+            continue
+        features = {f: bool(_attribute(kernel, f, False)) for f in FEATURES}
+        if all(features[f] for f, want in needed.items() if want):
+            fits.append((sum(features.values()), kernel.name, kernel))
+    if not fits:
+        wanted = " ".join(f"{k}={v}" for k, v in variant.items()) + "".join(f" {f}" for f, w in needed.items() if w)
+        names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
+        raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn kernel with "
+                                  f"{wanted} (flash_attn kernels: {', '.join(names) or 'none'})")
+    return min(fits)[2]
+
+
+# ---- Launch -------------------------------------------------------------------------------------
+def _values(p, ptrs, infos, lse_strides, kernel):
+    """Every argument of the ABI by name, restricted to those the kernel takes."""
+    values = dict(ptrs)
+    values.update(B=p.B, Sq=p.Sq, Sk=p.Sk, Hq=p.Hq, Hkv=p.Hkv, scale=p.scale, window_left=p.window[0],
+                  window_right=p.window[1], softcap=p.softcap, lse_stride_b=lse_strides[0],
+                  lse_stride_h=lse_strides[1])
+    for name in ("q", "k", "v", "o"):
+        for axis, stride in zip("bsh", _strides(infos[name], p.varlen)):
+            values[f"{name}_stride_{axis}"] = stride
+    takes = {name for name, _ in kernel.args}
+    return {name: value for name, value in values.items() if name in takes}
+
+
+def _lse_strides(p, lse):
+    """(lse_stride_b, lse_stride_h) of an LSE array, or of a packed scratch one when lse is None."""
+    if lse is not None:
+        return (0, lse.strides[0]) if p.varlen else lse.strides[:2]
+    return (0, p.lse_shape[1]) if p.varlen else (p.Hq * p.Sq, p.Sq)
+
+
+def _run(p, dev, kernel, infos, lse):
+    """Launches the kernel: torch on the current stream (asynchronous), numpy through simulator memory."""
+    q = infos["q"]
+    lse_strides = _lse_strides(p, lse)
+    cu = [n for n in ("cu_seqlens_q", "cu_seqlens_k") if n in infos]
+    if q.kind == "numpy":
+        with _launch.SimMemory(dev) as mem:
+            ptrs = {name: mem.put(infos[name]) for name in ("q", "k", "v", "o", *cu)}
+            if lse is not None:
+                ptrs["lse"] = mem.put(lse)
+            else:   # the kernel writes LSE anyway: a scratch buffer in simulator memory
+                ptrs["lse"] = mem.alloc(4 * math.prod(p.lse_shape))
+            kernel.launch(None, **_values(p, ptrs, infos, lse_strides, kernel))
+            dev.synchronize()
+            mem.get(infos["o"])
+            if lse is not None:
+                mem.get(lse)
+        return
+    if lse is None:
+        lse = _arrays.describe(_arrays.empty(q, p.lse_shape, "f32"), "lse")
+    ptrs = {name: infos[name].ptr for name in ("q", "k", "v", "o", *cu)}
+    ptrs["lse"] = lse.ptr
+    for name in ("k", "v"):   # an empty k/v (Sk = 0) may have a null data_ptr; the kernel never reads it
+        ptrs[name] = ptrs[name] or q.ptr
+    kernel.launch(_launch.current_stream(q), **_values(p, ptrs, infos, lse_strides, kernel))
+
+
+def _finish(p, dev, infos, out, lse, device_arrays):
+    """Common tail: kernel choice, outputs, empty sizes, launch. Returns O or (O, LSE)."""
+    kernel = find_kernel(dev.bundle(), p)
+    q = infos["q"]
+    if out is None:
+        out = _arrays.empty(q, p.out_shape, p.dtype)
+        infos["o"] = _arrays.describe(out, "out")
+    else:
+        infos["o"] = device_arrays["out"]
+    lse_info = device_arrays.get("lse")
+    if p.return_lse and lse is None:
+        lse = _arrays.empty(q, p.lse_shape, "f32")
+        lse_info = _arrays.describe(lse, "lse")
+    if not p.empty():
+        _run(p, dev, kernel, infos, lse_info)
+    return (out, lse) if p.return_lse else out
+
+
+def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
+               return_lse=False, *, out=None, lse=None, device=None):
+    """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
+    h // (Hq // Hkv) (MHA, GQA, MQA).
+
+    q: (B, Sq, Hq, D); k, v: (B, Sk, Hkv, D); float16 or bfloat16 (all the same); D in 32, 64, 96, 128, 256;
+    Hq % Hkv == 0. Any strides with unit stride on D (q, k, v may be slices of one packed qkv tensor).
+    causal: mask key j from query i when j > i + off, with off = Sk - Sq for causal_align="bottom_right"
+    (FlashAttention's convention) or 0 for "top_left" (torch SDPA's is_causal).
+    scale: softmax scale (default 1/sqrt(D)). softcap > 0: logits s = scale * q.k become softcap * tanh(s / softcap).
+    window (left, right): key j is visible from query i only when i + off - left <= j <= i + off + right (off as
+    above; Sk - Sq without causal); -1 leaves that side unbounded. With causal the window combines with the causal
+    mask (right is then at most 0 in effect).
+    return_lse: also return LSE (B, Hq, Sq) float32, the natural-log log-sum-exp of each row's scaled logits.
+    A row without any visible key (Sk = 0, or masked entirely) gives O = 0 and LSE = -inf.
+    out / lse: arrays to write instead of allocating (unit stride on the last dimension).
+    torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
+    device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
+    """
+    who = "tessera.flash_attn"
+    infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
+    outs = _describe_all(who, (("out", out), ("lse", lse)))
+    dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 4, "(B, Sq, Hq, D)", "(B, Sk, Hkv, D)")
+    (B, Sq, Hq, _), (Bk, Sk, Hkv, _) = infos["q"].shape, infos["k"].shape
+    if Bk != B:
+        raise InputError(f"{who}: q has batch size {B} but k and v have {Bk}")
+    _check_heads(who, Hq, Hkv)
+    mask, scale, window, softcap, return_lse = _options(who, D, causal, causal_align, scale, window, softcap,
+                                                        return_lse)
+    p = Plan(who, False, dtype, D, B, Sq, Sk, Hq, Hkv, mask, scale, window, softcap, return_lse,
+             (B, Sq, Hq, D), (B, Hq, Sq))
+    _check_outputs(who, p, outs["out"], outs["lse"])
+    arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
+    dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
+    return _finish(p, dev, infos, out, lse, dict(arrays))
+
+
+def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
+    """cu_seqlens_q/k: int32, 1-D, the same length >= 1; numpy ones also by value (monotone, within the
+    tensors, no length above its max_seqlen). Returns B."""
+    cq, ck = infos["cu_seqlens_q"], infos["cu_seqlens_k"]
+    for name, info in (("cu_seqlens_q", cq), ("cu_seqlens_k", ck)):
+        if info.dtype != "int32":
+            raise InputError(f"{who}: {name} has dtype {info.dtype}; it must be int32")
+        if len(info.shape) != 1 or info.shape[0] < 1:
+            raise InputError(f"{who}: {name} must be 1-D with B + 1 >= 1 entries, got shape {info.shape}")
+    if cq.shape != ck.shape:
+        raise InputError(f"{who}: cu_seqlens_q has {cq.shape[0]} entries and cu_seqlens_k {ck.shape[0]}; "
+                         "both must have B + 1")
+    if cq.kind == "numpy":
+        import numpy as np
+        for name, info, total, longest, max_name in (("cu_seqlens_q", cq, total_q, max_q, "max_seqlen_q"),
+                                                     ("cu_seqlens_k", ck, total_k, max_k, "max_seqlen_k")):
+            values = info.obj.astype(np.int64)
+            lengths = np.diff(values)
+            if values[0] < 0 or (lengths < 0).any() or values[-1] > total:
+                raise InputError(f"{who}: {name} must be non-decreasing offsets from >= 0 to at most {total} "
+                                 f"(the rows of {'q' if name.endswith('q') else 'k and v'}), got {values.tolist()}")
+            if lengths.size and lengths.max() > longest:
+                raise InputError(f"{who}: {name} has a sequence of length {int(lengths.max())} but {max_name} "
+                                 f"is {longest}")
+    return cq.shape[0] - 1
+
+
+def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+                      causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
+                      out=None, lse=None, device=None):
+    """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
+    b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
+    cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
+    Masks, window and softcap as in flash_attn, per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
+    and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
+    its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
+    torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
+    """
+    who = "tessera.flash_attn_varlen"
+    infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
+    cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
+    outs = _describe_all(who, (("out", out), ("lse", lse)))
+    dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", "(total_k, Hkv, D)")
+    (total_q, Hq, _), (total_k, Hkv, _) = infos["q"].shape, infos["k"].shape
+    _check_heads(who, Hq, Hkv)
+    try:
+        max_q, max_k = operator.index(max_seqlen_q), operator.index(max_seqlen_k)
+    except TypeError:
+        raise InputError(f"{who}: max_seqlen_q and max_seqlen_k must be integers, got {max_seqlen_q!r} and "
+                         f"{max_seqlen_k!r}") from None
+    if max_q < 0 or max_k < 0:
+        raise InputError(f"{who}: max_seqlen_q and max_seqlen_k must be >= 0, got {max_q} and {max_k}")
+    B = _check_cu_seqlens(who, cus, total_q, total_k, max_q, max_k)
+    mask, scale, window, softcap, return_lse = _options(who, D, causal, causal_align, scale, window, softcap,
+                                                        return_lse)
+    p = Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
+             (total_q, Hq, D), (Hq, total_q))
+    _check_outputs(who, p, outs["out"], outs["lse"])
+    for name in ("cu_seqlens_q", "cu_seqlens_k"):   # the kernel reads cu_seqlens[b] and [b + 1]: unit stride
+        info = cus[name]
+        if info.shape[0] > 1 and info.strides != (1,):
+            cus[name] = _arrays.describe(info.obj.contiguous() if info.kind == "torch" else
+                                         __import__("numpy").ascontiguousarray(info.obj), f"{who}: {name}")
+    arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]
+    dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
+    infos.update(cus)
+    return _finish(p, dev, infos, out, lse, dict(arrays))

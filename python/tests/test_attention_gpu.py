@@ -1,0 +1,269 @@
+"""flash_attn on the GPU (torch CUDA tensors) against a float64 reference computed on the GPU, with the tolerance rule
+of CORRECTNESS.md and NaN-poisoned outputs: the shape grid (lengths 1, 17, 127, 257, 1000, 4097 with Sq > Sk and
+Sq < Sk), GQA 1/3/8, q/k/v sliced from a packed qkv tensor, every mask, windows, softcap, LSE, varlen, and the
+numerical contract (fully masked rows, Sk = 0, large and extreme logits). Skipped without a CUDA GPU."""
+import random
+from typing import NamedTuple
+
+import pytest
+
+import support
+from support import torch
+import tessera
+from tessera import testing
+
+pytestmark = support.requires_cuda
+
+LENGTHS = (1, 17, 127, 257, 1000, 4097)
+MASKS = ("none", "tl", "br")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def exact_fp32_matmul():
+    """The same-precision reference uses fp32 matmuls: no TF32 and no reduced-precision reductions."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved[0]
+    torch.set_float32_matmul_precision(saved[1])
+
+
+class Inputs:
+    """Fresh random inputs with their seed (reported on failure)."""
+
+    def __init__(self):
+        self.seed = random.randrange(2**31)
+        self.gen = torch.Generator(device="cuda").manual_seed(self.seed)
+
+    def __call__(self, shape, dtype, scale=1.0):
+        return (torch.randn(shape, generator=self.gen, device="cuda") * scale).to(support.torch_dtype(dtype))
+
+
+class Case(NamedTuple):
+    Sq: int
+    Sk: int
+    dtype: str = "bf16"
+    D: int = 128
+    mask: str = "none"
+    group: int = 1              # GQA ratio Hq / Hkv
+    Hkv: int = 2
+    B: int = 1
+    window: tuple = (-1, -1)
+    softcap: float = 0.0
+    packed: bool = True         # q, k, v sliced from one packed tensor (q from its own when Sq != Sk)
+    input_scale: float = 1.0
+    scale: float = None
+
+    def options(self):
+        return dict(causal=self.mask != "none", causal_align="top_left" if self.mask == "tl" else "bottom_right",
+                    window=self.window, softcap=self.softcap, scale=self.scale)
+
+    def __str__(self):
+        return (f"B{self.B} Sq{self.Sq} Sk{self.Sk} Hq{self.Hkv * self.group} Hkv{self.Hkv} D{self.D} {self.dtype} "
+                f"{self.mask} window{self.window} softcap{self.softcap}{' packed' if self.packed else ''}")
+
+
+def grid_cases():
+    """A sample of the grid: every (Sq, Sk) pair below with each mask, dtype, head_dim and GQA ratio in rotation."""
+    pairs = [(1, 1), (1, 4097), (17, 17), (17, 1000), (127, 257), (257, 127), (257, 257), (1000, 17), (1000, 1000),
+             (4097, 1), (1000, 4097), (4097, 1000), (4097, 4097), (127, 1), (1, 127)]
+    dims, groups, cases = (64, 128, 32, 96, 256), (1, 3, 8), []
+    n = 0
+    for Sq, Sk in pairs:
+        for mask in MASKS:
+            for dtype in ("f16", "bf16"):
+                big = max(Sq, Sk) >= 4097
+                cases.append(Case(Sq, Sk, dtype, dims[n % 5], mask, groups[n % 3], B=1 if big else 2))
+                n += 1
+    return cases
+
+
+GRID = grid_cases()
+assert {c.Sq for c in GRID} | {c.Sk for c in GRID} == set(LENGTHS)
+assert any(c.Sq > c.Sk for c in GRID) and any(c.Sq < c.Sk for c in GRID)
+
+FEATURES = [
+    Case(1000, 1000, "bf16", 128, "br", 3, window=(256, 0)),
+    Case(1000, 4097, "f16", 64, "none", 8, window=(100, 50)),
+    Case(4097, 1000, "bf16", 64, "none", 1, window=(0, 0)),                 # rows with no key in the window
+    Case(257, 1000, "f16", 128, "tl", 3, window=(-1, 30)),
+    Case(127, 257, "bf16", 128, "br", 1, window=(17, -1), softcap=30.0, input_scale=4.0),
+    Case(1000, 1000, "f16", 64, "none", 8, softcap=50.0, input_scale=4.0),  # softcap inputs > 88
+    Case(1000, 1000, "bf16", 128, "tl", 1, softcap=10.0),
+    Case(257, 4097, "f16", 128, "none", 3, scale=1.0, input_scale=3.0),     # logits > 88
+    Case(4097, 257, "bf16", 128, "br", 8),                                  # 3840 fully masked rows
+    Case(1000, 1000, "f16", 256, "br", 3, packed=False),
+    Case(17, 4097, "bf16", 32, "tl", 8, B=3, packed=False),
+]
+
+
+def make_qkv(rand, c):
+    Hq, Hkv = c.Hkv * c.group, c.Hkv
+    if c.packed and c.Sq == c.Sk:
+        qkv = rand((c.B, c.Sq, Hq + 2 * Hkv, c.D), c.dtype)
+        if c.input_scale != 1.0:
+            qkv[:, :, :Hq + Hkv] *= c.input_scale
+        return qkv[:, :, :Hq], qkv[:, :, Hq:Hq + Hkv], qkv[:, :, Hq + Hkv:]
+    q = rand((c.B, c.Sq, Hq, c.D), c.dtype, c.input_scale)
+    if c.packed:
+        kv = rand((c.B, c.Sk, 2, Hkv, c.D), c.dtype)
+        kv[:, :, 0] *= c.input_scale
+        return q, kv[:, :, 0], kv[:, :, 1]
+    return q, rand((c.B, c.Sk, Hkv, c.D), c.dtype, c.input_scale), rand((c.B, c.Sk, Hkv, c.D), c.dtype)
+
+
+def poisoned(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=support.torch_dtype(dtype), device="cuda")
+
+
+def check(out, lse, q, k, v, **options):
+    ref = testing.attention_reference(q, k, v, **options)
+    same = testing.attention_reference(q, k, v, **options, precision="same")
+    return testing.check_attention(out, ref, same, lse), ref
+
+
+def run_case(c):
+    rand = Inputs()
+    q, k, v = make_qkv(rand, c)
+    out = poisoned(q.shape, c.dtype)
+    lse = poisoned((c.B, q.shape[2], c.Sq), "f32")
+    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, out=out, lse=lse)
+    assert got[0] is out and got[1] is lse
+    torch.cuda.synchronize()
+    result, ref = check(out, lse, q, k, v, **c.options())
+    assert result.ok, f"{c} seed {rand.seed}: {result}"
+    return ref
+
+
+@pytest.mark.parametrize("case", GRID, ids=str)
+def test_grid_matches_float64(case):
+    run_case(case)
+
+
+@pytest.mark.parametrize("case", FEATURES, ids=str)
+def test_features_match_float64(case):
+    ref = run_case(case)
+    if case.window == (0, 0) or (case.mask == "br" and case.Sq > case.Sk):
+        assert torch.isinf(ref.lse).any()
+
+
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("dtype", support.DTYPES)
+def test_varlen_matches_float64(dtype, mask):
+    rand = Inputs()
+    lens_q = [1, 17, 0, 127, 257, 1000, 300, 4097]
+    lens_k = [4097, 17, 5, 0, 127, 1000, 257, 1000]
+    cu_q = torch.tensor([0] + lens_q, device="cuda").cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0] + lens_k, device="cuda").cumsum(0).to(torch.int32)
+    Hq, Hkv, D = 6, 2, 128 if dtype == "bf16" else 64
+    q = rand((int(cu_q[-1]), Hq, D), dtype)
+    kv = rand((int(cu_k[-1]), 2, Hkv, D), dtype)
+    k, v = kv[:, 0], kv[:, 1]
+    out, lse = poisoned(q.shape, dtype), poisoned((Hq, q.shape[0]), "f32")
+    options = dict(causal=mask != "none", causal_align="top_left" if mask == "tl" else "bottom_right",
+                   window=(-1, -1) if mask == "none" else (512, -1))
+    tessera.flash_attn_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), **options, return_lse=True,
+                              out=out, lse=lse)
+    torch.cuda.synchronize()
+    cq, ck = cu_q.tolist(), cu_k.tolist()
+    ref = testing.attention_reference_varlen(q, k, v, cq, ck, **options)
+    same = testing.attention_reference_varlen(q, k, v, cq, ck, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"varlen {dtype} {mask} seed {rand.seed}: {result}"
+    assert torch.isinf(lse[:, cq[3]:cq[4]]).all() and (out[cq[3]:cq[4]] == 0).all()   # the empty key sequence
+
+
+def test_new_outputs_without_lse_and_reuse():
+    rand = Inputs()
+    c = Case(257, 1000, "bf16", 128, "br", 3)
+    out = poisoned((1, 257, 6, 128), "bf16")
+    for _ in range(2):
+        q, k, v = make_qkv(rand, c)
+        fresh = tessera.flash_attn(q, k, v, causal=True)
+        assert fresh.shape == q.shape and fresh.dtype == q.dtype and fresh.is_contiguous()
+        o2, lse2 = tessera.flash_attn(q, k, v, causal=True, return_lse=True)
+        assert lse2.shape == (1, 6, 257) and lse2.dtype == torch.float32
+        tessera.flash_attn(q, k, v, causal=True, out=out)
+        torch.cuda.synchronize()
+        result, _ = check(out, lse2, q, k, v, causal=True)
+        assert result.ok, f"seed {rand.seed}: {result}"
+        assert torch.equal(fresh, out) and torch.equal(o2, out)
+
+
+def test_strided_output_and_odd_strides():
+    """An output with gaps (untouched), and inputs whose row strides are not multiples of 8 (the scalar path)."""
+    rand = Inputs()
+    B, S, H, D = 2, 1000, 4, 64
+
+    def odd(shape):
+        buf = rand((shape[0], shape[1], shape[2] * shape[3] + 3), "f16")
+        return buf.as_strided(shape, (buf.stride(0), buf.stride(1), shape[3], 1))
+    q, k, v = odd((B, S, H, D)), odd((B, 777, 2, D)), odd((B, 777, 2, D))
+    wide = poisoned((B, S, H, D + 8), "f16")
+    out = wide[..., :D]
+    tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", out=out)
+    torch.cuda.synchronize()
+    result, _ = check(out, None, q, k, v, causal=True, causal_align="top_left")
+    assert result.ok, f"seed {rand.seed}: {result}"
+    assert wide[..., D:].isnan().all(), "the kernel wrote into the gaps"
+
+
+def test_sk0_and_empty_sizes():
+    rand = Inputs()
+    q, k = rand((2, 17, 4, 64), "f16"), rand((2, 0, 2, 64), "f16")
+    out, lse = tessera.flash_attn(q, k, k, return_lse=True)
+    torch.cuda.synchronize()
+    assert (out == 0).all() and torch.isneginf(lse).all()
+    out = tessera.flash_attn(q[:0], rand((0, 5, 2, 64), "f16"), rand((0, 5, 2, 64), "f16"))
+    assert out.shape == (0, 17, 4, 64)
+    out, lse = tessera.flash_attn(q[:, :0], q[:, :, :2], q[:, :, :2], return_lse=True)
+    assert out.shape == (2, 0, 4, 64) and lse.shape == (2, 4, 0)
+
+
+def test_extreme_logit_gives_v_exactly():
+    """Raw logit -524288 (q = 64, k = -128 over D = 64, scale 1) with one visible key: O equals V bit for bit."""
+    rand = Inputs()
+    q = torch.full((1, 300, 2, 64), 64.0, dtype=torch.float16, device="cuda")
+    k = torch.full((1, 1, 2, 64), -128.0, dtype=torch.float16, device="cuda")
+    v = rand((1, 1, 2, 64), "f16")
+    out, lse = tessera.flash_attn(q, k, v, scale=1.0, return_lse=True)
+    torch.cuda.synchronize()
+    assert torch.equal(out, v.expand_as(out)), f"O != V: max error {(out - v).abs().max()}"
+    assert torch.isfinite(lse).all() and (lse + 524288).abs().max() <= 1.0
+    k = torch.full((1, 300, 2, 64), -128.0, dtype=torch.float16, device="cuda")
+    v = rand((1, 300, 2, 64), "f16")
+    out = tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", scale=1.0)
+    torch.cuda.synchronize()
+    assert torch.equal(out[:, 0], v[:, 0]) and not out.isnan().any()
+
+
+def test_runs_on_the_current_stream():
+    """On a side stream that is still busy, the kernel must wait for the copy queued before it."""
+    rand = Inputs()
+    q_new, k, v = rand((4, 1000, 8, 128), "bf16"), rand((4, 1000, 8, 128), "bf16"), rand((4, 1000, 8, 128), "bf16")
+    q = rand((4, 1000, 8, 128), "bf16")
+    out = poisoned(q.shape, "bf16")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        q.copy_(q_new)
+        tessera.flash_attn(q, k, v, out=out)
+    side.synchronize()
+    result, _ = check(out, None, q_new, k, v)
+    assert result.ok, "flash_attn did not run on torch's current stream"
+
+
+def test_rejected_on_the_gpu():
+    rand = Inputs()
+    q = rand((1, 64, 2, 65), "f16")
+    with pytest.raises(tessera.InputError, match=r"q.data_ptr\(\) = 0x[0-9a-f]+ is not 16-byte aligned"):
+        tessera.flash_attn(q[..., 1:], q[..., :64], q[..., :64])
+    with pytest.raises(tessera.InputError, match="tensors are on cpu|tensors on different devices"):
+        tessera.flash_attn(q[..., :64], q[..., :64].cpu(), q[..., :64])
+    with pytest.raises(tessera.InputError, match=r"device='sim:gfx942' but the tensors are on cuda:0"):
+        tessera.flash_attn(q[..., :64], q[..., :64], q[..., :64], device="sim:gfx942")
+    with pytest.raises(tessera.InputError, match=r"cu_seqlens_q has dtype int64"):
+        cu = torch.tensor([0, 64], device="cuda")
+        tessera.flash_attn_varlen(q[0, ..., :64], q[0, ..., :64], q[0, ..., :64], cu, cu.int(), 64, 64)

@@ -1,0 +1,257 @@
+"""flash_attn on the simulator (numpy arrays, device='sim:<target>') against float64 with the tolerance rule of
+CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_90 (f16/bf16, D 32/64/96/128/256,
+causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
+sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit). Outputs are poisoned with NaN.
+Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+import support
+from support import np
+import tessera
+from tessera import testing
+
+
+class Case(NamedTuple):
+    id: str
+    dtype: str
+    D: int
+    B: int = 1
+    Sq: int = 33
+    Sk: int = 45
+    Hq: int = 2
+    Hkv: int = 2
+    causal: str = ""            # "", "tl", "br"
+    window: tuple = (-1, -1)
+    softcap: float = 0.0
+    scale: float = None
+    input_scale: float = 1.0    # q and k are standard normal times this (logits > 88 when large)
+    layout: str = "separate"    # separate | packed (q, k, v sliced from one qkv tensor) | odd (strides not 8-aligned)
+
+    def kernel(self):
+        return f"fa_{self.dtype}_d{self.D}_{self.causal or 'none'}"
+
+    def options(self):
+        return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
+                    scale=self.scale, window=self.window, softcap=self.softcap)
+
+
+# Every target: each case at least once. Sq != Sk both ways, causal TL and BR, GQA 3, MQA, windows, softcap.
+CASES = [
+    Case("gqa3-softcap-packed", "f16", 64, B=2, Sq=37, Sk=53, Hq=3, Hkv=1, softcap=5.0, layout="packed"),
+    Case("br-window-sq<sk", "bf16", 128, Sq=20, Sk=70, causal="br", window=(24, -1)),
+    Case("tl-sq>sk-mqa", "f16", 32, Sq=70, Sk=45, Hq=4, Hkv=1, causal="tl"),
+    Case("br-sq>sk-fully-masked-rows", "bf16", 64, Sq=50, Sk=19, causal="br"),
+    Case("tl-sq<sk-window-odd-strides", "f16", 64, Sq=19, Sk=66, Hkv=1, causal="tl", window=(8, 4), layout="odd"),
+    Case("window-both-sides", "bf16", 32, B=2, Sq=40, Sk=40, window=(10, 5)),
+    Case("window-excludes-rows-sq>sk", "bf16", 32, Sq=30, Sk=9, window=(0, 0)),
+    Case("sk0", "f16", 64, Sq=9, Sk=0),
+    Case("large-logits", "f16", 64, Sq=24, Sk=40, scale=1.0, input_scale=4.0),
+    Case("large-logits-softcap", "f16", 64, Sq=24, Sk=40, scale=1.0, input_scale=4.0, softcap=30.0),
+    Case("d96-br-sq>sk-packed", "f16", 96, Sq=40, Sk=28, causal="br", Hq=3, Hkv=1, layout="packed"),
+    Case("d96-tl-bf16", "bf16", 96, Sq=1, Sk=1, causal="tl"),
+    Case("d256-tl-sq<sk", "bf16", 256, Sq=17, Sk=35, causal="tl"),
+    Case("d256-br-gqa3", "f16", 256, Sq=1, Sk=9, causal="br", Hq=6, Hkv=2),
+]
+VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
+EXTREME_KERNEL = "fa_f16_d64_none"
+
+
+def cases_for(target):
+    return CASES
+
+
+def kernels_for(target):
+    dtype, mask = VARLEN[target]
+    names = {c.kernel() for c in cases_for(target)} | {EXTREME_KERNEL, f"fa_{dtype}_d64_{mask}_varlen",
+                                                       "fa_f16_d64_tl"}
+    if support.ml_dtypes is None:
+        names = {n for n in names if not n.startswith("fa_bf16")}
+    return sorted(names)
+
+
+# ---- Bundles: the kernels the cases use, compiled from examples/attention.mlir -------------------------------------
+def _compile(folder):
+    """Compiles, per target and in parallel, the directives of examples/attention.mlir these tests use.
+    Returns {target: error text} for the targets that failed."""
+    compiler, source = support.compiler_path(), support.REPO / "examples" / "attention.mlir"
+    directives = {m.group(1): line for line in source.read_text().splitlines()
+                  if (m := re.match(r"tessera\.flash_attn @(\w+) ", line))}
+    procs = {}
+    for target in support.SIM_TARGETS:
+        module = Path(folder) / f"{target}.mlir"
+        module.write_text("\n".join(directives[name] for name in kernels_for(target)) + "\n")
+        procs[target] = subprocess.Popen([str(compiler), str(module), f"--target={target}", "-o",
+                                          str(Path(folder) / target)], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)
+    errors = {}
+    for target, proc in procs.items():
+        stderr = proc.communicate()[1]
+        if proc.returncode != 0 or not (Path(folder) / target / "manifest.json").is_file():
+            errors[target] = f"exit status {proc.returncode}\n{stderr}"
+    return errors
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    """With a build tree's tessera-compile: a temporary bundle per target searched first (TESSERA_BUNDLE_PATH);
+    without one, the bundles of the search path (dist/). Yields {target: compile error}."""
+    try:
+        tessera.device("sim:gfx942")
+    except tessera.BackendUnavailableError as e:
+        pytest.skip(str(e).splitlines()[0])
+    if support.compiler_path() is None:
+        yield {}
+        return
+    folder = tmp_path_factory.mktemp("attention-bundles")
+    errors = _compile(folder)
+    saved = os.environ.get("TESSERA_BUNDLE_PATH")
+    os.environ["TESSERA_BUNDLE_PATH"] = os.pathsep.join(filter(None, [str(folder), saved]))
+    yield errors
+    if saved is None:
+        del os.environ["TESSERA_BUNDLE_PATH"]
+    else:
+        os.environ["TESSERA_BUNDLE_PATH"] = saved
+
+
+def sim_for(bundles, target):
+    error = bundles.get(target)
+    if error and "has no kernel generator" in error:
+        pytest.skip(f"{target}: {error.strip().splitlines()[0]}")
+    assert not error, f"tessera-compile --target={target} failed:\n{error}"
+    dev = support.sim_device(target)
+    try:
+        tessera.find_bundle(target)
+    except tessera.BundleNotFoundError:
+        pytest.skip(f"no {target} bundle")
+    return dev
+
+
+# ---- Inputs, run, check ------------------------------------------------------------------------------------------
+def _random(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(support.numpy_dtype(dtype))
+
+
+def make_qkv(rng, c):
+    """q (B, Sq, Hq, D), k and v (B, Sk, Hkv, D) in the case's layout."""
+    q_shape, kv_shape = (c.B, c.Sq, c.Hq, c.D), (c.B, c.Sk, c.Hkv, c.D)
+    if c.layout == "packed":   # q from a packed q tensor with room for more heads, k and v from one kv tensor
+        qbuf = _random(rng, (c.B, c.Sq, c.Hq + 1, c.D), c.dtype, c.input_scale)
+        kv = _random(rng, (c.B, c.Sk, 2, c.Hkv, c.D), c.dtype)
+        kv[:, :, 0] = _random(rng, kv_shape, c.dtype, c.input_scale)
+        return qbuf[:, :, 1:], kv[:, :, 0], kv[:, :, 1]
+    if c.layout == "odd":      # row strides that are not multiples of 8 elements (the kernel's scalar path)
+        def odd(shape, scale):
+            B, S, H, D = shape
+            buf = _random(rng, (B, S, H * D + 3), c.dtype, scale)
+            return np.lib.stride_tricks.as_strided(buf, shape, (buf.strides[0], buf.strides[1],
+                                                                D * buf.itemsize, buf.itemsize))
+        return odd(q_shape, c.input_scale), odd(kv_shape, c.input_scale), odd(kv_shape, 1.0)
+    return (_random(rng, q_shape, c.dtype, c.input_scale), _random(rng, kv_shape, c.dtype, c.input_scale),
+            _random(rng, kv_shape, c.dtype))
+
+
+def poisoned(shape, dtype):
+    return np.full(shape, np.nan, support.numpy_dtype(dtype))
+
+
+def run_and_check(dev, c, seed):
+    rng = np.random.default_rng(seed)
+    q, k, v = make_qkv(rng, c)
+    out, lse = poisoned((c.B, c.Sq, c.Hq, c.D), c.dtype), poisoned((c.B, c.Hq, c.Sq), "f32")
+    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, out=out, lse=lse, device=dev)
+    assert got[0] is out and got[1] is lse
+    ref = testing.attention_reference(q, k, v, **c.options())
+    same = testing.attention_reference(q, k, v, **c.options(), precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"{dev.arch} {c} seed {seed}: {result}"
+    return ref
+
+
+def needs(c_dtype):
+    if c_dtype == "bf16" and support.ml_dtypes is None:
+        pytest.skip("bf16 numpy arrays need ml_dtypes (not installed)")
+
+
+def _params():
+    for t in support.SIM_TARGETS:
+        for c in cases_for(t):
+            yield pytest.param(t, c, id=f"{t}-{c.id}")
+
+
+@pytest.mark.parametrize("target, case", list(_params()))
+def test_flash_attn_matches_float64(bundles, target, case):
+    needs(case.dtype)
+    dev = sim_for(bundles, target)
+    ref = run_and_check(dev, case, np.random.SeedSequence().entropy)
+    if case.id.startswith(("br-sq>sk", "window-excludes", "sk0")):
+        assert np.isinf(ref.lse).any(), "the case was meant to have fully masked rows"
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_flash_attn_varlen_with_empty_sequences(bundles, target):
+    dtype, mask = VARLEN[target]
+    needs(dtype)
+    dev = sim_for(bundles, target)
+    seed = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    lens_q, lens_k = [17, 0, 30, 5], [25, 9, 0, 40]        # an empty query sequence, an empty key sequence
+    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
+    Hq, Hkv, D = 4, 2, 64
+    q = _random(rng, (cu_q[-1], Hq, D), dtype)
+    k, v = _random(rng, (cu_k[-1], Hkv, D), dtype), _random(rng, (cu_k[-1], Hkv, D), dtype)
+    out, lse = poisoned(q.shape, dtype), poisoned((Hq, cu_q[-1]), "f32")
+    options = dict(causal=True, causal_align="top_left" if mask == "tl" else "bottom_right", window=(-1, -1))
+    tessera.flash_attn_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), **options, return_lse=True,
+                              out=out, lse=lse, device=dev)
+    ref = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options)
+    same = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"{target} varlen {dtype} {mask} seed {seed}: {result}"
+    assert np.isinf(lse[:, cu_q[2]:cu_q[3]]).all() and (out[cu_q[2]:cu_q[3]] == 0).all()
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_extreme_logit_gives_v_exactly(bundles, target):
+    """Raw logit -524288 (q = 64, k = -128 over D = 64, scale 1) with one visible key: O equals V bit for bit."""
+    dev = sim_for(bundles, target)
+    rng = np.random.default_rng()
+    q = np.full((1, 5, 2, 64), 64.0, np.float16)
+    k = np.full((1, 1, 2, 64), -128.0, np.float16)
+    v = _random(rng, (1, 1, 2, 64), "f16")
+    out, lse = poisoned(q.shape, "f16"), poisoned((1, 2, 5), "f32")
+    tessera.flash_attn(q, k, v, scale=1.0, return_lse=True, out=out, lse=lse, device=dev)
+    assert (out == np.broadcast_to(v, out.shape)).all(), f"{target}: O != V: max error {np.abs(out - v).max()}"
+    assert np.isfinite(lse).all() and np.abs(lse + 524288).max() <= 1.0, lse
+    # Causal top-left with all logits -524288: query 0 sees key 0 only.
+    k = np.full((1, 8, 2, 64), -128.0, np.float16)
+    v = _random(rng, (1, 8, 2, 64), "f16")
+    q = np.full((1, 8, 2, 64), 64.0, np.float16)
+    out = poisoned(q.shape, "f16")
+    tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", scale=1.0, out=out, device=dev)
+    assert (out[:, 0] == v[:, 0]).all() and not np.isnan(out).any()
+    ref = testing.attention_reference(q, k, v, causal=True, causal_align="top_left", scale=1.0)
+    same = testing.attention_reference(q, k, v, causal=True, causal_align="top_left", scale=1.0, precision="same")
+    assert testing.check_attention(out, ref, same).ok
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_new_outputs_and_reuse(bundles, target):
+    """Outputs allocated by the call (without LSE: the kernel writes a scratch one), then a reused output."""
+    dev = sim_for(bundles, target)
+    rng = np.random.default_rng()
+    c = Case("reuse", "f16", 64, Sq=21, Sk=30, causal="tl")
+    out = poisoned((1, 21, 2, 64), "f16")
+    for _ in range(2):
+        q, k, v = make_qkv(rng, c)
+        fresh = tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", device=dev)
+        assert isinstance(fresh, np.ndarray) and fresh.shape == q.shape and fresh.dtype == np.float16
+        tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", out=out, device=dev)
+        ref = testing.attention_reference(q, k, v, **c.options())
+        same = testing.attention_reference(q, k, v, **c.options(), precision="same")
+        assert testing.check_attention(out, ref, same).ok and (fresh == out).all()

@@ -1,0 +1,402 @@
+"""tessera.flash_attn / flash_attn_varlen argument checks, all made before any device is touched, kernel choice and
+the launch arguments seen through the fake sim plugin, and the float64 reference itself (no GPU, no simulator)."""
+import math
+
+import pytest
+
+import support
+from support import np, torch
+import tessera
+from tessera import testing
+
+NO_DEVICE = "sim:validation-only"   # its plugin never loads: an InputError proves the check came first
+
+
+@pytest.fixture(autouse=True)
+def no_plugin(monkeypatch, tmp_path):
+    monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(tmp_path / "no-plugin.so"))
+
+
+def f16(*shape):
+    return np.ones(shape, np.float16)
+
+
+def qkv(B=1, Sq=4, Sk=5, Hq=2, Hkv=2, D=64, dtype=np.float16):
+    return np.ones((B, Sq, Hq, D), dtype), np.ones((B, Sk, Hkv, D), dtype), np.ones((B, Sk, Hkv, D), dtype)
+
+
+Q, K, V = qkv()
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((Q, K, np.ones((1, 5, 2, 64), np.float32)), {}, r"v has dtype float32; supported: float16, bfloat16"),
+    ((Q.astype(np.float64), K, V), {}, r"q has dtype float64; supported"),
+    ((Q, K, np.ones((1, 5, 2, 64), np.float16).view(np.int16)), {}, r"v has dtype int16"),
+    ((Q[0], K, V), {}, r"q must be 4-D \(B, Sq, Hq, D\), got shape \(4, 2, 64\)"),
+    ((Q, K[0], V), {}, r"k must be 4-D \(B, Sk, Hkv, D\), got shape \(5, 2, 64\)"),
+    ((f16(1, 4, 2, 80), f16(1, 5, 2, 80), f16(1, 5, 2, 80)), {}, r"head_dim 80 is not supported \(supported: 32, 64, "
+                                                                 r"96, 128, 256\)"),
+    ((Q, f16(1, 5, 2, 32), f16(1, 5, 2, 32)), {}, r"q, k and v must have the same head_dim, got 64, 32 and 32"),
+    ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\), got \(1, 5, 2, 64\) and "
+                                   r"\(1, 6, 2, 64\)"),
+    ((Q, K, f16(1, 5, 1, 64)), {}, r"k and v must have the same shape"),
+    ((Q, f16(2, 5, 2, 64), f16(2, 5, 2, 64)), {}, r"q has batch size 1 but k and v have 2"),
+    ((f16(1, 4, 6, 64), f16(1, 5, 4, 64), f16(1, 5, 4, 64)), {}, r"Hq = 6 must be a multiple of the number of "
+                                                                 r"key/value heads Hkv = 4"),
+    ((f16(1, 4, 6, 64), f16(1, 5, 0, 64), f16(1, 5, 0, 64)), {}, r"Hq = 6 must be a multiple .* Hkv = 0"),
+    ((f16(1, 4, 2, 128)[..., ::2], K, V), {}, r"q has stride 2 on head_dim \(its last dimension\) and strides "
+                                              r"\(1024, 256, 128, 2\) \(elements\); the head_dim stride must be 1"),
+    ((Q, K, np.ones((1, 5, 64, 2), np.float16).transpose(0, 1, 3, 2)), {}, r"v has stride 2 on head_dim"),
+    ((Q, K, V), {"causal": True, "causal_align": "top-left"}, r"causal_align must be 'bottom_right' or "
+                                                              r"'top_left', got 'top-left'"),
+    ((Q, K, V), {"causal_align": "left"}, r"causal_align must be"),
+    ((Q, K, V), {"window": (3,)}, r"window must be a pair of integers \(left, right\), -1 = unbounded; got \(3,\)"),
+    ((Q, K, V), {"window": (1.5, 2)}, r"window must be a pair of integers"),
+    ((Q, K, V), {"window": (-2, 0)}, r"window \(-2, 0\): each side is >= 0, or -1 for unbounded"),
+    ((Q, K, V), {"softcap": -1.0}, r"softcap must be finite and >= 0 \(0 disables it\), got -1.0"),
+    ((Q, K, V), {"softcap": "big"}, r"softcap 'big' is not a number"),
+    ((Q, K, V), {"scale": float("nan")}, r"scale must be finite, got nan"),
+    ((Q, K, V), {"scale": "x"}, r"scale 'x' is not a number"),
+    ((Q, K, V), {"out": f16(1, 4, 2, 32)}, r"out has shape \(1, 4, 2, 32\), expected \(1, 4, 2, 64\)"),
+    ((Q, K, V), {"out": np.ones((1, 4, 2, 64), np.float32)}, r"out has dtype float32, expected float16"),
+    ((Q, K, V), {"out": np.broadcast_to(f16(1, 1, 2, 64), (1, 4, 2, 64))}, r"out has shape \(1, 4, 2, 64\) and "
+                                                                           r"strides \(0, 0, 64, 1\)"),
+    ((Q, K, V), {"lse": np.ones((1, 2, 4), np.float32)}, r"lse is given but return_lse is False"),
+    ((Q, K, V), {"return_lse": True, "lse": np.ones((1, 4, 2), np.float32)}, r"lse has shape \(1, 4, 2\), "
+                                                                             r"expected \(1, 2, 4\)"),
+    ((Q, K, V), {"return_lse": True, "lse": np.ones((1, 2, 4), np.float16)}, r"lse has dtype float16, expected "
+                                                                             r"float32"),
+    ((Q, K, V), {"return_lse": True, "lse": np.ones((1, 4, 2), np.float32).transpose(0, 2, 1)},
+     r"lse has shape \(1, 2, 4\) and strides \(8, 1, 2\)"),
+    (([[1.0]], K, V), {}, r"q is a builtins.list; expected a torch tensor or a numpy array"),
+])
+def test_flash_attn_rejected_before_the_device(args, kwargs, message):
+    with pytest.raises(tessera.InputError, match=message) as e:
+        tessera.flash_attn(*args, device=NO_DEVICE, **kwargs)
+    assert isinstance(e.value, ValueError) and str(e.value).startswith("tessera.flash_attn: ")
+
+
+@support.requires_ml_dtypes
+def test_dtype_mismatch_names_all_three():
+    with pytest.raises(tessera.InputError, match=r"q, k and v must have the same dtype, got float16, float16 and "
+                                                 r"bfloat16"):
+        tessera.flash_attn(Q, K, V.astype(support.ml_dtypes.bfloat16), device=NO_DEVICE)
+
+
+def varlen_args(total_q=7, total_k=9, Hq=2, Hkv=1, D=64, cu_q=(0, 3, 7), cu_k=(0, 4, 9), max_q=4, max_k=5):
+    cu = [c if isinstance(c, np.ndarray) else np.array(c, np.int32) for c in (cu_q, cu_k)]
+    return (f16(total_q, Hq, D), f16(total_k, Hkv, D), f16(total_k, Hkv, D), *cu, max_q, max_k)
+
+
+@pytest.mark.parametrize("change, kwargs, message", [
+    ({"cu_q": np.array([0, 3, 7], np.int64)}, {}, r"cu_seqlens_q has dtype int64; it must be int32"),
+    ({"cu_k": np.array([[0, 4, 9]], np.int32)}, {}, r"cu_seqlens_k must be 1-D with B \+ 1 >= 1 entries, got "
+                                                    r"shape \(1, 3\)"),
+    ({"cu_q": np.array([], np.int32)}, {}, r"cu_seqlens_q must be 1-D with B \+ 1 >= 1 entries, got shape \(0,\)"),
+    ({"cu_k": np.array([0, 9], np.int32)}, {}, r"cu_seqlens_q has 3 entries and cu_seqlens_k 2; both must have B "
+                                               r"\+ 1"),
+    ({"cu_q": np.array([0, 5, 3], np.int32)}, {}, r"cu_seqlens_q must be non-decreasing offsets from >= 0 to at "
+                                                  r"most 7 \(the rows of q\), got \[0, 5, 3\]"),
+    ({"cu_k": np.array([0, 4, 10], np.int32)}, {}, r"cu_seqlens_k must be non-decreasing .* at most 9 \(the rows "
+                                                   r"of k and v\)"),
+    ({"max_q": 3}, {}, r"cu_seqlens_q has a sequence of length 4 but max_seqlen_q is 3"),
+    ({"max_k": 4.0}, {}, r"max_seqlen_q and max_seqlen_k must be integers, got 4 and 4.0"),
+    ({"max_k": -1}, {}, r"max_seqlen_q and max_seqlen_k must be >= 0, got 4 and -1"),
+    ({"Hq": 3, "Hkv": 2}, {}, r"Hq = 3 must be a multiple .* Hkv = 2"),
+    ({"D": 48}, {}, r"head_dim 48 is not supported"),
+    ({}, {"out": f16(7, 2, 32)}, r"out has shape \(7, 2, 32\), expected \(7, 2, 64\)"),
+    ({}, {"return_lse": True, "lse": np.ones((7, 2), np.float32)}, r"lse has shape \(7, 2\), expected \(2, 7\)"),
+    ({}, {"causal": True, "causal_align": "bottom"}, r"causal_align must be"),
+])
+def test_flash_attn_varlen_rejected_before_the_device(change, kwargs, message):
+    args = dict(total_q=7, total_k=9, Hq=2, Hkv=1, D=64, cu_q=(0, 3, 7), cu_k=(0, 4, 9), max_q=4, max_k=5)
+    args.update(change)
+    with pytest.raises(tessera.InputError, match=message) as e:
+        tessera.flash_attn_varlen(*varlen_args(**args), device=NO_DEVICE, **kwargs)
+    assert str(e.value).startswith("tessera.flash_attn_varlen: ")
+
+
+def test_varlen_needs_3d_tensors():
+    q, k, v, cq, ck, mq, mk = varlen_args()
+    with pytest.raises(tessera.InputError, match=r"q must be 3-D \(total_q, Hq, D\), got shape \(1, 7, 2, 64\)"):
+        tessera.flash_attn_varlen(q[None], k, v, cq, ck, mq, mk, device=NO_DEVICE)
+
+
+def test_numpy_needs_a_sim_device():
+    with pytest.raises(tessera.InputError, match=r"tessera.flash_attn: numpy arrays run on the simulator: pass "
+                                                 r"device='sim:<target>'"):
+        tessera.flash_attn(Q, K, V)
+    with pytest.raises(tessera.InputError, match=r"numpy arrays run on the simulator"):
+        tessera.flash_attn_varlen(*varlen_args(), device="cuda")
+
+
+def test_read_only_outputs_are_rejected():
+    out = f16(1, 4, 2, 64)
+    out.flags.writeable = False
+    with pytest.raises(tessera.InputError, match="out is a read-only numpy array"):
+        tessera.flash_attn(Q, K, V, out=out, device=NO_DEVICE)
+
+
+def test_valid_arguments_reach_the_device():
+    # The counterpart of the tests above: good arguments (strided, GQA, every option) fail only at the plugin.
+    packed = f16(2, 5, 3, 4, 64)
+    q, k, v = packed[:, :, 0], packed[:, :, 1, :2], packed[:, :, 2, 2:]
+    with pytest.raises(tessera.BackendUnavailableError, match="no-plugin.so"):
+        tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", scale=0.1, window=(3, 0), softcap=30.0,
+                           return_lse=True, device=NO_DEVICE)
+    with pytest.raises(tessera.BackendUnavailableError, match="no-plugin.so"):
+        tessera.flash_attn_varlen(*varlen_args(), causal=True, return_lse=True, device=NO_DEVICE)
+
+
+@support.requires_torch
+def test_torch_tensors_checked_before_the_device():
+    q = torch.ones(1, 4, 2, 64, dtype=torch.float16)
+    with pytest.raises(tessera.InputError, match="q, k and v must have the same dtype, got float16, float16 and "
+                                                 "bfloat16"):
+        tessera.flash_attn(q, q, q.bfloat16())
+    with pytest.raises(tessera.InputError, match="torch tensors and numpy arrays mixed"):
+        tessera.flash_attn(q, q, f16(1, 4, 2, 64))
+    with pytest.raises(tessera.InputError, match="tensors are on cpu; torch tensors must be on a CUDA"):
+        tessera.flash_attn(q, q, q)
+    with pytest.raises(tessera.InputError, match=r"cu_seqlens_q has dtype int64; it must be int32"):
+        tessera.flash_attn_varlen(q[0], q[0], q[0], torch.tensor([0, 4]), torch.tensor([0, 4], dtype=torch.int32),
+                                  4, 4)
+
+
+# ---- Kernel choice and launch arguments through the fake sim plugin ----------------------------------------------
+FAKE = support.fake_driver_path()
+ALL = ("sliding_window", "softcap", "return_lse")
+
+
+@pytest.fixture
+def fake_sim(monkeypatch, tmp_path):
+    if FAKE is None or not FAKE.is_file():
+        pytest.skip("fake driver not built (ninja -C build tessera_fake_driver)")
+    monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(FAKE))
+    monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path))
+    kernels = [support.flash_attn_kernel_entry(f"fa_f16_d64_{s}", "f16", 64, m) for s, m in support.ATTN_MASKS.items()]
+    kernels += [support.flash_attn_kernel_entry("fa_f16_d64_br_varlen", "f16", 64, "causal_bottom_right", True),
+                support.flash_attn_kernel_entry("fa_f16_d64_none_plain", "f16", 64, features=()),
+                support.flash_attn_kernel_entry("fa_f16_d64_none_lse", "f16", 64, features=("return_lse",)),
+                support.flash_attn_kernel_entry("fa_f16_d32_none_packed", "f16", 32, features=ALL),
+                support.gemm_kernel_entry("f16", "f16", False, "hsaco")]
+    kernels[-2]["attributes"]["pack_gqa"] = 4      # one query-head pack per tile: not what flash_attn launches
+    support.write_attention_bundle(tmp_path / "gfx942", "gfx942", kernels)
+    fake = support.FakeDriver(FAKE)
+    entries = {k["name"]: k for k in kernels}
+    return fake, tessera.Device("sim:gfx942"), entries
+
+
+def _one_launch(fake, entries):
+    (launch,) = fake.launches()
+    name = launch.entry.decode()
+    return name, tuple(launch.grid), support.unpack_args(entries[name], launch.args)
+
+
+def test_dispatch_packed_qkv_strides_and_options(fake_sim):
+    fake, dev, entries = fake_sim
+    B, S, Hq, Hkv, D = 2, 37, 6, 2, 64
+    packed = np.full((B, S, Hq + 2 * Hkv, D), 7.0, np.float16)       # one packed qkv tensor
+    q, k, v = packed[:, :, :Hq], packed[:, :, Hq:Hq + Hkv], packed[:, :, Hq + Hkv:]
+    out, lse = tessera.flash_attn(q, k, v, causal=True, causal_align="top_left", window=(5, -1), softcap=20.0,
+                                  return_lse=True, device=dev)
+    assert out.shape == (B, S, Hq, D) and out.dtype == np.float16 and lse.shape == (B, Hq, S) and lse.dtype == np.float32
+    name, grid, args = _one_launch(fake, entries)
+    assert name == "fa_f16_d64_tl" and grid == (1, Hq, B)
+    row = (Hq + 2 * Hkv) * D
+    assert (args["B"], args["Sq"], args["Sk"], args["Hq"], args["Hkv"]) == (B, S, S, Hq, Hkv)
+    for t in "qkv":
+        assert (args[f"{t}_stride_b"], args[f"{t}_stride_s"], args[f"{t}_stride_h"]) == (S * row, row, D)
+    assert (args["o_stride_b"], args["o_stride_s"], args["o_stride_h"]) == (S * Hq * D, Hq * D, D)
+    assert (args["lse_stride_b"], args["lse_stride_h"]) == (Hq * S, S)
+    assert args["scale"] == pytest.approx(1 / 8) and args["softcap"] == pytest.approx(20.0)
+    assert (args["window_left"], args["window_right"]) == (5, -1)
+
+
+def test_dispatch_prefers_the_kernel_with_fewest_extra_features(fake_sim):
+    fake, dev, entries = fake_sim
+    q, k, v = qkv(D=64)
+    tessera.flash_attn(q, k, v, device=dev)
+    assert fake.launches()[-1].entry == b"fa_f16_d64_none_plain"
+    tessera.flash_attn(q, k, v, return_lse=True, device=dev)
+    assert fake.launches()[-1].entry == b"fa_f16_d64_none_lse"
+    tessera.flash_attn(q, k, v, softcap=1.0, device=dev)
+    name, _, args = _one_launch_last(fake, entries)
+    assert name == "fa_f16_d64_none" and args["lse"] != 0          # scratch LSE for a kernel that writes one
+    assert (args["window_left"], args["window_right"], args["softcap"]) == (-1, -1, 1.0)
+    tessera.flash_attn(q, k, v, causal=True, scale=0.5, device=dev)
+    name, _, args = _one_launch_last(fake, entries)
+    assert name == "fa_f16_d64_br" and args["scale"] == 0.5
+
+
+def _one_launch_last(fake, entries):
+    launch = fake.launches()[-1]
+    name = launch.entry.decode()
+    return name, tuple(launch.grid), support.unpack_args(entries[name], launch.args)
+
+
+def test_dispatch_varlen(fake_sim):
+    fake, dev, entries = fake_sim
+    q, k, v, cq, ck, mq, mk = varlen_args(cu_q=(0, 3, 3, 7), cu_k=(0, 4, 9, 9), max_q=4, max_k=5)
+    out, lse = tessera.flash_attn_varlen(q, k, v, cq, ck, mq, mk, causal=True, return_lse=True, device=dev)
+    assert out.shape == (7, 2, 64) and lse.shape == (2, 7)
+    name, grid, args = _one_launch(fake, entries)
+    assert name == "fa_f16_d64_br_varlen" and grid == (1, 2, 3)
+    assert (args["B"], args["Sq"], args["Sk"], args["Hq"], args["Hkv"]) == (3, 4, 5, 2, 1)
+    assert (args["q_stride_b"], args["q_stride_s"], args["q_stride_h"]) == (0, 128, 64)
+    assert (args["k_stride_b"], args["k_stride_s"], args["k_stride_h"]) == (0, 64, 64)
+    assert (args["lse_stride_b"], args["lse_stride_h"]) == (0, 7)
+    assert args["cu_seqlens_q"] and args["cu_seqlens_k"]
+
+
+def test_missing_variant_is_named(fake_sim):
+    fake, dev, _ = fake_sim
+    q, k, v = qkv(D=32)
+    with pytest.raises(tessera.KernelNotFoundError, match=r"\(gfx942\) has no flash_attn kernel with dtype=f16 "
+                                                          r"head_dim=32 mask=none varlen=False return_lse "
+                                                          r"\(flash_attn kernels: fa_f16_d64_none, "):
+        tessera.flash_attn(q, k, v, return_lse=True, device=dev)   # the pack_gqa kernel is not used
+    with pytest.raises(tessera.KernelNotFoundError, match=r"mask=causal_top_left varlen=True"):
+        tessera.flash_attn_varlen(*varlen_args(), causal=True, causal_align="top_left", device=dev)
+    assert fake.launches() == []
+
+
+def test_empty_sizes_launch_nothing(fake_sim):
+    fake, dev, _ = fake_sim
+    out = tessera.flash_attn(*qkv(B=0), device=dev)
+    assert out.shape == (0, 4, 2, 64)
+    out, lse = tessera.flash_attn(*qkv(Sq=0), return_lse=True, device=dev)
+    assert out.shape == (1, 0, 2, 64) and lse.shape == (1, 2, 0)
+    out = tessera.flash_attn(*qkv(Hq=0, Hkv=0), device=dev)
+    assert out.shape == (1, 4, 0, 64)
+    q, k, v, cq, ck, mq, mk = varlen_args(total_q=0, cu_q=(0, 0, 0), max_q=0)
+    assert tessera.flash_attn_varlen(q, k, v, cq, ck, mq, mk, causal=True, device=dev).shape == (0, 2, 64)
+    assert fake.launches() == []
+    tessera.flash_attn(*qkv(Sk=0), device=dev)       # Sk = 0: the kernel writes O = 0, LSE = -inf
+    assert len(fake.launches()) == 1
+
+
+# ---- The reference ------------------------------------------------------------------------------------------------
+def naive_attention(q, k, v, causal, align, window, softcap, scale):
+    """One row at a time in Python floats: the definition the vectorised reference must match."""
+    B, Sq, Hq, D = q.shape
+    Sk, group = k.shape[1], Hq // k.shape[2]
+    O, L = np.zeros((B, Sq, Hq, D)), np.full((B, Hq, Sq), -np.inf)
+    for b in range(B):
+        for h in range(Hq):
+            for i in range(Sq):
+                off = 0 if causal and align == "top_left" else Sk - Sq
+                keys = [j for j in range(Sk) if not (causal and j > i + off) and
+                        not (window[0] >= 0 and j < i + off - window[0]) and
+                        not (window[1] >= 0 and j > i + off + window[1])]
+                if not keys:
+                    continue
+                s = [scale * float(np.dot(q[b, i, h].astype(np.float64), k[b, j, h // group].astype(np.float64)))
+                     for j in keys]
+                s = [softcap * math.tanh(x / softcap) for x in s] if softcap else s
+                m = max(s)
+                p = [math.exp(x - m) for x in s]
+                L[b, h, i] = m + math.log(sum(p))
+                O[b, i, h] = sum(pj * v[b, j, h // group].astype(np.float64) for pj, j in zip(p, keys)) / sum(p)
+    return O, L
+
+
+@pytest.mark.parametrize("causal, align, window, softcap", [
+    (False, "bottom_right", (-1, -1), 0.0), (True, "bottom_right", (-1, -1), 0.0), (True, "top_left", (2, -1), 0.0),
+    (False, "bottom_right", (1, 1), 3.0), (True, "bottom_right", (0, 0), 0.0), (False, "bottom_right", (0, -1), 0.0)])
+@pytest.mark.parametrize("Sq, Sk", [(5, 7), (1, 7), (10, 7), (6, 0)])
+def test_reference_matches_the_definition(causal, align, window, softcap, Sq, Sk):
+    rng = np.random.default_rng()
+    q = rng.standard_normal((2, Sq, 4, 32)).astype(np.float16)
+    k, v = (rng.standard_normal((2, Sk, 2, 32)).astype(np.float16) for _ in range(2))
+    ref = testing.attention_reference(q, k, v, causal, align, 0.3, window, softcap)
+    O, L = naive_attention(q, k, v, causal, align, window, softcap, 0.3)
+    np.testing.assert_allclose(ref.o, O, atol=1e-12)
+    assert (np.isinf(ref.lse) == np.isinf(L)).all()
+    np.testing.assert_allclose(ref.lse[np.isfinite(L)], L[np.isfinite(L)], rtol=1e-12)
+    same = testing.attention_reference(q, k, v, causal, align, 0.3, window, softcap, precision="same")
+    assert same.o.dtype == np.float64 and (same.o == same.o.astype(np.float16)).all()   # rounded to f16
+    assert testing.check_attention(same.o, ref, same, same.lse).ok
+    assert testing.check_attention(ref.o, ref, same, ref.lse).ok
+
+
+def test_reference_varlen_matches_per_sequence():
+    rng = np.random.default_rng()
+    cq, ck = [0, 3, 3, 9], [0, 5, 8, 8]
+    q = rng.standard_normal((9, 3, 32)).astype(np.float16)
+    k, v = (rng.standard_normal((8, 1, 32)).astype(np.float16) for _ in range(2))
+    ref = testing.attention_reference_varlen(q, k, v, cq, ck, causal=True)
+    for b in range(3):
+        one = testing.attention_reference(q[None, cq[b]:cq[b + 1]], k[None, ck[b]:ck[b + 1]], v[None, ck[b]:ck[b + 1]],
+                                          causal=True)
+        assert (ref.o[cq[b]:cq[b + 1]] == one.o[0]).all() and (ref.lse[:, cq[b]:cq[b + 1]] == one.lse[0]).all()
+    assert np.isinf(ref.lse[:, 3:9]).all() and (ref.o[3:9] == 0).all()   # the third sequence has no keys
+
+
+def test_check_attention_catches_what_it_must():
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((1, 6, 2, 32)).astype(np.float16) for _ in range(3))
+    ref = testing.attention_reference(q[:, :, :], k[:, :3], v[:, :3], causal=True)   # rows 0-2 fully masked
+    same = testing.attention_reference(q, k[:, :3], v[:, :3], causal=True, precision="same")
+    good_o, good_lse = same.o.astype(np.float16), same.lse.astype(np.float32)
+    assert testing.check_attention(good_o, ref, same, good_lse).ok
+    bad = good_o.copy()
+    bad[0, 4, 1, 7] = np.nan
+    assert "NaN" in str(testing.check_attention(bad, ref, same, good_lse))
+    bad = good_o.copy()
+    bad[0, 1, 0, 0] = 1e-4                      # a fully masked row must be exactly 0
+    assert "not exactly 0" in str(testing.check_attention(bad, ref, same, good_lse))
+    bad = good_o.copy()
+    bad[0, 5, 0, 3] += 0.05
+    assert not testing.check_attention(bad, ref, same, good_lse).ok
+    lse = good_lse.copy()
+    lse[0, 0, 0] = -1e30                        # -inf exactly, not a large negative number
+    assert "not -inf" in str(testing.check_attention(good_o, ref, same, lse))
+    lse = good_lse.copy()
+    lse[0, 1, 4] = np.nan
+    assert not testing.check_attention(good_o, ref, same, lse).ok
+    lse = good_lse.copy()
+    lse[0, 1, 5] += 1e-3
+    assert not testing.check_attention(good_o, ref, same, lse).ok
+
+
+# ---- The default kernels ------------------------------------------------------------------------------------------
+ALL_VARIANTS = {(d, D, m, v) for d in support.DTYPES for D in (32, 64, 96, 128, 256)
+                for m in support.ATTN_MASKS.values() for v in (False, True)}
+
+
+def test_examples_attention_declares_every_variant():
+    """examples/attention.mlir (dist's default kernels): fa_<dtype>_d<D>_<none|tl|br>[_varlen], each with every
+    runtime feature and no tile."""
+    import re
+    found = {}
+    for line in (support.REPO / "examples" / "attention.mlir").read_text().splitlines():
+        if not line.startswith("tessera."):
+            continue
+        name, attrs = re.fullmatch(r"tessera\.flash_attn @(\w+) \{(.*)\}", line).groups()
+        attrs = dict(a.split(" = ") if " = " in a else (a, True) for a in attrs.split(", "))
+        mask = re.fullmatch(r"#tessera\.mask<(\w+)>", attrs["mask"]).group(1)
+        short = {v: k for k, v in support.ATTN_MASKS.items()}[mask]
+        variant = (attrs["dtype"], int(attrs["head_dim"]), mask, "varlen" in attrs)
+        assert name == f"fa_{variant[0]}_d{variant[1]}_{short}" + ("_varlen" if variant[3] else "")
+        assert {"sliding_window", "softcap", "return_lse"} <= set(attrs) and "tile" not in attrs
+        found[name] = variant
+    assert set(found.values()) == ALL_VARIANTS and len(found) == 60
+
+
+def test_default_bundles_have_every_attention_variant():
+    """The bundles found (dist/ or a build tree) hold the 60 flash_attn kernels, unless a target has none at all
+    (scripts/make_dist.sh leaves them out, with a warning, for a target without the generator)."""
+    import json
+    found = tessera.available_targets()
+    if not found:
+        pytest.skip("no bundles in the search path (scripts/make_dist.sh builds them)")
+    for target, directory in found.items():
+        kernels = [k for k in json.loads((directory / "manifest.json").read_text())["kernels"]
+                   if k["directive"] == "flash_attn"]
+        if not kernels:
+            continue
+        variants = {(a["dtype"], a["head_dim"], a.get("mask", "none"), a.get("varlen", False))
+                    for a in (k["attributes"] for k in kernels)
+                    if all(a.get(f) for f in ("sliding_window", "softcap", "return_lse"))}
+        assert variants >= ALL_VARIANTS, f"{target}: missing {sorted(ALL_VARIANTS - variants)}"
