@@ -147,15 +147,19 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
               if (ldsBytes(p, target) > target.ldsBytes) continue;
               // Keep the accumulators (O and S) within ~30% of the register file so the
               // unrolled fragment loads do not push the kernel into spills.
+              // Keep the accumulators (O and S) within 40% of the register file (30% when P
+              // goes through LDS, which keeps more fragments live) so the unrolled fragment
+              // loads do not spill. On the H200, D 128 with 64 keys per step (235 registers, LSE only)
+              // ran 1.17x faster than with 32 (bench/NOTES.md).
               int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
-              p.tightRegisters = accRegs > target.maxVgprsPerWave * 3 / 10;
+              // Window and softcap code keeps more values live: 5% less for each.
+              int budgetPercent = (p.pInRegisters ? 40 : 30) - 5 * op.getSlidingWindow() -
+                                  5 * op.getSoftcap();
+              p.tightRegisters = accRegs * 100 > target.maxVgprsPerWave * budgetPercent;
               if (!tile && p.tightRegisters && p.blockN > 16) continue;
-              // Prefetching K and V costs 2 * blockN * headDim elements over the workgroup.
-              int prefetchRegs = 2 * p.blockN * p.headDim / (2 * p.waves * target.waveSize);
-              // (Not with P through LDS: that path holds more live fragments.)
-              bool prefetchFits = p.pInRegisters &&
-                                  accRegs + prefetchRegs <= target.maxVgprsPerWave * 4 / 10;
-              p.stages = tile ? tile.getStages() : (prefetchFits ? 2 : 1);
+              // Register prefetch of the next K/V tile is opt-in (tile stages = 2): on the
+              // H200 it cost registers and ran slower (0.69x at D 128, 64 keys per step).
+              p.stages = tile ? tile.getStages() : 1;
               return p;
             }
   return op.emitOpError() << "no tile configuration of " << target.chip << " atoms fits head_dim "
