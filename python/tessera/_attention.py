@@ -218,13 +218,14 @@ def _run(p, dev, kernel, infos, lse):
     """Launches the kernel: torch on the current stream (asynchronous), numpy through simulator memory."""
     q = infos["q"]
     lse_strides = _lse_strides(p, lse)
+    writes_lse = any(name == "lse" for name, _ in kernel.args)
     cu = [n for n in ("cu_seqlens_q", "cu_seqlens_k") if n in infos]
     if q.kind == "numpy":
         with _launch.SimMemory(dev) as mem:
             ptrs = {name: mem.put(infos[name]) for name in ("q", "k", "v", "o", *cu)}
             if lse is not None:
                 ptrs["lse"] = mem.put(lse)
-            else:   # the kernel writes LSE anyway: a scratch buffer in simulator memory
+            elif writes_lse:   # the kernel writes LSE anyway: a scratch buffer in simulator memory
                 ptrs["lse"] = mem.alloc(4 * math.prod(p.lse_shape))
             kernel.launch(None, **_values(p, ptrs, infos, lse_strides, kernel))
             dev.synchronize()
@@ -232,10 +233,11 @@ def _run(p, dev, kernel, infos, lse):
             if lse is not None:
                 mem.get(lse)
         return
-    if lse is None:
-        lse = _arrays.describe(_arrays.empty(q, p.lse_shape, "f32"), "lse")
     ptrs = {name: infos[name].ptr for name in ("q", "k", "v", "o", *cu)}
-    ptrs["lse"] = lse.ptr
+    if lse is None and writes_lse:   # a scratch LSE for a kernel that writes one
+        lse = _arrays.describe(_arrays.empty(q, p.lse_shape, "f32"), "lse")
+    if lse is not None:
+        ptrs["lse"] = lse.ptr
     for name in ("k", "v"):   # an empty k/v (Sk = 0) may have a null data_ptr; the kernel never reads it
         ptrs[name] = ptrs[name] or q.ptr
     kernel.launch(_launch.current_stream(q), **_values(p, ptrs, infos, lse_strides, kernel))
