@@ -61,3 +61,35 @@ tessera.flash_attn @fa_bf16_d256_tl {dtype = bf16, head_dim = 256, mask = #tesse
 tessera.flash_attn @fa_bf16_d256_tl_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, return_lse, varlen}
 tessera.flash_attn @fa_bf16_d256_br {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse}
 tessera.flash_attn @fa_bf16_d256_br_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen}
+// Lean twins (LSE only): calls without a window or softcap pick these; they keep 64 keys per
+// step where the full kernels drop to 32 for registers (sm_90 D128: 191 vs 164 TFLOP/s, bench/NOTES.md).
+tessera.flash_attn @fa_f16_d32_none_lse {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_f16_d32_tl_lse {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_f16_d32_br_lse {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_f16_d64_none_lse {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_f16_d64_tl_lse {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_f16_d64_br_lse {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_f16_d96_none_lse {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_f16_d96_tl_lse {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_f16_d96_br_lse {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_f16_d128_none_lse {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_f16_d128_tl_lse {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_f16_d128_br_lse {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_f16_d256_none_lse {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_f16_d256_tl_lse {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_f16_d256_br_lse {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_bf16_d32_none_lse {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_bf16_d32_tl_lse {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_bf16_d32_br_lse {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_bf16_d64_none_lse {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_bf16_d64_tl_lse {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_bf16_d64_br_lse {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_bf16_d96_none_lse {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_bf16_d96_tl_lse {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_bf16_d96_br_lse {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_bf16_d128_none_lse {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_bf16_d128_tl_lse {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_bf16_d128_br_lse {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse}
+tessera.flash_attn @fa_bf16_d256_none_lse {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, return_lse}
+tessera.flash_attn @fa_bf16_d256_tl_lse {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, return_lse}
+tessera.flash_attn @fa_bf16_d256_br_lse {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, return_lse}
