@@ -7,7 +7,7 @@ SUDO=""
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev llvm-22-tools
   cmake ninja-build ccache g++ libgtest-dev nlohmann-json3-dev
-  python3 python3-numpy python3-pytest
+  python3 python3-numpy python3-pytest python3-pip
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -17,4 +17,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# bf16 numpy arrays (the simulator's bf16 tests) need ml_dtypes, which Debian does not package;
+# 0.3.2 is the newest that works with Debian 12's numpy 1.24.
+if ! /usr/bin/python3 -c "import ml_dtypes" 2>/dev/null; then
+  echo "setup: installing ml_dtypes from PyPI"
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "ml_dtypes==0.3.2"
 fi
