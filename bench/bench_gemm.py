@@ -1,11 +1,8 @@
 #!/usr/bin/env python3
 """GEMM benchmark on a CUDA GPU: tessera.gemm vs torch.matmul on the same inputs in one run, checked against float64; table last, JSON to $TESSERA_BENCH_OUT."""
 import argparse
-import datetime
 import json
 import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +10,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
+from _common import median_ms, provenance  # noqa: E402
 from tessera.testing import check_tolerance  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 4096, 4096), (4096, 1000, 4096), (4096, 4096, 1000),
@@ -30,28 +28,6 @@ def parse_args():
     args.shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     args.dtypes, args.layouts = args.dtypes.split(","), args.layouts.split(",")
     return args
-
-
-def median_ms(fn, rep_ms):
-    """Median time of fn in ms: triton.testing.do_bench (clears L2 between runs), else CUDA events."""
-    try:
-        from triton.testing import do_bench
-        return do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
-    except ImportError:
-        pass
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(max(10, rep_ms // 5)):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def check(out, a, b):
@@ -83,28 +59,6 @@ def run_case(M, N, K, dtype, layout, rep_ms):
     if "tessera_tflops" in row:
         row["ratio"] = row["tessera_tflops"] / row["torch_tflops"]
     return row
-
-
-def provenance():
-    """Date, commit (dist/BUILD_INFO from scripts/make_dist.sh, else git), GPU, torch, runtime and bundle used."""
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "commit": "unknown",
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
-    try:
-        meta["runtime"] = str(tessera.runtime_library())
-        meta["bundle"] = str(tessera.device("cuda").bundle().directory)
-    except tessera.TesseraError as e:
-        meta.setdefault("runtime", None)
-        meta["bundle"] = f"unavailable: {e}"
-    info = Path(meta["runtime"]).parents[1] / "BUILD_INFO" if meta["runtime"] else None
-    if info is not None and info.is_file():
-        meta["commit"] = dict(line.split(" ", 1) for line in info.read_text().splitlines() if " " in line)["commit"]
-    else:
-        try:
-            meta["commit"] = subprocess.run(["git", "-C", str(Path(__file__).parent), "rev-parse", "--short", "HEAD"],
-                                            capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            pass
-    return meta
 
 
 def table(meta, rows):

@@ -88,7 +88,7 @@ done
 
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
-cp "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$dist/bench/"
+cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$dist/bench/"
 cp "$root/scripts/gpu_check.sh" "$dist/scripts/"
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)

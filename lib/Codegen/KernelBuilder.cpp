@@ -53,6 +53,13 @@ static Attribute targetAttr(MLIRContext *ctx, const TargetInfo &t) {
                                    "+ptx80");
 }
 
+DictionaryAttr directiveAttributes(Operation *directive) {
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute a : directive->getAttrs())
+    if (a.getName() != SymbolTable::getSymbolAttrName()) attrs.push_back(a);
+  return DictionaryAttr::get(directive->getContext(), attrs);
+}
+
 gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target,
                             const KernelSignature &sig) {
   MLIRContext *ctx = b.getContext();

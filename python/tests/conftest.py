@@ -1,5 +1,22 @@
-"""pytest setup: tests import the tessera package next to them (python/tessera), whatever else is on sys.path."""
+"""pytest setup: the tessera package next to the tests comes first on sys.path; the exact-fp32-matmul fixture of the GPU references."""
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+@pytest.fixture(scope="module")
+def exact_fp32_matmul():
+    """The same-precision reference is fp32 matmul: no TF32 and no reduced-precision reductions."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = saved[0]
+    torch.set_float32_matmul_precision(saved[1])
+
+

@@ -12,21 +12,10 @@ from support import torch
 import tessera
 from tessera import testing
 
-pytestmark = support.requires_cuda
+pytestmark = [support.requires_cuda, pytest.mark.usefixtures("exact_fp32_matmul")]
 
 LENGTHS = (1, 17, 127, 257, 1000, 4097)
 MASKS = ("none", "tl", "br")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def exact_fp32_matmul():
-    """The same-precision reference uses fp32 matmuls: no TF32 and no reduced-precision reductions."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = saved[0]
-    torch.set_float32_matmul_precision(saved[1])
 
 
 class Inputs:

@@ -7,7 +7,7 @@ import support
 from support import torch
 import tessera
 
-pytestmark = support.requires_cuda
+pytestmark = [support.requires_cuda, pytest.mark.usefixtures("exact_fp32_matmul")]
 
 SIZES = (1, 17, 64, 255, 1000, 4096)
 # A representative sample of the 216 (M, N, K): every size in every position, asymmetric shapes,
@@ -20,17 +20,6 @@ SHAPES = [
     (17, 17, 1), (1000, 64, 4096), (255, 17, 64), (4096, 1000, 17), (64, 1000, 1),
 ]
 assert all({s[i] for s in SHAPES} == set(SIZES) for i in range(3))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def exact_fp32_matmul():
-    """The same-precision reference is fp32 matmul: no TF32 and no reduced-precision reductions."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = saved[0]
-    torch.set_float32_matmul_precision(saved[1])
 
 
 class Inputs:

@@ -46,6 +46,9 @@ struct KernelSignature {
   int blockThreads = 0;
 };
 
+/// The attributes of a directive without its symbol name: what the manifest records.
+mlir::DictionaryAttr directiveAttributes(mlir::Operation *directive);
+
 /// Creates `gpu.module @name [target] { gpu.func @name(args) kernel }` before `anchor` and
 /// records the signature on the function (tessera.* attributes read by the manifest writer
 /// and the simulator). Returns the function, whose body holds only its `gpu.return`.

@@ -175,10 +175,7 @@ KernelSignature attnSignature(tessera::FlashAttnOp op, const AttnPlan &p,
   KernelSignature sig;
   sig.name = op.getSymName().str();
   sig.directive = "flash_attn";
-  SmallVector<NamedAttribute> attrs;
-  for (NamedAttribute a : op->getAttrs())
-    if (a.getName() != SymbolTable::getSymbolAttrName()) attrs.push_back(a);
-  sig.directiveAttrs = DictionaryAttr::get(ctx, attrs);
+  sig.directiveAttrs = directiveAttributes(op);
   auto &a = sig.args;
   for (const char *n : {"q", "k", "v"}) a.push_back({n, ptr(p.elem), ArgRole::Input});
   a.push_back({"o", ptr(p.elem), ArgRole::Output});

@@ -78,10 +78,7 @@ KernelSignature gemmSignature(tessera::WmmaGemmOp op, const GemmPlan &p,
   KernelSignature sig;
   sig.name = op.getSymName().str();
   sig.directive = "wmma_gemm";
-  SmallVector<NamedAttribute> attrs;
-  for (NamedAttribute a : op->getAttrs())
-    if (a.getName() != SymbolTable::getSymbolAttrName()) attrs.push_back(a);
-  sig.directiveAttrs = DictionaryAttr::get(ctx, attrs);
+  sig.directiveAttrs = directiveAttributes(op);
   sig.args = {{"a", ptr(p.inType), ArgRole::Input},  {"b", ptr(p.inType), ArgRole::Input},
               {"c", ptr(p.outType), ArgRole::Output}, {"M", index, ArgRole::Size},
               {"N", index, ArgRole::Size},            {"K", index, ArgRole::Size},
