@@ -9,8 +9,13 @@ OUT_DIR=${OUT_DIR:-$ROOT/out}
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
 mkdir -p "$OUT_DIR/bundles"
-for target in gfx942 gfx950 gfx1100 sm_90; do
-  "$BUILD_DIR/bin/tessera-compile" "$ROOT/examples/gemm.mlir" --target=$target -o "$OUT_DIR/bundles/$target"
+cat "$ROOT/examples/gemm.mlir" "$ROOT/examples/attention.mlir" > "$OUT_DIR/examples.mlir"
+TARGETS="gfx942 gfx950 gfx1100 sm_90"
+pids=()
+for target in $TARGETS; do   # one compiler process per target, in parallel
+  "$BUILD_DIR/bin/tessera-compile" "$OUT_DIR/examples.mlir" --target=$target -o "$OUT_DIR/bundles/$target" &
+  pids+=($!)
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 TESSERA_BUILD_DIR=$BUILD_DIR TESSERA_BUNDLE_PATH=$OUT_DIR/bundles \
-  /usr/bin/python3 "$ROOT/examples/run_gemm.py" gfx942 gfx950 gfx1100 sm_90
+  /usr/bin/python3 "$ROOT/examples/run_examples.py" $TARGETS

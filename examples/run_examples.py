@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs the example GEMM bundles: on the GPU for its own target when one is present, on the simulator otherwise."""
+"""Runs the example bundles (GEMM and attention): on the GPU for its own target when present, else on the simulator."""
 import argparse
 import sys
 from pathlib import Path
@@ -10,6 +10,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 import tessera  # noqa: E402
 
 SHAPES = [(17, 33, 40), (128, 128, 128), (255, 64, 1000)]
+# (B, Sq, Sk, Hq, Hkv, D, causal): tails, Sq != Sk both ways, GQA.
+ATTENTION = [(1, 17, 33, 2, 1, 64, True), (2, 70, 50, 4, 2, 128, False), (1, 130, 130, 3, 3, 32, True)]
 
 
 def cuda_arch():
@@ -22,6 +24,18 @@ def cuda_arch():
         return None
     major, minor = torch.cuda.get_device_capability()
     return f"sm_{major}{minor}"
+
+
+def run_attention(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, rng):
+    q = rng.standard_normal((B, Sq, Hq, D)).astype(np.float16)
+    k, v = (rng.standard_normal((B, Sk, Hkv, D)).astype(np.float16) for _ in range(2))
+    ref = tessera.testing.attention_reference(q, k, v, causal=causal)[0]
+    if gpu:
+        import torch
+        o = tessera.flash_attn(*(torch.from_numpy(x).cuda() for x in (q, k, v)), causal=causal).cpu().numpy()
+    else:
+        o = tessera.flash_attn(q, k, v, causal=causal, device=f"sim:{target}")
+    return float(np.abs(o.astype(np.float64) - ref).max())
 
 
 def run(target, gpu, m, n, k, rng):
@@ -50,10 +64,16 @@ def main():
             err = run(target, gpu, m, n, k, rng)
             passed = err < 1e-3
             ok &= passed
-            rows.append((target, "gpu" if gpu else "sim", f"{m}x{n}x{k}", err, passed))
-    print(f"{'target':8} {'where':5} {'MxNxK':14} {'rel. max error':>14}  result")
+            rows.append((target, "gpu" if gpu else "sim", f"gemm {m}x{n}x{k}", err, passed))
+        for B, Sq, Sk, Hq, Hkv, D, causal in ATTENTION:
+            err = run_attention(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, rng)
+            passed = err < 5e-3  # f16 output rounding of values of magnitude ~1
+            ok &= passed
+            shape = f"attn {B}x{Sq}x{Sk} H{Hq}/{Hkv} D{D}{' causal' if causal else ''}"
+            rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
+    print(f"{'target':8} {'where':5} {'kernel':32} {'max error':>10}  result")
     for target, where, shape, err, passed in rows:
-        print(f"{target:8} {where:5} {shape:14} {err:14.2e}  {'ok' if passed else 'FAIL'}")
+        print(f"{target:8} {where:5} {shape:32} {err:10.2e}  {'ok' if passed else 'FAIL'}")
     return 0 if ok else 1
 
 
