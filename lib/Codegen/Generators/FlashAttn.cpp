@@ -250,6 +250,8 @@ private:
   // Per-lane statistics slots: the distinct queries a lane holds in one S tile.
   int slotOf(int e) const;
   int slots() const;
+  /// The slot of output accumulator element `e` (the same query in the same lane).
+  int outputSlotOf(int e) const;
   /// Reduces `values` (one per slot, per-lane partial) across the lanes sharing the queries.
   SmallVector<Value> reduceAcrossLanes(SmallVector<Value> values, bool isMax);
   /// Max (or sum) over keys of the S tiles of query tile `qt`, within the lane.
@@ -277,6 +279,14 @@ int AttnEmitter::slotOf(int e) const {
   for (size_t r = 0; r < p.qk->c.regBases.size(); ++r)
     if (queryOf(p, p.qk->c.regBases[r]) != 0) slot |= ((e >> r) & 1) << bit++;
   return slot;
+}
+
+int AttnEmitter::outputSlotOf(int e) const {
+  Coord c = p.pv->c.at(0, e);
+  int query = p.transposed ? c.col : c.row;
+  for (int e2 = 0; e2 < p.qk->c.elementsPerLane(); ++e2)
+    if (queryOf(p, p.qk->c.at(0, e2)) == query) return slotOf(e2);
+  llvm_unreachable("sameQueryLanes() guarantees a slot");
 }
 
 int AttnEmitter::slots() const {
@@ -587,14 +597,7 @@ void AttnEmitter::emit() {
       // Rescale this query tile's output accumulators: element -> its query's slot.
       Value alphaVec = vector::FromElementsOp::create(b, loc, slotType, alpha);
       SmallVector<int64_t> oSlots;
-      for (int e = 0; e < pv.c.elementsPerLane(); ++e) {
-        Coord c = pv.c.at(0, e);
-        int query = p.transposed ? c.col : c.row;
-        int slot = 0;
-        for (int e2 = 0; e2 < qk.c.elementsPerLane(); ++e2)
-          if (queryOf(p, qk.c.at(0, e2)) == query) slot = slotOf(e2);
-        oSlots.push_back(slot);
-      }
+      for (int e = 0; e < pv.c.elementsPerLane(); ++e) oSlots.push_back(outputSlotOf(e));
       Value alphaO = vector::ShuffleOp::create(b, loc, alphaVec, alphaVec, oSlots);
       for (int ht = 0; ht < hTiles; ++ht)
         oNext[qt * hTiles + ht] = fmul(oNext[qt * hTiles + ht], alphaO);
@@ -657,9 +660,7 @@ void AttnEmitter::emit() {
       for (int e = 0; e < pv.c.elementsPerLane(); ++e) {
         Coord c = pv.c.at(0, e);
         int q = p.transposed ? c.col : c.row, dd = p.transposed ? c.row : c.col;
-        int slot = 0;
-        for (int e2 = 0; e2 < qk.c.elementsPerLane(); ++e2)
-          if (queryOf(p, qk.c.at(0, e2)) == q) slot = slotOf(e2);
+        int slot = outputSlotOf(e);
         Value query = kb.add(kb.add(queryBase, oLaneQuery), q);
         Value col = kb.add(oLaneD, ht * (p.transposed ? pv.m : pv.n) + dd);
         auto inRange = scf::IfOp::create(b, loc, kb.cmpLt(query, seqQ), false);
