@@ -116,9 +116,14 @@ def gemm_kernel_entry(dtype, out_type, transpose_b, code_ext):
 
 def write_gemm_bundle(directory, target):
     """A manifest with the eight default GEMM kernels (no code objects: enough for the sim backend)."""
+    ext = "ptx" if target.startswith("sm_") else "hsaco"
+    return write_bundle(directory, target,
+                        [gemm_kernel_entry(d, o, t, ext) for d in DTYPES for o in (d, "f32") for t in (False, True)])
+
+
+def write_bundle(directory, target, kernels):
+    """A manifest (no code objects: enough for the fake sim plugin) holding the given kernel entries."""
     nvidia = target.startswith("sm_")
-    kernels = [gemm_kernel_entry(d, o, t, "ptx" if nvidia else "hsaco")
-               for d in DTYPES for o in (d, "f32") for t in (False, True)]
     manifest = {"format": "tessera-bundle", "version": 1, "target": target,
                 "vendor": "nvidia" if nvidia else "amd", "code_object_format": "ptx" if nvidia else "hsaco",
                 "kernels": kernels}
@@ -197,18 +202,6 @@ def flash_attn_kernel_entry(name, dtype, head_dim, mask="none", varlen=False,
             "code_object": f"{name}.{code_ext}", "block": [256, 1, 1],
             "grid": [["ceil_div", "Sq", tile_m], "Hq", "B"], "lds_bytes": 0,
             "args": flash_attn_args(dtype, varlen, features)}
-
-
-def write_attention_bundle(directory, target, kernels):
-    """A manifest (no code objects: enough for the fake sim plugin) holding the given kernel entries."""
-    nvidia = target.startswith("sm_")
-    manifest = {"format": "tessera-bundle", "version": 1, "target": target,
-                "vendor": "nvidia" if nvidia else "amd", "code_object_format": "ptx" if nvidia else "hsaco",
-                "kernels": kernels}
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "manifest.json").write_text(json.dumps(manifest))
-    return manifest
 
 
 def unpack_args(kernel_entry, data):

@@ -181,7 +181,7 @@ def fake_sim(monkeypatch, tmp_path):
                 support.flash_attn_kernel_entry("fa_f16_d32_none_packed", "f16", 32, features=ALL),
                 support.gemm_kernel_entry("f16", "f16", False, "hsaco")]
     kernels[-2]["attributes"]["pack_gqa"] = 4      # one query-head pack per tile: not what flash_attn launches
-    support.write_attention_bundle(tmp_path / "gfx942", "gfx942", kernels)
+    support.write_bundle(tmp_path / "gfx942", "gfx942", kernels)
     fake = support.FakeDriver(FAKE)
     entries = {k["name"]: k for k in kernels}
     return fake, tessera.Device("sim:gfx942"), entries
