@@ -1,17 +1,20 @@
-// flash_attn on the other targets: gfx950 (double-K MFMA for QK, 32x32x8 for PV so P stays in
-// registers), gfx1100 (WMMA; P through an LDS tile) and sm_90 (mma.sync, S = Q K^T).
+// flash_attn on the other targets: gfx950 (double-K MFMA for both products; P^T reaches the PV
+// operand with one lane-32 exchange), gfx1100 (WMMA; P^T with one lane-16 exchange, no LDS tile)
+// and sm_90 (mma.sync, S = Q K^T, P straight from the accumulators).
 // RUN: tessera-opt %s --tessera-generate-kernels=target=gfx950 | FileCheck %s --check-prefix=GFX950
 // RUN: tessera-opt %s --tessera-generate-kernels=target=gfx1100 | FileCheck %s --check-prefix=GFX1100
 // RUN: tessera-opt %s --tessera-generate-kernels=target=sm_90 | FileCheck %s --check-prefix=SM90
 
 // GFX950: workgroup(%{{.+}}, %{{.+}}, %{{.+}}) kernel
-// GFX950-DAG: amdgpu.mfma 32x32x16 {{.+}} : vector<8xf16>, vector<8xf16>, vector<16xf32>
-// GFX950-DAG: amdgpu.mfma 32x32x8 {{.+}} : vector<4xf16>, vector<4xf16>, vector<16xf32>
+// GFX950: amdgpu.mfma 32x32x16 {{.+}} : vector<8xf16>, vector<8xf16>, vector<16xf32>
+// GFX950: gpu.shuffle  xor %{{.+}}, %c32_i32, %c64_i32 : f32
+// GFX950: amdgpu.mfma 32x32x16 {{.+}} : vector<8xf16>, vector<8xf16>, vector<16xf32>
+// GFX950-NOT: amdgpu.mfma 32x32x8
 
-// Four LDS tiles (Q, K, V^T, P) and 128 threads (4 waves of 32).
-// GFX1100: workgroup(%{{.+}}, %{{.+}}, %{{.+}}, %[[P:[a-z0-9]+]] : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 128, 1, 1>
-// GFX1100: memref.store %{{.+}}, %[[P]]
-// GFX1100: gpu.barrier
+// Three LDS tiles (Q, K, V^T) and 128 threads (4 waves of 32).
+// GFX1100: workgroup(%{{.+}} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>>, %{{.+}} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>>, %{{.+}} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 128, 1, 1>
+// GFX1100: amdgpu.wmma 16x16x16
+// GFX1100: gpu.shuffle  xor %{{.+}}, %c16_i32, %c32_i32 : f32
 // GFX1100: amdgpu.wmma 16x16x16
 
 // SM90: known_block_size = array<i32: 128, 1, 1>

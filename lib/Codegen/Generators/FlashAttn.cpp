@@ -25,16 +25,29 @@ using namespace mlir;
 namespace tessera {
 namespace {
 
-/// Where element `dst` of an operand fragment comes from in the S accumulators.
+/// A per-lane choice of an accumulator element: `elem[bit]` where `bit` is lane bit `laneBit`
+/// of the lane (laneBit < 0: `elem[0]` on every lane).
+struct LaneChoice {
+  int laneBit = -1;
+  int elem[2] = {0, 0};
+};
+
+/// Where one element of the P operand comes from in the S accumulators of tile `keyTile`: on
+/// lanes where `own` holds, the lane's own element `ownElem`; elsewhere (xorMask != 0) the
+/// element `sendElem` of lane ^ xorMask, which every lane sends with one shuffle.
 struct AccSource {
-  int keyTile; ///< which accumulator tile along the keys
-  int elem;    ///< element of that tile's accumulator (same lane)
+  int keyTile = 0;
+  LaneChoice ownElem;
+  int xorMask = 0;
+  LaneChoice own;      ///< elem[] hold 1 (own) or 0 (from the partner)
+  LaneChoice sendElem;
 };
 
 struct AttnPlan {
   const MMAAtom *qk = nullptr, *pv = nullptr;
   bool transposed = false;   ///< S^T = K Q^T: accumulator rows are keys, columns queries
-  bool pInRegisters = false; ///< P reaches the PV atom from registers (else through LDS)
+  bool pInRegisters = false; ///< P reaches the PV atom in registers, at most one shuffle away
+                             ///< (else through LDS)
   /// conversion[kstep][elem]: the source of each element of the P operand per PV k-step.
   std::vector<std::vector<AccSource>> conversion;
   int blockM = 0, blockN = 0, waves = 0, headDim = 0;
@@ -49,6 +62,13 @@ struct AttnPlan {
   int keyTiles() const { return blockN / keyDim(); }
   int headTiles() const { return headDim / (transposed ? pv->m : pv->n); }
   int pvKeyDim() const { return pv->k; }
+  /// P needs cross-lane shuffles on its way to the PV atom.
+  bool pShuffles() const {
+    for (const auto &step : conversion)
+      for (const AccSource &src : step)
+        if (src.xorMask) return true;
+    return false;
+  }
 };
 
 // Query / key coordinates of an accumulator position in the chosen orientation.
@@ -59,32 +79,74 @@ int keyOf(const AttnPlan &p, Coord c) { return p.transposed ? c.row : c.col; }
 /// A = P (queries x keys).
 const OperandLayout &pOperandLayout(const AttnPlan &p) { return p.transposed ? p.pv->b : p.pv->a; }
 
-/// Finds, for every element of the P operand, the accumulator element of S holding the same
-/// (query, key) in the same lane, for all lanes; fails when some element lives elsewhere.
+/// A LaneChoice equal to `f` on every lane where f is defined (f[l] < 0: undefined), if one
+/// lane bit (or none) decides it.
+std::optional<LaneChoice> laneChoice(const std::vector<int> &f) {
+  auto fits = [&](int bit, LaneChoice &c) {
+    bool seen[2] = {false, false};
+    for (size_t l = 0; l < f.size(); ++l) {
+      if (f[l] < 0) continue;
+      int side = bit < 0 ? 0 : (l >> bit) & 1;
+      if (seen[side] && c.elem[side] != f[l]) return false;
+      seen[side] = true, c.elem[side] = f[l];
+    }
+    return true;
+  };
+  for (int bit = -1; (1 << std::max(bit, 0)) < int(f.size()); ++bit) {
+    LaneChoice c;
+    c.laneBit = bit;
+    if (fits(bit, c)) return c;
+  }
+  return std::nullopt;
+}
+
+/// Plans how every element of the P operand of each PV k-step is taken from the S
+/// accumulators without LDS: from the same lane, or from one partner lane (a fixed XOR of the
+/// lane id, one shuffle) with per-lane choices decided by single lane bits. Fails otherwise.
 bool planRegisterConversion(AttnPlan &p) {
   const OperandLayout &op = pOperandLayout(p);
   const OperandLayout &acc = p.qk->c;
   int pvQueries = p.transposed ? p.pv->n : p.pv->m;
-  if (pvQueries != p.queryDim() || p.blockN % p.pvKeyDim()) return false;
+  if (pvQueries != p.queryDim() || p.blockN % p.pvKeyDim() || op.lanes() != acc.lanes())
+    return false;
+  // (query, key in tile) -> (lane, element) of the S accumulator.
+  std::map<std::pair<int, int>, std::pair<int, int>> holder;
+  for (int lane = 0; lane < acc.lanes(); ++lane)
+    for (int e = 0; e < acc.elementsPerLane(); ++e) {
+      Coord c = acc.at(lane, e);
+      holder.emplace(std::pair{queryOf(p, c), keyOf(p, c)}, std::pair{lane, e});
+    }
   p.conversion.clear();
   for (int ks = 0; ks < p.blockN / p.pvKeyDim(); ++ks) {
     std::vector<AccSource> sources;
     for (int e = 0; e < op.elementsPerLane(); ++e) {
-      std::optional<AccSource> found;
+      AccSource src;
+      std::optional<int> tile;
+      std::vector<int> ownElem(op.lanes(), -1), own(op.lanes(), 0), send(op.lanes(), -1);
       for (int lane = 0; lane < op.lanes(); ++lane) {
         Coord want = op.at(lane, e);
         int query = p.transposed ? want.col : want.row;
         int key = (p.transposed ? want.row : want.col) + ks * p.pvKeyDim();
-        int tile = key / p.keyDim(), keyInTile = key % p.keyDim();
-        std::optional<int> elem;
-        for (int e2 = 0; e2 < acc.elementsPerLane(); ++e2) {
-          Coord have = acc.at(lane, e2);
-          if (queryOf(p, have) == query && keyOf(p, have) == keyInTile) elem = e2;
+        if (tile && *tile != key / p.keyDim()) return false;
+        tile = key / p.keyDim();
+        auto it = holder.find({query, key % p.keyDim()});
+        if (it == holder.end()) return false;
+        auto [srcLane, srcElem] = it->second;
+        if (srcLane == lane) {
+          ownElem[lane] = srcElem, own[lane] = 1;
+          continue;
         }
-        if (!elem || (found && (found->keyTile != tile || found->elem != *elem))) return false;
-        found = AccSource{tile, *elem};
+        int mask = srcLane ^ lane;
+        if (src.xorMask && src.xorMask != mask) return false;
+        src.xorMask = mask;
+        send[srcLane] = srcElem; // the partner sends what this lane needs
       }
-      sources.push_back(*found);
+      auto ownChoice = laneChoice(ownElem), ownPred = laneChoice(own),
+           sendChoice = laneChoice(send);
+      if (!ownChoice || !ownPred || !sendChoice) return false;
+      src.keyTile = *tile, src.ownElem = *ownChoice, src.own = *ownPred;
+      src.sendElem = *sendChoice;
+      sources.push_back(src);
     }
     p.conversion.push_back(std::move(sources));
   }
@@ -148,13 +210,13 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
               // Keep the accumulators (O and S) within ~30% of the register file so the
               // unrolled fragment loads do not push the kernel into spills.
               // Keep the accumulators (O and S) within 40% of the register file (30% when P
-              // goes through LDS, which keeps more fragments live) so the unrolled fragment
+              // goes through shuffles or LDS, which keep more values live) so the unrolled fragment
               // loads do not spill. On the H200, D 128 with 64 keys per step (235 registers, LSE only)
               // ran 1.17x faster than with 32 (bench/NOTES.md).
               int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
               // Window and softcap code keeps more values live: 5% less for each.
-              int budgetPercent = (p.pInRegisters ? 40 : 30) - 5 * op.getSlidingWindow() -
-                                  5 * op.getSoftcap();
+              int budgetPercent = (p.pInRegisters && !p.pShuffles() ? 40 : 30) -
+                                  5 * op.getSlidingWindow() - 5 * op.getSoftcap();
               p.tightRegisters = accRegs * 100 > target.maxVgprsPerWave * budgetPercent;
               if (!tile && p.tightRegisters && p.blockN > 16) continue;
               // Register prefetch of the next K/V tile is opt-in (tile stages = 2): on the
@@ -374,9 +436,37 @@ Value AttnEmitter::scores(Value acc, Value scaleLog2, Value cap) {
 
 /// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
 Value AttnEmitter::pOperand(ArrayRef<Value> pTiles, int kstep) {
+  auto laneBitSet = [&](int bit) {
+    return icmp(arith::CmpIPredicate::ne, kb.andi(lane, 1 << bit), kb.idx(0));
+  };
+  auto choose = [&](Value tile, const LaneChoice &c) -> Value {
+    Value first = extract(tile, c.elem[0]);
+    if (c.laneBit < 0 || c.elem[0] == c.elem[1]) return first;
+    return select(laneBitSet(c.laneBit), extract(tile, c.elem[1]), first);
+  };
+  // Shuffles are shared by the elements that need the same value from the partner.
+  std::map<std::tuple<int, int, int, int, int>, Value> shuffled;
   SmallVector<Value> elems;
-  for (const AccSource &src : p.conversion[kstep])
-    elems.push_back(kb.convert(extract(pTiles[src.keyTile], src.elem), p.elem));
+  for (const AccSource &src : p.conversion[kstep]) {
+    Value tile = pTiles[src.keyTile];
+    Value value = choose(tile, src.ownElem);
+    if (src.xorMask) {
+      const LaneChoice &c = src.sendElem;
+      Value &fromPartner =
+          shuffled[{src.keyTile, src.xorMask, c.laneBit, c.elem[0], c.elem[1]}];
+      if (!fromPartner)
+        fromPartner = gpu::ShuffleOp::create(b, loc, choose(tile, c), src.xorMask, t.waveSize,
+                                             gpu::ShuffleMode::XOR)
+                          .getShuffleResult();
+      const LaneChoice &own = src.own;
+      if (own.laneBit < 0)
+        value = own.elem[0] ? value : fromPartner;
+      else
+        value = select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
+                       own.elem[0] ? value : fromPartner);
+    }
+    elems.push_back(kb.convert(value, p.elem));
+  }
   auto type = VectorType::get({int64_t(elems.size())}, p.elem);
   return vector::FromElementsOp::create(b, loc, type, elems);
 }
