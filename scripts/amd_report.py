@@ -75,6 +75,8 @@ METHOD = """\
   Cycles / Iterations, `cyc/mat` = cyc/it / mat/it, `MAC/cyc` = MACs per iteration / cyc/it
   (steady-state view). The bar table normalises to the same tile work: cycles per 8192 MACs (one
   `v_mfma_f32_32x32x8` of work), which is cyc/mat wherever both sides use that instruction.
+  `v_permlane16/32_swap` is given to llvm-mca as a `v_mov_b32` of the same registers (llvm-mca
+  22 does not finish on it).
   llvm-mca's AMDGPU model issues one instruction per cycle in order, gives `s_barrier` a long
   fixed latency, treats `s_nop N` as one instruction and knows nothing of the latency hiding
   across waves that occupancy buys: read the figures as relative, for comparing loops of the
@@ -250,12 +252,19 @@ def loop_stats(items, loop):
             "hot_barriers": sum(1 for t in hot if t.startswith("s_barrier")), "_body": insts, "_hot": hot}
 
 
+def mca_stand_in(inst):
+    """llvm-mca 22 does not finish on gfx950's v_permlane32_swap (minutes per loop even at 10
+    iterations); it is fed a v_mov_b32 of the same registers instead, a one-pass VALU op like it."""
+    m = re.match(r"v_permlane(16|32)_swap_b32(?:_e32|_e64)?\s+(v\d+),\s*(v\d+)", inst)
+    return f"v_mov_b32_e32 {m.group(2)}, {m.group(3)}" if m else inst
+
+
 def run_mca(mca, chip, insts, workdir, stem):
     """(cycles per iteration, error) from llvm-mca over the straight-line instructions."""
     if not mca:
         return None, "llvm-mca not found"
     path = Path(workdir) / f"{stem}.s"
-    path.write_text("".join(f"\t{t}\n" for t in insts))
+    path.write_text("".join(f"\t{mca_stand_in(t)}\n" for t in insts))
     try:
         r = subprocess.run([mca, "-mtriple=amdgcn-amd-amdhsa", f"-mcpu={chip}", "-iterations=100",
                             str(path)], capture_output=True, text=True, timeout=300)
