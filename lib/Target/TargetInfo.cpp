@@ -33,12 +33,12 @@ const std::vector<TargetInfo> &allTargets() {
        CrossLane::Shuffle, std::nullopt, false,
        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
-       255, 512, 8, 16, 4},
+       255, 512, 8, 16, 4, /*gemmStages=*/2},
       {"sm_90", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
-       255, 512, 8, 16, 4},
+       255, 512, 8, 16, 4, /*gemmStages=*/2},
   };
   return targets;
 }

@@ -21,8 +21,8 @@ tessera.wmma_gemm @g {dtype = f16, out_type = f32, tile = #tessera.tile<m = 256,
 
 // -----
 
-// expected-error @+1 {{'tessera.wmma_gemm' op wmma_gemm supports tile 'stages' = 1, got 2}}
-tessera.wmma_gemm @g {dtype = f16, out_type = f32, tile = #tessera.tile<m = 128, n = 128, k = 32, waves = 4, stages = 2>}
+// expected-error @+1 {{'tessera.wmma_gemm' op wmma_gemm supports tile 'stages' 1 or 2, got 3}}
+tessera.wmma_gemm @g {dtype = f16, out_type = f32, tile = #tessera.tile<m = 128, n = 128, k = 32, waves = 4, stages = 3>}
 
 // -----
 

@@ -27,3 +27,9 @@ tessera.wmma_gemm @gemm_bf16 {dtype = bf16, out_type = bf16, transpose_b}
 // LDM: nvgpu.ldmatrix %{{.+}} {numTiles = 2 : i32, transpose = true} : memref<{{[0-9]+}}xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
 // LDM-LABEL: gpu.module @gemm_bf16
 // LDM: nvgpu.ldmatrix %{{.+}} {numTiles = 2 : i32, transpose = false} : memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>> -> vector<2x2xbf16>
+
+// sm_90 pipelines two K steps by default: the next A/B tiles are loaded into registers (loop
+// results beyond the accumulators) while this step computes.
+// RUN: tessera-opt %s --tessera-generate-kernels=target=sm_90 | FileCheck %s --check-prefix=STAGES
+// STAGES-LABEL: gpu.module @gemm_f16
+// STAGES: scf.for {{.+}} -> (vector<4xf32>, {{.+}}, vector<8xf16>

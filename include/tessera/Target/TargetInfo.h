@@ -36,6 +36,9 @@ struct TargetInfo {
   int vgprGranule;             ///< allocation granularity
   int maxWavesPerSimd;
   int simdsPerCu;              ///< SIMDs (sub-partitions) sharing one CU's LDS
+  /// Default software-pipeline depth of wmma_gemm (2: next K step prefetched into registers),
+  /// from measurements (bench/NOTES.md); 1 where none was made.
+  int gemmStages = 1;
 
   bool isAMD() const { return vendor == Vendor::AMD; }
   /// The preferred atom with this input type, or nullptr.

@@ -23,6 +23,7 @@ struct GemmPlan {
   int fragsM, fragsN;   ///< atoms per wave along M and N
   Type inType, outType;
   bool transA, transB;
+  int stages = 1; ///< 2: the next K step's tiles are loaded into registers during compute
 };
 
 FailureOr<GemmPlan> planGemm(tessera::WmmaGemmOp op, const TargetInfo &target) {
@@ -38,12 +39,14 @@ FailureOr<GemmPlan> planGemm(tessera::WmmaGemmOp op, const TargetInfo &target) {
   if (auto tile = op.getTileAttr()) {
     p.tileM = tile.getM(), p.tileN = tile.getN(), p.tileK = tile.getK();
     p.waves = tile.getWaves();
-    if (tile.getStages() != 1)
-      return op.emitOpError() << "wmma_gemm supports tile 'stages' = 1, got "
+    if (tile.getStages() > 2)
+      return op.emitOpError() << "wmma_gemm supports tile 'stages' 1 or 2, got "
                               << tile.getStages();
+    p.stages = tile.getStages();
   } else {
     // 256 threads computing a 128 x 128 block: four 64 x 64 wave tiles on wave64 targets.
     p.tileM = 128, p.tileN = 128, p.tileK = 32, p.waves = 256 / target.waveSize;
+    p.stages = target.gemmStages;
   }
   p.wavesM = p.waves >= 2 ? 2 : 1;
   p.wavesN = p.waves / p.wavesM;
@@ -132,28 +135,54 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
   };
   Value alignedA = aligned(lda), alignedB = aligned(ldb);
 
-  SmallVector<Value> init(p.fragsM * p.fragsN, kb.zero(kb.accType(atom)));
-  auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.ceilDiv(K, p.tileK), kb.idx(1), init);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value k0 = kb.mul(loop.getInductionVar(), p.tileK);
+  // The A and B tiles of the K step starting at k0, as this thread's registers and into LDS.
+  // A is staged as [M][K] and B as [N][K] so fragment loads run along K (or as they are, when
+  // transposing matrix loads read them).
+  size_t aVectors = 0;
+  auto loadAB = [&](Value k0) {
     Value remK = kb.sub(K, k0);
-    kb.barrier(); // the previous step's fragment loads are done before LDS is overwritten
-    // A staged as [M][K]; B staged as [N][K] so both fragment loads run along K.
     KernelBuilder::GlobalTile srcA =
         p.transA ? KernelBuilder::GlobalTile{A, kb.add(kb.mul(k0, lda), m0), lda, remK, remM, alignedA}
                  : KernelBuilder::GlobalTile{A, kb.add(kb.mul(m0, lda), k0), lda, remM, remK, alignedA};
     KernelBuilder::GlobalTile srcB =
         p.transB ? KernelBuilder::GlobalTile{B, kb.add(kb.mul(n0, ldb), k0), ldb, remN, remK, alignedB}
                  : KernelBuilder::GlobalTile{B, kb.add(kb.mul(k0, ldb), n0), ldb, remK, remN, alignedB};
-    if (p.transA) kb.copyGlobalToLds(srcA, ldsA, p.tileK, p.tileM, /*transpose=*/!aKRows, threads);
-    else kb.copyGlobalToLds(srcA, ldsA, p.tileM, p.tileK, /*transpose=*/false, threads);
-    if (p.transB) kb.copyGlobalToLds(srcB, ldsB, p.tileN, p.tileK, /*transpose=*/false, threads);
-    else kb.copyGlobalToLds(srcB, ldsB, p.tileK, p.tileN, /*transpose=*/!bKRows, threads);
-    kb.barrier();
+    SmallVector<Value> regs = p.transA ? kb.loadGlobalTile(srcA, p.tileK, p.tileM, threads)
+                                       : kb.loadGlobalTile(srcA, p.tileM, p.tileK, threads);
+    aVectors = regs.size();
+    regs.append(p.transB ? kb.loadGlobalTile(srcB, p.tileN, p.tileK, threads)
+                         : kb.loadGlobalTile(srcB, p.tileK, p.tileN, threads));
+    return regs;
+  };
+  auto storeAB = [&](ArrayRef<Value> regs) {
+    ArrayRef<Value> a = regs.take_front(aVectors), bRegs = regs.drop_front(aVectors);
+    if (p.transA) kb.storeLdsTile(a, ldsA, p.tileK, p.tileM, /*transpose=*/!aKRows, threads);
+    else kb.storeLdsTile(a, ldsA, p.tileM, p.tileK, /*transpose=*/false, threads);
+    if (p.transB) kb.storeLdsTile(bRegs, ldsB, p.tileN, p.tileK, /*transpose=*/false, threads);
+    else kb.storeLdsTile(bRegs, ldsB, p.tileK, p.tileN, /*transpose=*/!bKRows, threads);
+  };
 
-    SmallVector<Value> acc(loop.getRegionIterArgs());
+  SmallVector<Value> init(p.fragsM * p.fragsN, kb.zero(kb.accType(atom)));
+  const size_t accCount = init.size();
+  // Two stages: the next K step's global loads are in flight while this one computes.
+  if (p.stages > 1) init.append(loadAB(kb.idx(0)));
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), kb.ceilDiv(K, p.tileK), kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value k0 = kb.mul(loop.getInductionVar(), p.tileK);
+    kb.barrier(); // the previous step's fragment loads are done before LDS is overwritten
+    SmallVector<Value> prefetched;
+    if (p.stages > 1) {
+      storeAB(SmallVector<Value>(loop.getRegionIterArgs().drop_front(accCount)));
+      kb.barrier();
+      prefetched = loadAB(kb.add(k0, p.tileK));
+    } else {
+      storeAB(loadAB(k0));
+      kb.barrier();
+    }
+
+    SmallVector<Value> acc(loop.getRegionIterArgs().take_front(accCount));
     for (int kk = 0; kk < p.tileK; kk += atom.k) {
       SmallVector<Value> fragA, fragB;
       for (int i = 0; i < p.fragsM; ++i)
@@ -166,6 +195,7 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
         for (int j = 0; j < p.fragsN; ++j)
           acc[i * p.fragsN + j] = kb.mma(atom, fragA[i], fragB[j], acc[i * p.fragsN + j]);
     }
+    acc.append(prefetched);
     scf::YieldOp::create(b, loc, acc);
   }
 
