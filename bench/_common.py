@@ -1,5 +1,7 @@
 """Timing and provenance shared by the benchmarks (GEMM, attention)."""
 import datetime
+import json
+import os
 import statistics
 import subprocess
 from pathlib import Path
@@ -52,3 +54,14 @@ def provenance():
         except (OSError, subprocess.CalledProcessError):
             pass
     return meta
+
+
+def finish(name, meta, rows, table_text):
+    """Writes {meta, rows} as $TESSERA_BENCH_OUT/<name>.json, prints the table last; exit status 0
+    only if every row was checked correct."""
+    out_dir = Path(os.environ.get("TESSERA_BENCH_OUT", "bench-out"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {out_dir / f'{name}.json'}")
+    print(table_text)
+    return 0 if all(r.get("correct") for r in rows) else 1

@@ -2,7 +2,6 @@
 """Attention forward benchmark on a CUDA GPU: tessera.flash_attn vs torch SDPA's FlashAttention-2 and cuDNN backends on
 the same inputs in one run, each output checked; table last, JSON to $TESSERA_BENCH_OUT."""
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import median_ms, provenance  # noqa: E402
+from _common import finish, median_ms, provenance  # noqa: E402
 from tessera import testing  # noqa: E402
 
 TOKENS, HEADS = 16384, 32
@@ -164,12 +163,7 @@ def main():
             f"tessera {r['tessera_tflops']:.1f} TFLOP/s, flash {_num(r, 'flash_tflops', '.1f')}, "
             f"cudnn {_num(r, 'cudnn_tflops', '.1f')}, {'ok' if r['correct'] else 'WRONG'}")), flush=True)
         torch.cuda.empty_cache()
-    out_dir = Path(os.environ.get("TESSERA_BENCH_OUT", "bench-out"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_attn.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {out_dir / 'bench_attn.json'}")
-    print(table(meta, rows))
-    return 0 if all(r.get("correct") for r in rows) else 1
+    return finish("bench_attn", meta, rows, table(meta, rows))
 
 
 if __name__ == "__main__":

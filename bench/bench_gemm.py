@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """GEMM benchmark on a CUDA GPU: tessera.gemm vs torch.matmul on the same inputs in one run, checked against float64; table last, JSON to $TESSERA_BENCH_OUT."""
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -10,7 +8,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import median_ms, provenance  # noqa: E402
+from _common import finish, median_ms, provenance  # noqa: E402
 from tessera.testing import check_tolerance  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 4096, 4096), (4096, 1000, 4096), (4096, 4096, 1000),
@@ -95,12 +93,7 @@ def main():
                       f"tessera {r['tessera_tflops']:.1f} TFLOP/s, torch {r['torch_tflops']:.1f}, "
                       f"{'ok' if r['correct'] else 'WRONG'}"), flush=True)
                 torch.cuda.empty_cache()
-    out_dir = Path(os.environ.get("TESSERA_BENCH_OUT", "bench-out"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_gemm.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {out_dir / 'bench_gemm.json'}")
-    print(table(meta, rows))
-    return 0 if all(r.get("correct") for r in rows) else 1
+    return finish("bench_gemm", meta, rows, table(meta, rows))
 
 
 if __name__ == "__main__":
