@@ -39,6 +39,14 @@ const std::vector<TargetInfo> &allTargets() {
        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
        255, 512, 8, 16, 4, /*gemmStages=*/2},
+      // sm_90a: Hopper with its architecture-specific instructions (wgmma, setmaxnreg), which
+      // only run on sm_90 itself. flash_attn gets the warp-specialised wgmma/TMA kernel there
+      // (dynamic shared memory, hopperSharedBytes); everything else the portable kernels.
+      {"sm_90a", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
+       CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
+       {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
+       255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/true},
   };
   return targets;
 }

@@ -39,6 +39,10 @@ struct TargetInfo {
   /// Default software-pipeline depth of wmma_gemm (2: next K step prefetched into registers),
   /// from measurements (bench/NOTES.md); 1 where none was made.
   int gemmStages = 1;
+  /// Hopper's warpgroup MMA (wgmma), TMA and setmaxnreg (the "a" targets: sm_90a).
+  bool hasWgmma = false;
+  /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
+  static constexpr int hopperSharedBytes = 227 * 1024;
 
   bool isAMD() const { return vendor == Vendor::AMD; }
   /// The preferred atom with this input type, or nullptr.

@@ -7,6 +7,7 @@
 // accumulates. Orientation: where the accumulator layout of S^T = K Q^T hands P^T to the PV
 // atom without leaving registers (MFMA), the kernel computes transposed; where S = Q K^T does
 // (mma.sync), it computes S; otherwise (WMMA) P goes through LDS.
+#include "AttnCommon.h"
 #include "tessera/Codegen/Generators.h"
 #include "tessera/Codegen/KernelBuilder.h"
 
@@ -303,11 +304,6 @@ private:
     Value x = memref::LoadOp::create(b, loc, memref, ValueRange{i});
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
   }
-  /// Signed floor(a / c) for a constant c > 0.
-  Value floorDiv(Value a, int64_t c) { return arith::FloorDivSIOp::create(b, loc, a, kb.idx(c)); }
-  Value ceilDivS(Value a, int64_t c) { return arith::CeilDivSIOp::create(b, loc, a, kb.idx(c)); }
-  Value maxsi(Value a, Value c) { return arith::MaxSIOp::create(b, loc, a, c); }
-  Value minsi(Value a, Value c) { return arith::MinSIOp::create(b, loc, a, c); }
 
   // Per-lane statistics slots: the distinct queries a lane holds in one S tile.
   int slotOf(int e) const;
@@ -319,9 +315,7 @@ private:
   /// Max (or sum) over keys of the S tiles of query tile `qt`, within the lane.
   SmallVector<Value> reduceInLane(ArrayRef<Value> tiles, bool isMax);
 
-  Value scores(Value acc, Value scaleLog2, Value capArgs);
   Value maskTile(Value s, Value queryBase, Value keyBase);
-  Value isVisible(Value query, Value key);
   Value pOperand(ArrayRef<Value> pTiles, int kstep);
 
   tessera::FlashAttnOp op;
@@ -332,7 +326,8 @@ private:
   KernelBuilder kb;
   gpu::GPUFuncOp func;
   // Per-call values.
-  Value lane, seqQ, seqK, diagOffset, windowLeft, windowRight;
+  Value lane, seqQ, seqK;
+  std::optional<AttnVisibility> visibility;
   size_t kvSplit = 0; ///< K vectors before V vectors in a prefetched register tile
 };
 
@@ -382,22 +377,6 @@ SmallVector<Value> AttnEmitter::reduceAcrossLanes(SmallVector<Value> values, boo
   return values;
 }
 
-Value AttnEmitter::isVisible(Value query, Value key) {
-  Value visible = kb.cmpLt(key, seqK);
-  auto mask = op.getMask();
-  Value diag = kb.add(query, diagOffset);
-  if (mask != tessera::MaskKind::None) visible = kb.andb(visible, kb.cmpLe(key, diag));
-  if (op.getSlidingWindow()) {
-    Value zero = kb.idx(0);
-    Value leftOff = icmp(arith::CmpIPredicate::slt, windowLeft, zero);
-    Value rightOff = icmp(arith::CmpIPredicate::slt, windowRight, zero);
-    Value leftOk = arith::OrIOp::create(b, loc, leftOff, kb.cmpLe(kb.sub(diag, windowLeft), key));
-    Value rightOk = arith::OrIOp::create(b, loc, rightOff, kb.cmpLe(key, kb.add(diag, windowRight)));
-    visible = kb.andb(visible, kb.andb(leftOk, rightOk));
-  }
-  return visible;
-}
-
 Value AttnEmitter::maskTile(Value s, Value queryBase, Value keyBase) {
   auto [laneRow, laneCol] = kb.laneCoord(p.qk->c, lane);
   Value laneQuery = p.transposed ? laneCol : laneRow, laneKey = p.transposed ? laneRow : laneCol;
@@ -405,33 +384,10 @@ Value AttnEmitter::maskTile(Value s, Value queryBase, Value keyBase) {
   Value negInf = f32(-INFINITY);
   for (int e = 0; e < p.qk->c.elementsPerLane(); ++e) {
     Coord c = p.qk->c.at(0, e);
-    Value ok = isVisible(kb.add(q0, queryOf(p, c)), kb.add(k0, keyOf(p, c)));
+    Value ok = visibility->visible(kb.add(q0, queryOf(p, c)), kb.add(k0, keyOf(p, c)));
     s = vector::InsertOp::create(b, loc, select(ok, extract(s, e), negInf), s, e);
   }
   return s;
-}
-
-/// Scaled scores in the log2 domain: s * scale * log2(e), or with a soft cap
-/// cap * tanh(s * scale / cap) * log2(e), tanh from exp2 (no device library needed).
-Value AttnEmitter::scores(Value acc, Value scaleLog2, Value cap) {
-  auto vt = cast<VectorType>(acc.getType());
-  auto splat = [&](Value x) { return vector::BroadcastOp::create(b, loc, vt, x); };
-  Value scaled = fmul(acc, splat(scaleLog2));
-  if (!cap) return scaled;
-  Value capOn = fcmp(arith::CmpFPredicate::OGT, cap, f32(0));
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vt}, capOn, /*withElse=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  // x = s * scale / cap; tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1); result in log2 units.
-  Value log2e = f32(M_LOG2E);
-  Value twoXLog2e = fmul(scaled, splat(arith::DivFOp::create(b, loc, f32(2.0), cap)));
-  Value e2x = exp2(twoXLog2e);
-  Value one = splat(f32(1.0));
-  Value tanh = fsub(one, arith::DivFOp::create(b, loc, splat(f32(2.0)), fadd(e2x, one)));
-  scf::YieldOp::create(b, loc, fmul(tanh, splat(fmul(cap, log2e))));
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, scaled);
-  return ifOp.getResult(0);
 }
 
 /// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
@@ -523,8 +479,10 @@ void AttnEmitter::emit() {
     }
     return ok;
   };
-  diagOffset = op.getMask() == tessera::MaskKind::CausalTopLeft ? kb.idx(0) : kb.sub(seqK, seqQ);
-  if (op.getSlidingWindow()) windowLeft = arg("window_left"), windowRight = arg("window_right");
+  if (op.getSlidingWindow())
+    visibility.emplace(op, kb, seqQ, seqK, arg("window_left"), arg("window_right"));
+  else
+    visibility.emplace(op, kb, seqQ, seqK);
   Value scaleLog2 = fmul(arg("scale"), f32(M_LOG2E));
   Value cap = op.getSoftcap() ? arg("softcap") : Value();
 
@@ -539,20 +497,8 @@ void AttnEmitter::emit() {
                      ldsQ, p.blockM, p.headDim, /*transpose=*/false, threads);
 
   // The key tiles this query block can see: [lo, hi).
-  Value tileLo = kb.idx(0);
-  Value tileHi = ceilDivS(seqK, p.blockN);
   Value lastQuery = kb.add(q0, p.blockM - 1);
-  if (op.getMask() != tessera::MaskKind::None)
-    tileHi = minsi(tileHi, ceilDivS(kb.add(kb.add(lastQuery, diagOffset), 1), p.blockN));
-  if (op.getSlidingWindow()) {
-    Value zero = kb.idx(0);
-    Value rightOn = kb.cmpLe(zero, windowRight), leftOn = kb.cmpLe(zero, windowLeft);
-    Value rightHi = ceilDivS(kb.add(kb.add(kb.add(lastQuery, diagOffset), windowRight), 1), p.blockN);
-    tileHi = select(rightOn, minsi(tileHi, rightHi), tileHi);
-    Value leftLo = floorDiv(kb.sub(kb.add(q0, diagOffset), windowLeft), p.blockN);
-    tileLo = select(leftOn, maxsi(tileLo, leftLo), tileLo);
-  }
-  tileHi = maxsi(tileHi, tileLo); // empty range when nothing is visible
+  auto [tileLo, tileHi] = visibility->keyTileRange(q0, lastQuery, p.blockN);
 
   // Loop-carried state: S-slot statistics (max, partial sum) per query tile, O accumulators.
   const int nSlots = slots(), qTiles = p.queryTiles(), hTiles = p.headTiles();
@@ -607,19 +553,7 @@ void AttnEmitter::emit() {
     }
 
     // Does this tile cross a mask edge? (uniform)
-    Value kEnd = kb.add(n0, p.blockN);
-    Value needMask = kb.cmpLt(seqK, kEnd);
-    if (op.getMask() != tessera::MaskKind::None)
-      needMask = arith::OrIOp::create(b, loc, needMask,
-                                      kb.cmpLt(kb.add(q0, diagOffset), kb.add(kEnd, -1)));
-    if (op.getSlidingWindow()) {
-      Value zero = kb.idx(0);
-      Value leftEdge = kb.andb(kb.cmpLe(zero, windowLeft),
-                               kb.cmpLt(n0, kb.sub(kb.add(lastQuery, diagOffset), windowLeft)));
-      Value rightEdge = kb.andb(kb.cmpLe(zero, windowRight),
-                                kb.cmpLt(kb.add(kb.add(q0, diagOffset), windowRight), kb.add(kEnd, -1)));
-      needMask = arith::OrIOp::create(b, loc, needMask, arith::OrIOp::create(b, loc, leftEdge, rightEdge));
-    }
+    Value needMask = visibility->tileNeedsMask(q0, lastQuery, n0, p.blockN);
 
     auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;
@@ -645,7 +579,7 @@ void AttnEmitter::emit() {
         }
       }
       for (int kt = 0; kt < p.keyTiles(); ++kt) {
-        Value sc = scores(s[kt], scaleLog2, cap);
+        Value sc = attnScores(kb, s[kt], scaleLog2, cap);
         auto masked = scf::IfOp::create(b, loc, TypeRange{sc.getType()}, needMask, true);
         {
           OpBuilder::InsertionGuard g2(b);

@@ -1,0 +1,107 @@
+// Visibility, key-tile ranges and scores shared by the flash_attn kernels (AttnCommon.h).
+#include "AttnCommon.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tessera {
+
+AttnVisibility::AttnVisibility(tessera::FlashAttnOp op, KernelBuilder &kb, Value seqQ,
+                               Value seqK, Value windowLeft, Value windowRight)
+    : op(op), kb(kb), seqK(seqK), windowLeft(windowLeft), windowRight(windowRight) {
+  diagOffset = op.getMask() == tessera::MaskKind::CausalTopLeft ? kb.idx(0) : kb.sub(seqK, seqQ);
+}
+
+Value AttnVisibility::visible(Value query, Value key) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value visible = kb.cmpLt(key, seqK);
+  Value diag = kb.add(query, diagOffset);
+  if (op.getMask() != tessera::MaskKind::None) visible = kb.andb(visible, kb.cmpLe(key, diag));
+  if (op.getSlidingWindow()) {
+    Value zero = kb.idx(0);
+    Value leftOff = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, windowLeft, zero);
+    Value rightOff = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, windowRight, zero);
+    Value leftOk = arith::OrIOp::create(b, loc, leftOff, kb.cmpLe(kb.sub(diag, windowLeft), key));
+    Value rightOk =
+        arith::OrIOp::create(b, loc, rightOff, kb.cmpLe(key, kb.add(diag, windowRight)));
+    visible = kb.andb(visible, kb.andb(leftOk, rightOk));
+  }
+  return visible;
+}
+
+std::pair<Value, Value> AttnVisibility::keyTileRange(Value q0, Value lastQuery, int blockN) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto ceilDiv = [&](Value a) { return arith::CeilDivSIOp::create(b, loc, a, kb.idx(blockN)); };
+  auto select = [&](Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); };
+  Value lo = kb.idx(0);
+  Value hi = ceilDiv(seqK);
+  if (op.getMask() != tessera::MaskKind::None)
+    hi = arith::MinSIOp::create(b, loc, hi, ceilDiv(kb.add(kb.add(lastQuery, diagOffset), 1)));
+  if (op.getSlidingWindow()) {
+    Value zero = kb.idx(0);
+    Value rightOn = kb.cmpLe(zero, windowRight), leftOn = kb.cmpLe(zero, windowLeft);
+    Value rightHi = ceilDiv(kb.add(kb.add(kb.add(lastQuery, diagOffset), windowRight), 1));
+    hi = select(rightOn, arith::MinSIOp::create(b, loc, hi, rightHi), hi);
+    Value leftLo = arith::FloorDivSIOp::create(
+        b, loc, kb.sub(kb.add(q0, diagOffset), windowLeft), kb.idx(blockN));
+    lo = select(leftOn, arith::MaxSIOp::create(b, loc, lo, leftLo), lo);
+  }
+  hi = arith::MaxSIOp::create(b, loc, hi, lo); // empty range when nothing is visible
+  return {lo, hi};
+}
+
+Value AttnVisibility::tileNeedsMask(Value q0, Value lastQuery, Value n0, int blockN) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto orb = [&](Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); };
+  Value kEnd = kb.add(n0, blockN);
+  Value needMask = kb.cmpLt(seqK, kEnd);
+  if (op.getMask() != tessera::MaskKind::None)
+    needMask = orb(needMask, kb.cmpLt(kb.add(q0, diagOffset), kb.add(kEnd, -1)));
+  if (op.getSlidingWindow()) {
+    Value zero = kb.idx(0);
+    Value leftEdge = kb.andb(kb.cmpLe(zero, windowLeft),
+                             kb.cmpLt(n0, kb.sub(kb.add(lastQuery, diagOffset), windowLeft)));
+    Value rightEdge =
+        kb.andb(kb.cmpLe(zero, windowRight),
+                kb.cmpLt(kb.add(kb.add(q0, diagOffset), windowRight), kb.add(kEnd, -1)));
+    needMask = orb(needMask, orb(leftEdge, rightEdge));
+  }
+  return needMask;
+}
+
+Value attnScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto vt = cast<VectorType>(acc.getType());
+  auto f32 = [&](double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); };
+  auto splat = [&](Value x) { return vector::BroadcastOp::create(b, loc, vt, x); };
+  auto fmul = [&](Value x, Value y) -> Value { return arith::MulFOp::create(b, loc, x, y); };
+  auto fadd = [&](Value x, Value y) -> Value { return arith::AddFOp::create(b, loc, x, y); };
+  Value scaled = fmul(acc, splat(scaleLog2));
+  if (!cap) return scaled;
+  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, f32(0));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vt}, capOn, /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  // x = s * scale / cap; tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1); result in log2 units.
+  Value twoXLog2e = fmul(scaled, splat(arith::DivFOp::create(b, loc, f32(2.0), cap)));
+  Value e2x = math::Exp2Op::create(b, loc, twoXLog2e);
+  Value one = splat(f32(1.0));
+  Value tanh = arith::SubFOp::create(
+      b, loc, one, arith::DivFOp::create(b, loc, splat(f32(2.0)), fadd(e2x, one)));
+  scf::YieldOp::create(b, loc, fmul(tanh, splat(fmul(cap, f32(M_LOG2E)))));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, scaled);
+  return ifOp.getResult(0);
+}
+
+} // namespace tessera
