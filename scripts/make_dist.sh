@@ -13,7 +13,7 @@ fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd)
 dist=$2
-targets=${TESSERA_DIST_TARGETS:-sm_90 gfx942 gfx950 gfx1100}
+targets=${TESSERA_DIST_TARGETS:-sm_90a sm_90 gfx942 gfx950 gfx1100}
 kernel_ir=${TESSERA_DIST_KERNEL_IR:-0}
 
 runtime=$build/lib/libtessera_runtime.so

@@ -27,6 +27,7 @@ const char *argRoleName(ArgRole r) {
   case ArgRole::Stride: return "stride";
   case ArgRole::Scale: return "scale";
   case ArgRole::Param: return "param";
+  case ArgRole::TensorMap: return "tensor_map";
   }
   return "param";
 }
@@ -42,6 +43,22 @@ GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) {
 }
 GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) {
   return {"[\"mul\", " + a.json + ", " + b.json + "]"};
+}
+
+TensorMapRecipe TensorMapRecipe::tiled(const std::string &mapArg, const std::string &tensorArg,
+                                       const std::vector<GridExpr> &dims,
+                                       const std::vector<GridExpr> &strides,
+                                       const std::vector<int> &box) {
+  auto list = [](auto items, auto str) {
+    std::string out;
+    for (const auto &x : items) out += (out.empty() ? "" : ", ") + str(x);
+    return "[" + out + "]";
+  };
+  auto expr = [](const GridExpr &e) { return e.json; };
+  auto num = [](int v) { return std::to_string(v); };
+  return {"{\"arg\": \"" + mapArg + "\", \"tensor\": \"" + tensorArg +
+          "\", \"dims\": " + list(dims, expr) + ", \"strides\": " + list(strides, expr) +
+          ", \"box\": " + list(box, num) + ", \"swizzle\": \"128B\"}"};
 }
 
 static Attribute targetAttr(MLIRContext *ctx, const TargetInfo &t) {
@@ -84,6 +101,13 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   func->setAttr("tessera.grid", b.getStringAttr("[" + sig.grid[0].json + ", " +
                                                 sig.grid[1].json + ", " + sig.grid[2].json +
                                                 "]"));
+  if (!sig.tensorMaps.empty()) {
+    std::string maps;
+    for (const TensorMapRecipe &m : sig.tensorMaps) maps += (maps.empty() ? "" : ", ") + m.json;
+    func->setAttr("tessera.tensor_maps", b.getStringAttr("[" + maps + "]"));
+  }
+  if (sig.dynamicSharedBytes)
+    func->setAttr("tessera.dynamic_lds_bytes", b.getI64IntegerAttr(sig.dynamicSharedBytes));
   b.setInsertionPointToEnd(&func.getBody().front());
   gpu::ReturnOp::create(b, loc);
   return func;

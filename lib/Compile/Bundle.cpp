@@ -92,6 +92,8 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
     if (isa<MemRefType>(type)) {
       arg["type"] = "ptr";
       arg["dtype"] = typeName(type);
+    } else if (recorded(roles, i, "") == "tensor_map") {
+      arg["type"] = "tensor_map";
     } else {
       arg["type"] = type.isIndex() ? "i64" : typeName(type);
     }
@@ -107,7 +109,7 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
   std::optional<int> occupancy;
   if (r.vgpr && r.ldsBytes)
     occupancy = target.occupancy(*r.vgpr + r.agpr.value_or(0), *r.ldsBytes, waves);
-  return json::Object{
+  json::Object entry{
       {"name", name},
       {"directive", directive ? directive.str() : "gpu.func"},
       {"attributes", std::move(attrs)},
@@ -124,6 +126,13 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
       {"occupancy_waves_per_simd", optionalInt(occupancy)},
       {"args", std::move(args)},
   };
+  if (auto dynamic = func->getAttrOfType<IntegerAttr>("tessera.dynamic_lds_bytes"))
+    entry["dynamic_lds_bytes"] = dynamic.getInt();
+  if (auto maps = func->getAttrOfType<StringAttr>("tessera.tensor_maps"))
+    if (auto parsed = json::parse(maps.getValue())) entry["tensor_maps"] = std::move(*parsed);
+  if (auto fallback = func->getAttrOfType<StringAttr>("tessera.fallback"))
+    entry["fallback"] = fallback.str();
+  return entry;
 }
 
 LogicalResult writeFile(Location loc, StringRef path, StringRef data) {

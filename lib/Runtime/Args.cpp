@@ -64,7 +64,81 @@ tessera_status evaluate(const tessera_args &args, const GridExpr &e, const std::
   }
 }
 
+/// Encodes the tensor map `map` for these (complete) arguments into `out` (128 bytes),
+/// through the kernel's cache of the last encoding: the driver call is skipped when the tensor
+/// and its shape did not change.
+tessera_status encodeTensorMap(const tessera_args &args, const Device &device, const TensorMapInfo &map, void *out) {
+  const KernelInfo &kernel = *args.kernel.info;
+  const ArgInfo &tensor = kernel.args[map.tensor];
+  std::string label = argLabel(kernel, tensor.name);
+  if (!device.backend->encode_tensor_map)
+    return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + " copies '" + tensor.name + "' with TMA, which the '" +
+                                            device.backend->name + "' backend does not have");
+  const std::string dtype = tensor.dtype.value_or("");
+  size_t elementBytes = dtype == "f32" ? 4 : dtype == "f16" || dtype == "bf16" ? 2 : 0;
+  if (!elementBytes)
+    return fail(TESSERA_ERROR_ARGUMENT, label + ": TMA copies f16, bf16 or f32 tensors, not '" + dtype + "'");
+  tessera_tensor_map_desc desc = {};
+  desc.dtype = tensor.dtype->c_str();
+  std::memcpy(&desc.base, args.pointers[map.tensor], sizeof(void *));
+  desc.rank = static_cast<uint32_t>(map.dims.size());
+  for (size_t d = 0; d < map.dims.size(); ++d) {
+    std::string where = "kernel " + kernel.name + ": tensor map '" + kernel.args[map.arg].name + "' dims[" + std::to_string(d) + "]";
+    int64_t extent = 0;
+    if (tessera_status s = evaluate(args, map.dims[d], where, extent))
+      return s;
+    // An empty dimension is never read (the kernel skips empty key ranges; an empty query
+    // range launches nothing), but the driver rejects a zero extent.
+    desc.dims[d] = static_cast<uint64_t>(std::max<int64_t>(extent, 1));
+    desc.box[d] = map.box[d];
+  }
+  for (size_t d = 1; d < map.dims.size(); ++d) {
+    int64_t stride = 0;
+    if (tessera_status s = evaluate(args, map.strides[d - 1], label, stride))
+      return s;
+    // The stride of an extent-1 dimension is never applied: any valid value will do.
+    if (desc.dims[d] == 1)
+      stride = static_cast<int64_t>(desc.dims[d - 1]) * (d > 1 ? static_cast<int64_t>(desc.stride_bytes[d - 2] / elementBytes) : 1);
+    if (stride <= 0 || (stride * elementBytes) % 16 != 0)
+      return fail(TESSERA_ERROR_ARGUMENT, label + ": TMA needs positive strides that are multiples of 16 bytes; '" +
+                                              kernel.args[map.strides[d - 1].arg >= 0 ? map.strides[d - 1].arg : map.tensor].name +
+                                              "' = " + std::to_string(stride) + " elements of " + std::to_string(elementBytes) + " bytes");
+    desc.stride_bytes[d - 1] = static_cast<uint64_t>(stride) * elementBytes;
+  }
+  if (reinterpret_cast<uintptr_t>(desc.base) % 16 != 0)
+    return fail(TESSERA_ERROR_ARGUMENT, label + ": TMA needs a 16-byte aligned address");
+  return args.kernel.tensorMapCache.encode(device, map.arg, desc, out);
+}
+
 } // namespace
+
+tessera_status TensorMapCache::encode(const Device &device, int arg, const tessera_tensor_map_desc &desc, void *out) const {
+  auto same = [&](const tessera_tensor_map_desc &a) {
+    return std::strcmp(a.dtype, desc.dtype) == 0 && a.base == desc.base && a.rank == desc.rank &&
+           std::memcmp(a.dims, desc.dims, sizeof a.dims) == 0 &&
+           std::memcmp(a.stride_bytes, desc.stride_bytes, sizeof a.stride_bytes) == 0 &&
+           std::memcmp(a.box, desc.box, sizeof a.box) == 0;
+  };
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry *entry = nullptr;
+  for (auto &e : entries_)
+    if (e->arg == arg)
+      entry = e.get();
+  if (!entry) {
+    entries_.push_back(std::make_unique<Entry>());
+    entry = entries_.back().get();
+    entry->arg = arg;
+    entry->desc = {};
+  }
+  if (!entry->desc.dtype || !same(entry->desc)) {
+    entry->desc = {};
+    if (tessera_status s = device.backend->encode_tensor_map(device.handle, &desc, entry->bytes))
+      return s;
+    entry->desc = desc;
+  }
+  std::memcpy(out, entry->bytes, sizeof entry->bytes);
+  return TESSERA_SUCCESS;
+}
 
 tessera_status setArg(tessera_args &args, const char *name, ArgType type, const void *value) {
   const KernelInfo &kernel = *args.kernel.info;
@@ -77,6 +151,8 @@ tessera_status setArg(tessera_args &args, const char *name, ArgType type, const 
   }
   const ArgInfo &arg = kernel.args[index];
   std::string label = argLabel(kernel, arg.name);
+  if (arg.type == ArgType::TensorMap)
+    return fail(TESSERA_ERROR_ARGUMENT, label + " is a TMA tensor map the runtime encodes at launch; it is not set");
   if (arg.type != type)
     return fail(TESSERA_ERROR_ARGUMENT, label + " is " + argTypeName(arg.type) + ", not " + argTypeName(type));
   if (args.isSet[index])
@@ -96,7 +172,7 @@ tessera_status evaluateGrid(const tessera_args &args, uint32_t grid[3]) {
   const KernelInfo &kernel = *args.kernel.info;
   std::string unset;
   for (size_t i = 0; i < kernel.args.size(); ++i)
-    if (!args.isSet[i])
+    if (!args.isSet[i] && kernel.args[i].type != ArgType::TensorMap)
       appendToList(unset, kernel.args[i].name);
   if (!unset.empty())
     return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + ": arguments not set: " + unset);
@@ -119,14 +195,23 @@ tessera_status launch(const tessera_args &args, void *stream) {
     return s;
   if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0)
     return TESSERA_SUCCESS; // nothing to do, as for an empty tensor; drivers reject empty grids
+  const Device &device = *args.kernel.bundle->device;
+  // Tensor maps are encoded into a copy of the arguments: `args` stays as the caller set it.
+  std::vector<uint64_t> buffer = args.buffer;
+  std::vector<void *> pointers;
+  auto *bytes = reinterpret_cast<unsigned char *>(buffer.data());
+  for (const ArgInfo &arg : kernel.args)
+    pointers.push_back(bytes + arg.offset);
+  for (const TensorMapInfo &map : kernel.tensorMaps)
+    if (tessera_status s = encodeTensorMap(args, device, map, pointers[map.arg]))
+      return s;
   std::copy(kernel.block, kernel.block + 3, l.block);
   l.dynamic_lds_bytes = kernel.dynamicLdsBytes;
-  l.arg_buffer = args.buffer.data();
+  l.arg_buffer = buffer.data();
   l.arg_buffer_size = kernel.argBufferSize;
-  l.arg_pointers = args.pointers.data();
-  l.arg_count = args.pointers.size();
+  l.arg_pointers = pointers.data();
+  l.arg_count = pointers.size();
   l.stream = stream;
-  const Device &device = *args.kernel.bundle->device;
   return device.backend->launch(device.handle, args.kernel.handle, &l);
 }
 

@@ -51,7 +51,9 @@ tessera_status loadBundle(const std::shared_ptr<Device> &device, const std::stri
     tessera_backend_kernel_desc desc = {dir.c_str(), k.json.c_str(), k.entry.c_str(),
                                         hasCode ? codeObjects[i].c_str() : nullptr, codeObjects[i].size(),
                                         k.ldsBytes, k.dynamicLdsBytes};
-    auto kernel = std::make_unique<tessera_kernel>(tessera_kernel{bundle.get(), &k});
+    auto kernel = std::make_unique<tessera_kernel>();
+    kernel->bundle = bundle.get();
+    kernel->info = &k;
     // On failure, ~tessera_bundle unloads the kernels loaded so far.
     if (tessera_status s = device->backend->load_kernel(device->handle, &desc, &kernel->handle))
       return s;

@@ -6,13 +6,35 @@
 #include "Manifest.h"
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+namespace tessera::runtime {
+
+/// The last TMA tensor map encoded for each tensor_map argument of a kernel: repeated calls on
+/// the same tensors (the usual case) skip the driver's encoding.
+class TensorMapCache {
+public:
+  tessera_status encode(const Device &device, int arg, const tessera_tensor_map_desc &desc, void *out) const;
+
+private:
+  struct Entry {
+    int arg;
+    tessera_tensor_map_desc desc;
+    alignas(64) unsigned char bytes[128];
+  };
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<Entry>> entries_;
+};
+
+} // namespace tessera::runtime
+
 struct tessera_kernel {
-  const tessera_bundle *bundle;
-  const tessera::runtime::KernelInfo *info;
+  const tessera_bundle *bundle = nullptr;
+  const tessera::runtime::KernelInfo *info = nullptr;
   void *handle = nullptr; ///< the backend's kernel
+  tessera::runtime::TensorMapCache tensorMapCache;
 };
 
 struct tessera_bundle {

@@ -32,9 +32,13 @@ tessera_status SharedLibrary::open(const Search &search, std::unique_ptr<SharedL
 
 SharedLibrary::~SharedLibrary() { dlclose(handle_); }
 
-tessera_status SharedLibrary::resolveAddress(const char *symbol, void **address) const {
+void *SharedLibrary::findAddress(const char *symbol) const {
   dlerror();
-  *address = dlsym(handle_, symbol);
+  return dlsym(handle_, symbol);
+}
+
+tessera_status SharedLibrary::resolveAddress(const char *symbol, void **address) const {
+  *address = findAddress(symbol);
   if (!*address)
     return fail(TESSERA_ERROR_BACKEND_UNAVAILABLE, path_ + " has no function " + symbol);
   return TESSERA_SUCCESS;

@@ -32,11 +32,16 @@ public:
     fn = reinterpret_cast<Fn>(address);
     return status;
   }
+  /// Resolves an optional `symbol` (a function newer drivers have): null when missing.
+  template <typename Fn> void resolveOptional(const char *symbol, Fn &fn) const {
+    fn = reinterpret_cast<Fn>(findAddress(symbol));
+  }
   const std::string &path() const { return path_; }
 
 private:
   SharedLibrary(void *handle, std::string path) : handle_(handle), path_(std::move(path)) {}
   tessera_status resolveAddress(const char *symbol, void **address) const;
+  void *findAddress(const char *symbol) const;
   void *handle_;
   std::string path_;
 };

@@ -23,11 +23,18 @@ const char *argTypeName(ArgType type) {
   case ArgType::I32: return "i32";
   case ArgType::I64: return "i64";
   case ArgType::F32: return "f32";
+  case ArgType::TensorMap: return "tensor_map";
   }
   return "?";
 }
 
-size_t argSize(ArgType type) { return type == ArgType::I32 || type == ArgType::F32 ? 4 : 8; }
+size_t argSize(ArgType type) {
+  if (type == ArgType::TensorMap)
+    return 128;
+  return type == ArgType::I32 || type == ArgType::F32 ? 4 : 8;
+}
+
+size_t argAlignment(ArgType type) { return type == ArgType::TensorMap ? 64 : argSize(type); }
 
 int KernelInfo::argIndex(const std::string &name) const {
   for (size_t i = 0; i < args.size(); ++i)
@@ -111,11 +118,17 @@ std::string indexed(const std::string &path, size_t i) { return path + "[" + std
 ArgInfo parseArg(const Object &o) {
   ArgInfo arg;
   arg.name = o.string("name");
-  std::string type = o.oneOf("type", {"ptr", "i32", "i64", "f32"});
-  arg.type = type == "ptr" ? ArgType::Ptr : type == "i32" ? ArgType::I32 : type == "i64" ? ArgType::I64 : ArgType::F32;
+  std::string type = o.oneOf("type", {"ptr", "i32", "i64", "f32", "tensor_map"});
+  arg.type = type == "ptr"          ? ArgType::Ptr
+             : type == "i32"        ? ArgType::I32
+             : type == "i64"        ? ArgType::I64
+             : type == "tensor_map" ? ArgType::TensorMap
+                                    : ArgType::F32;
   if (o.has("dtype"))
     arg.dtype = o.string("dtype");
-  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param"});
+  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param", "tensor_map"});
+  if ((arg.role == "tensor_map") != (arg.type == ArgType::TensorMap))
+    throw ManifestError{o.at("role"), "an argument has type tensor_map exactly when its role is tensor_map"};
   return arg;
 }
 
@@ -152,15 +165,40 @@ GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo
   return e;
 }
 
+/// One "tensor_maps" entry: {"arg", "tensor", "dims", "strides", "box", "swizzle": "128B"}.
+TensorMapInfo parseTensorMap(const Object &o, const KernelInfo &kernel) {
+  TensorMapInfo m;
+  auto argOf = [&](const char *key, ArgType type) {
+    std::string name = o.string(key);
+    int index = kernel.argIndex(name);
+    if (index < 0 || kernel.args[index].type != type)
+      throw ManifestError{o.at(key), "'" + name + "' is not a " + argTypeName(type) + " argument"};
+    return index;
+  };
+  m.arg = argOf("arg", ArgType::TensorMap);
+  m.tensor = argOf("tensor", ArgType::Ptr);
+  const json &dims = o.array("dims"), &strides = o.array("strides"), &box = o.array("box");
+  if (dims.empty() || dims.size() > 5 || strides.size() + 1 != dims.size() || box.size() != dims.size())
+    throw ManifestError{o.at("dims"), "a tensor map has 1 to 5 dims, one stride fewer and one box size per dim"};
+  for (size_t i = 0; i < dims.size(); ++i) {
+    m.dims.push_back(parseGridExpr(dims[i], indexed(o.at("dims"), i), kernel));
+    m.box.push_back(static_cast<uint32_t>(Object::checkedInteger(box[i], indexed(o.at("box"), i), 1, 256)));
+  }
+  for (size_t i = 0; i < strides.size(); ++i)
+    m.strides.push_back(parseGridExpr(strides[i], indexed(o.at("strides"), i), kernel));
+  o.oneOf("swizzle", {"128B"});
+  return m;
+}
+
 /// The C ABI of the argument list: each argument at its natural alignment, pointers 8 bytes.
 void layoutArgs(KernelInfo &kernel) {
   size_t offset = 0, maxAlign = 1;
   for (ArgInfo &arg : kernel.args) {
-    size_t size = argSize(arg.type);
-    offset = (offset + size - 1) / size * size;
+    size_t size = argSize(arg.type), align = argAlignment(arg.type);
+    offset = (offset + align - 1) / align * align;
     arg.offset = offset;
     offset += size;
-    maxAlign = std::max(maxAlign, size);
+    maxAlign = std::max(maxAlign, align);
   }
   kernel.argBufferSize = (offset + maxAlign - 1) / maxAlign * maxAlign;
 }
@@ -196,6 +234,15 @@ KernelInfo parseKernel(const Object &o) {
   const json &grid = o.array("grid", 3);
   for (size_t i = 0; i < 3; ++i)
     k.grid[i] = parseGridExpr(grid[i], indexed(o.at("grid"), i), k);
+  if (o.has("tensor_maps")) {
+    const json &maps = o.array("tensor_maps");
+    for (size_t i = 0; i < maps.size(); ++i)
+      k.tensorMaps.push_back(parseTensorMap(Object(maps[i], indexed(o.at("tensor_maps"), i)), k));
+  }
+  for (size_t i = 0; i < k.args.size(); ++i)
+    if (k.args[i].type == ArgType::TensorMap &&
+        std::none_of(k.tensorMaps.begin(), k.tensorMaps.end(), [&](const TensorMapInfo &m) { return m.arg == int(i); }))
+      throw ManifestError{indexed(o.at("args"), i), "tensor_map argument '" + k.args[i].name + "' has no entry in tensor_maps"};
   k.ldsBytes = o.optionalBytes("lds_bytes");
   k.dynamicLdsBytes = o.optionalBytes("dynamic_lds_bytes");
   return k;

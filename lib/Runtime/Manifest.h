@@ -11,16 +11,19 @@
 
 namespace tessera::runtime {
 
-enum class ArgType { Ptr, I32, I64, F32 };
+/// TensorMap: a 128-byte TMA descriptor passed by value, encoded by the runtime at launch.
+enum class ArgType { Ptr, I32, I64, F32, TensorMap };
 const char *argTypeName(ArgType type);
-/// Bytes (and C alignment) of an argument: pointers and i64 8, i32 and f32 4.
+/// Bytes of an argument: pointers and i64 8, i32 and f32 4, tensor maps 128.
 size_t argSize(ArgType type);
+/// C alignment of an argument: its size, 64 for tensor maps.
+size_t argAlignment(ArgType type);
 
 struct ArgInfo {
   std::string name;
   ArgType type;
   std::optional<std::string> dtype; ///< element type of a ptr argument
-  std::string role;                 ///< input, output, inout, size, stride, scale, param
+  std::string role;                 ///< input, output, inout, size, stride, scale, param, tensor_map
   size_t offset = 0;                ///< where the C ABI puts it in the packed argument buffer
 };
 
@@ -33,6 +36,15 @@ struct GridExpr {
   std::vector<GridExpr> operands;    ///< CeilDiv, Mul, Max: two
 };
 
+/// How a tensor_map argument is encoded at launch (manifest "tensor_maps", docs/bundle.md).
+struct TensorMapInfo {
+  int arg = -1;                      ///< the tensor_map argument
+  int tensor = -1;                   ///< the ptr argument it describes
+  std::vector<GridExpr> dims;        ///< elements, innermost first
+  std::vector<GridExpr> strides;     ///< elements, for dims 1.. (dim 0 is contiguous)
+  std::vector<uint32_t> box;         ///< elements per TMA copy, innermost first
+};
+
 struct KernelInfo {
   std::string name;
   std::string entry;
@@ -43,6 +55,7 @@ struct KernelInfo {
   size_t argBufferSize = 0;          ///< packed size, rounded up to the largest alignment
   uint32_t ldsBytes = 0;
   uint32_t dynamicLdsBytes = 0;
+  std::vector<TensorMapInfo> tensorMaps;
   std::string json;                  ///< the manifest entry, for tessera_kernel_json
 
   /// Index of the argument called `name`, or -1.

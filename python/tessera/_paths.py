@@ -48,13 +48,13 @@ def _sm_version(target):
 
 
 def compatible_targets(arch, available):
-    """Bundle targets a device of `arch` can load, best first: the arch itself, then for NVIDIA its
-    arch-specific variant (sm_90a on sm_90) and older plain sm_XY (PTX is JIT-compiled forward).
-    AMD code objects are chip-exact."""
+    """Bundle targets a device of `arch` can load, best first: for NVIDIA its arch-specific variant
+    (sm_90a on sm_90: wgmma/TMA kernels), then the arch itself and older plain sm_XY (PTX is JIT-compiled
+    forward). AMD code objects are chip-exact."""
     order = [arch]
     version = _sm_version(arch)
     if version is not None:
-        order.append(arch + "a")
+        order.insert(0, arch + "a")
         older = [t for t in available if _sm_version(t) is not None and _sm_version(t) < version]
         order += sorted(older, key=_sm_version, reverse=True)
     return order

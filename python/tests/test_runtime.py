@@ -87,7 +87,7 @@ def test_bundle_discovery_and_nvidia_compatibility(monkeypatch, tmp_path):
     assert tessera.find_bundle("gfx950") == second / "gfx950"
     assert tessera.find_bundle("sm_89") == second / "sm_86"        # the newest older PTX (JIT-compiled forward)
     assert tessera.find_bundle("sm_85") == first / "sm_80"
-    assert tessera.find_bundle("sm_90") == second / "sm_90"
+    assert tessera.find_bundle("sm_90") == second / "sm_90a"       # arch-specific (wgmma/TMA) first
     found = tessera.available_targets()
     assert found["gfx942"] == first / "gfx942" and "not-a-bundle" not in found
     with pytest.raises(tessera.BundleNotFoundError, match=r"no bundle for target gfx1100 \(bundles found for: "
@@ -95,7 +95,7 @@ def test_bundle_discovery_and_nvidia_compatibility(monkeypatch, tmp_path):
         tessera.find_bundle("gfx1100")
     # AMD code objects are chip-exact; sm_90a runs only on sm_90.
     assert _paths.compatible_targets("gfx942", ["gfx940"]) == ["gfx942"]
-    assert _paths.compatible_targets("sm_100", ["sm_90a", "sm_90", "sm_80"]) == ["sm_100", "sm_100a", "sm_90", "sm_80"]
+    assert _paths.compatible_targets("sm_100", ["sm_90a", "sm_90", "sm_80"]) == ["sm_100a", "sm_100", "sm_90", "sm_80"]
 
 
 # ---- With the fake driver (unittests/Runtime/libtessera_fake_driver.so; a build tree only) -------

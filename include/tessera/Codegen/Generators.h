@@ -7,6 +7,8 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
+#include <string>
+
 namespace tessera {
 
 /// Builds the GEMM kernel of `op` for `target` before `op`. Emits a diagnostic on `op` and
@@ -18,6 +20,12 @@ mlir::FailureOr<mlir::gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op,
 /// diagnostic on `op` and fails when the combination is unsupported.
 mlir::FailureOr<mlir::gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op,
                                                         const TargetInfo &target);
+
+/// Why `op` cannot take the sm_90a wgmma/TMA kernel; empty when it can.
+std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op);
+/// Builds the FlashAttention-3-style warp-specialised kernel of `op` for an sm_90a target.
+mlir::FailureOr<mlir::gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op,
+                                                            const TargetInfo &target);
 
 } // namespace tessera
 

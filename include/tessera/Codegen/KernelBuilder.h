@@ -16,7 +16,9 @@
 namespace tessera {
 
 /// The role of a kernel argument, recorded in the manifest.
-enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param };
+/// TensorMap: a 128-byte TMA descriptor the runtime encodes at launch from a recipe
+/// (TensorMapRecipe); callers never set it.
+enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param, TensorMap };
 const char *argRoleName(ArgRole r);
 
 /// One kernel parameter: pointers are `memref<?xT>` (bare pointers after lowering), scalars
@@ -36,6 +38,17 @@ struct GridExpr {
   static GridExpr mul(const GridExpr &a, const GridExpr &b);
 };
 
+/// How the runtime builds a TMA tensor map argument at launch (docs/bundle.md, "tensor_maps"):
+/// the tensor pointer argument, its dimensions and strides (innermost first, grid-expression
+/// syntax over the arguments), the box copied per TMA instruction and the swizzle.
+struct TensorMapRecipe {
+  std::string json;
+  static TensorMapRecipe tiled(const std::string &mapArg, const std::string &tensorArg,
+                               const std::vector<GridExpr> &dims,
+                               const std::vector<GridExpr> &strides,
+                               const std::vector<int> &box);
+};
+
 /// What a generator declares about the kernel it is about to build.
 struct KernelSignature {
   std::string name;
@@ -44,6 +57,8 @@ struct KernelSignature {
   std::vector<KernelArg> args;
   GridExpr grid[3];
   int blockThreads = 0;
+  std::vector<TensorMapRecipe> tensorMaps;
+  int dynamicSharedBytes = 0; ///< passed at every launch (manifest "dynamic_lds_bytes")
 };
 
 /// The attributes of a directive without its symbol name: what the manifest records.

@@ -9,7 +9,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below changes layout; the runtime refuses plugins of another version. */
-#define TESSERA_BACKEND_ABI_VERSION 1
+#define TESSERA_BACKEND_ABI_VERSION 2
 
 /* Services the runtime gives a backend. */
 typedef struct tessera_backend_host {
@@ -46,6 +46,17 @@ typedef struct tessera_backend_launch {
   void *stream;                  /* CUstream / hipStream_t / backend stream, or NULL */
 } tessera_backend_launch;
 
+/* A TMA tensor map to encode (CUtensorMap on CUDA): a tiled view of a strided tensor, 128-byte
+   swizzled boxes, out-of-bounds elements read as zero and never written. */
+typedef struct tessera_tensor_map_desc {
+  const char *dtype;             /* element type: "f16", "bf16" or "f32" */
+  const void *base;              /* device address of element 0, 16-byte aligned */
+  uint32_t rank;                 /* 1..5 */
+  uint64_t dims[5];              /* elements, innermost first */
+  uint64_t stride_bytes[4];      /* of dims 1..rank-1, multiples of 16 */
+  uint32_t box[5];               /* elements per copy, innermost first */
+} tessera_tensor_map_desc;
+
 /* A backend: a table of functions over opaque device and kernel handles. Every function that
    returns a status reports failures through host->fail. */
 typedef struct tessera_backend {
@@ -70,6 +81,9 @@ typedef struct tessera_backend {
   tessera_status (*load_kernel)(void *device, const tessera_backend_kernel_desc *desc, void **kernel);
   void (*unload_kernel)(void *device, void *kernel);
   tessera_status (*launch)(void *device, void *kernel, const tessera_backend_launch *launch);
+  /* Writes the 128-byte tensor map for `desc` to `out` (64-byte aligned); NULL when the backend
+     has no TMA (kernels with tensor_map arguments then fail to launch with a message). */
+  tessera_status (*encode_tensor_map)(void *device, const tessera_tensor_map_desc *desc, void *out);
 } tessera_backend;
 
 /* A plugin library (libtessera_sim_plugin.so) exports this function under this name. It

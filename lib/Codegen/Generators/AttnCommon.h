@@ -39,6 +39,10 @@ private:
 /// vector of f32 scores; `cap` is null when the directive has no softcap.
 mlir::Value attnScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2, mlir::Value cap);
 
+/// The kernel ABI of docs/flash_attn-abi.md: q, k, v, o (lse, cu_seqlens), sizes, strides,
+/// scale and the feature parameters, launched on [ceil_div(Sq, blockM), Hq, B].
+KernelSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int blockThreads);
+
 } // namespace tessera
 
 #endif // TESSERA_CODEGEN_GENERATORS_ATTNCOMMON_H

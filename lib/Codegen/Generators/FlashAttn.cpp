@@ -230,44 +230,6 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
                           << (tile ? " with the given tile" : "");
 }
 
-KernelSignature attnSignature(tessera::FlashAttnOp op, const AttnPlan &p,
-                              const TargetInfo &target) {
-  MLIRContext *ctx = op.getContext();
-  auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
-  Type index = IndexType::get(ctx), f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
-  KernelSignature sig;
-  sig.name = op.getSymName().str();
-  sig.directive = "flash_attn";
-  sig.directiveAttrs = directiveAttributes(op);
-  auto &a = sig.args;
-  for (const char *n : {"q", "k", "v"}) a.push_back({n, ptr(p.elem), ArgRole::Input});
-  a.push_back({"o", ptr(p.elem), ArgRole::Output});
-  if (op.getReturnLse()) a.push_back({"lse", ptr(f32), ArgRole::Output});
-  if (op.getVarlen()) {
-    a.push_back({"cu_seqlens_q", ptr(i32), ArgRole::Input});
-    a.push_back({"cu_seqlens_k", ptr(i32), ArgRole::Input});
-  }
-  for (const char *n : {"B", "Sq", "Sk", "Hq", "Hkv"}) a.push_back({n, index, ArgRole::Size});
-  for (const char *t : {"q", "k", "v", "o"})
-    for (const char *d : {"b", "s", "h"})
-      a.push_back({std::string(t) + "_stride_" + d, index, ArgRole::Stride});
-  if (op.getReturnLse()) {
-    a.push_back({"lse_stride_b", index, ArgRole::Stride});
-    a.push_back({"lse_stride_h", index, ArgRole::Stride});
-  }
-  a.push_back({"scale", f32, ArgRole::Scale});
-  if (op.getSlidingWindow()) {
-    a.push_back({"window_left", index, ArgRole::Param});
-    a.push_back({"window_right", index, ArgRole::Param});
-  }
-  if (op.getSoftcap()) a.push_back({"softcap", f32, ArgRole::Param});
-  sig.grid[0] = GridExpr::ceilDiv(GridExpr::arg("Sq"), GridExpr::constant(p.blockM));
-  sig.grid[1] = GridExpr::arg("Hq");
-  sig.grid[2] = GridExpr::arg("B");
-  sig.blockThreads = p.waves * target.waveSize;
-  return sig;
-}
-
 /// Emits the kernel body. Holds the values every step needs.
 class AttnEmitter {
 public:
@@ -732,7 +694,7 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op, const Targe
   FailureOr<AttnPlan> plan = planAttention(op, target);
   if (failed(plan)) return failure();
   OpBuilder b(op);
-  KernelSignature sig = attnSignature(op, *plan, target);
+  KernelSignature sig = flashAttnSignature(op, plan->blockM, plan->waves * target.waveSize);
   gpu::GPUFuncOp func = createKernel(b, op.getLoc(), target, sig);
   AttnEmitter(op, *plan, target, b, func).emit();
   return func;

@@ -43,9 +43,18 @@ constexpr uint32_t kDefaultSharedLimit = 48 * 1024; // more needs an explicit op
   X(cuGetErrorName, CUresult(CUresult, const char **))                                           \
   X(cuGetErrorString, CUresult(CUresult, const char **))
 
+// CUDA 12+: TMA tensor maps (optional; kernels with tensor_map arguments need it).
+using CUtensorMapEncodeTiled = CUresult(void *tensorMap, int dataType, uint32_t rank, void *globalAddress,
+                                        const uint64_t *globalDim, const uint64_t *globalStrides,
+                                        const uint32_t *boxDim, const uint32_t *elementStrides, int interleave,
+                                        int swizzle, int l2Promotion, int oobFill);
+constexpr int kTensorMapFloat16 = 6, kTensorMapFloat32 = 7, kTensorMapBFloat16 = 9; // CUtensorMapDataType
+constexpr int kTensorMapSwizzle128B = 3, kTensorMapL2Promotion128B = 2;
+
 struct CudaDevice {
   std::unique_ptr<SharedLibrary> library;
   TESSERA_CUDA_FUNCTIONS(TESSERA_DECLARE_FUNCTION)
+  CUtensorMapEncodeTiled *cuTensorMapEncodeTiled = nullptr;
   CUdevice device = 0;
   CUcontext context = nullptr;
   std::string arch;
@@ -82,6 +91,7 @@ tessera_status loadDriver(CudaDevice &table) {
     return s;
   const SharedLibrary &library = *table.library;
   TESSERA_CUDA_FUNCTIONS(TESSERA_RESOLVE_FUNCTION)
+  library.resolveOptional("cuTensorMapEncodeTiled", table.cuTensorMapEncodeTiled);
   return TESSERA_SUCCESS;
 }
 
@@ -181,12 +191,27 @@ tessera_status launch(void *device, void *kernel, const tessera_backend_launch *
                   static_cast<CUstream>(l->stream), const_cast<void **>(l->arg_pointers), nullptr);
 }
 
+tessera_status encodeTensorMap(void *device, const tessera_tensor_map_desc *desc, void *out) {
+  CudaDevice *d = cuda(device);
+  if (!d->cuTensorMapEncodeTiled)
+    return fail(TESSERA_ERROR_BACKEND_UNAVAILABLE,
+                d->library->path() + " has no cuTensorMapEncodeTiled (TMA needs a CUDA 12 or newer driver)");
+  std::string dtype = desc->dtype;
+  int type = dtype == "f16" ? kTensorMapFloat16 : dtype == "bf16" ? kTensorMapBFloat16 : kTensorMapFloat32;
+  uint32_t elementStrides[5] = {1, 1, 1, 1, 1};
+  // The driver API is per thread; no context call is needed to encode.
+  CUresult r = d->cuTensorMapEncodeTiled(out, type, desc->rank, const_cast<void *>(desc->base), desc->dims,
+                                         desc->stride_bytes, desc->box, elementStrides, /*interleave=*/0,
+                                         kTensorMapSwizzle128B, kTensorMapL2Promotion128B, /*oobFill=*/0);
+  return d->check(r, "cuTensorMapEncodeTiled");
+}
+
 } // namespace
 
 const tessera_backend *cudaBackend() {
   static const tessera_backend backend = {
       TESSERA_BACKEND_ABI_VERSION, "cuda", "ptx", open, close, archName, alloc, free, memcpyHtoD, memcpyDtoH,
-      memset, synchronize, loadKernel, unloadKernel, launch};
+      memset, synchronize, loadKernel, unloadKernel, launch, encodeTensorMap};
   return &backend;
 }
 

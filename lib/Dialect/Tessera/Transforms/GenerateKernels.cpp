@@ -55,7 +55,15 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               return notGeneratedYet(decode, target);
             })
             .Case([&](tessera::FlashAttnOp attn) -> LogicalResult {
-              if (failed(generateFlashAttn(attn, target))) return failure();
+              std::string fallback = target.hasWgmma ? sm90FlashAttnUnsupported(attn) : "";
+              FailureOr<gpu::GPUFuncOp> func = target.hasWgmma && fallback.empty()
+                                                   ? generateFlashAttnSm90(attn, target)
+                                                   : generateFlashAttn(attn, target);
+              if (failed(func)) return failure();
+              // The manifest says why a target with a faster path did not get it.
+              if (!fallback.empty())
+                (*func)->setAttr("tessera.fallback",
+                                 StringAttr::get(attn.getContext(), "portable kernel: " + fallback));
               attn.erase();
               return success();
             })

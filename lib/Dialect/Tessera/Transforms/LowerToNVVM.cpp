@@ -62,6 +62,40 @@ struct MaxNumToLLVM : OpRewritePattern<arith::MaxNumFOp> {
   }
 };
 
+struct FmaToLLVM : OpRewritePattern<math::FmaOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::FmaOp op, PatternRewriter &rw) const override {
+    if (!getElementTypeOrSelf(op.getType()).isF32()) return failure();
+    rw.replaceOpWithNewOp<LLVM::FMAOp>(op, op.getA(), op.getB(), op.getC());
+    return success();
+  }
+};
+
+/// TMA tensor maps are 128-byte kernel parameters passed by value (CUTLASS's
+/// `const __grid_constant__ CUtensorMap`): the TMA instructions take their generic address.
+/// The generators mark them with the role "tensor_map"; convert-gpu-to-nvvm drops byval, so
+/// the attributes are set on the lowered function.
+struct TensorMapParamsPass
+    : PassWrapper<TensorMapParamsPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TensorMapParamsPass)
+  StringRef getArgument() const override { return "tessera-nvvm-tensor-map-params"; }
+  void runOnOperation() override {
+    getOperation().walk([](LLVM::LLVMFuncOp func) {
+      auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
+      if (!roles || roles.size() != func.getNumArguments()) return;
+      MLIRContext *ctx = func.getContext();
+      OpBuilder b(ctx);
+      for (auto [i, role] : llvm::enumerate(roles)) {
+        if (cast<StringAttr>(role).getValue() != "tensor_map") continue;
+        func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
+                        TypeAttr::get(LLVM::LLVMArrayType::get(b.getI64Type(), 16)));
+        func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));
+        func.setArgAttr(i, NVVM::NVVMDialect::getGridConstantAttrName(), b.getUnitAttr());
+      }
+    });
+  }
+};
+
 struct NoLibdevicePass : PassWrapper<NoLibdevicePass, OperationPass<gpu::GPUModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(NoLibdevicePass)
   StringRef getArgument() const override { return "tessera-nvvm-no-libdevice"; }
@@ -72,7 +106,7 @@ struct NoLibdevicePass : PassWrapper<NoLibdevicePass, OperationPass<gpu::GPUModu
     RewritePatternSet patterns(&getContext());
     patterns.add<ToNVVMIntrinsic<math::Exp2Op>>(&getContext(), "llvm.nvvm.ex2.approx.f32");
     patterns.add<ToNVVMIntrinsic<math::Log2Op>>(&getContext(), "llvm.nvvm.lg2.approx.f");
-    patterns.add<MaxNumToLLVM>(&getContext());
+    patterns.add<MaxNumToLLVM, FmaToLLVM>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
   }
 };
@@ -122,6 +156,7 @@ void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(createConvertGpuOpsToNVVMOps(options));
   pm.addPass(createConvertNVVMToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(std::make_unique<TensorMapParamsPass>());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

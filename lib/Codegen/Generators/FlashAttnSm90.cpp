@@ -1,0 +1,562 @@
+// The flash_attn generator for sm_90a: a FlashAttention-3-style forward kernel.
+//
+// One workgroup of 3 warpgroups owns 128 queries of one (batch, head):
+//  - warpgroup 0 (producer, 24 registers): one elected thread issues TMA loads of Q once and of
+//    K and V into a two-stage ring, guarded by full (transaction-count) and empty mbarriers;
+//  - warpgroups 1 and 2 (consumers, 240 registers), 64 queries each: S = Q K^T by SS wgmma, the
+//    online softmax in registers, O += P V by RS wgmma with P straight from the S registers.
+//    QK^T of tile n is in flight with PV of tile n-1 (intra-warpgroup overlap), and named
+//    barriers alternate the two consumers' wgmma issue (pingpong) so one's softmax hides under
+//    the other's GEMMs. The epilogue stages O through shared memory and stores it with TMA.
+// Visibility, key-tile ranges, edge-tile masking and scores are the shared AttnCommon rules;
+// Q/K/V/O tails read as zero / are clipped by TMA bounds.
+#include "AttnCommon.h"
+#include "tessera/Codegen/Generators.h"
+#include "tessera/Codegen/Hopper.h"
+#include "tessera/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tessera {
+namespace {
+
+using hopper::HopperBuilder;
+
+/// The tile plan of the sm_90a kernel.
+struct Sm90Plan {
+  int headDim = 0, blockN = 0;
+  static constexpr int blockM = 128, consumerRows = 64, threads = 384;
+  ElemType in = ElemType::BF16;
+  Type elem;
+  int panels() const { return headDim / hopper::kPanelElems; }
+  int qBytesPerConsumer() const { return panels() * consumerRows * hopper::kSwizzleBytes; }
+  int kvStageBytes() const { return panels() * blockN * hopper::kSwizzleBytes; }
+  int qOffset() const { return 0; }
+  int kOffset() const { return 2 * qBytesPerConsumer(); }
+  int vOffset() const { return kOffset() + 2 * kvStageBytes(); }
+  int sharedBytes() const { return vOffset() + 2 * kvStageBytes(); }
+  int sValues() const { return blockN / 2; }  // f32 S accumulators per thread
+  int oValues() const { return headDim / 2; } // f32 O accumulators per thread
+};
+
+// Barrier indices in the mbarrier group.
+constexpr int kQFull = 0, kKFull = 1, kVFull = 3, kKEmpty = 5, kVEmpty = 7, kBarriers = 9;
+
+class Sm90Emitter {
+public:
+  Sm90Emitter(tessera::FlashAttnOp op, const Sm90Plan &p, OpBuilder &b, gpu::GPUFuncOp func,
+              const TargetInfo &t)
+      : op(op), p(p), b(b), loc(op.getLoc()), kb(b, loc, t), hb(kb), func(func) {}
+  void emit();
+
+private:
+  Value arg(StringRef name) {
+    auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
+    for (auto [i, n] : llvm::enumerate(names))
+      if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
+    llvm_unreachable("unknown kernel argument");
+  }
+  Value f32(double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); }
+  Value fmax(Value x, Value y) {
+    return arith::MaxNumFOp::create(b, loc, x, y, arith::FastMathFlags::nnan);
+  }
+  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value isNegInf(Value x) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, f32(-INFINITY));
+  }
+  Value eq(Value x, int64_t c) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, kb.idx(c));
+  }
+  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 64); }
+  Value addI64(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+
+  /// Stage (i % 2) and phase parity ((i / 2) % 2, as i1) of ring iteration i.
+  std::pair<Value, Value> stageParity(Value i) {
+    Value parity = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                         kb.remui(kb.divui(i, 2), 2), kb.idx(0));
+    return {kb.remui(i, 2), parity};
+  }
+  /// i64 descriptor of K-major step k of a tile at byte offset `dynOffset` (i64 >> 4, may be
+  /// null) + `constOffset` of the dynamic shared memory.
+  Value kMajorDesc(Value dynOffset16, int constOffset, int rows, int k) {
+    Value base = dynOffset16 ? addI64(smemBase16, dynOffset16) : smemBase16;
+    return addI64(base, i64(int64_t(hopper::kMajorDescriptor(constOffset, rows, k))));
+  }
+  Value vDesc(Value dynOffset16, int k) {
+    Value base = addI64(smemBase16, dynOffset16);
+    return addI64(base, i64(int64_t(hopper::mnMajorDescriptor(p.vOffset(), p.blockN,
+                                                              p.headDim, k))));
+  }
+  /// Byte offset >> 4 of ring stage `stage` (index) as i64.
+  Value stageOffset16(Value stage) {
+    Value s = arith::IndexCastOp::create(b, loc, b.getI64Type(), stage);
+    return arith::MulIOp::create(b, loc, s, i64(p.kvStageBytes() >> 4));
+  }
+
+  void emitProducer(Value lo, Value nIter);
+  /// The consumers' main loop; returns O values, row max (2), row sums (2).
+  SmallVector<Value> emitConsumerLoop(Value lo, Value nIter, Value cw);
+  void emitEpilogue(ArrayRef<Value> state, Value cw);
+
+  /// S = Q K^T for the ring stage of iteration i (issued, not waited).
+  SmallVector<Value> issueQK(Value stage16);
+  /// O += P V (issued, not waited).
+  SmallVector<Value> issuePV(ArrayRef<Value> o, ArrayRef<Value> pRegs, Value stage16);
+  /// Masks S (edge tiles only) and applies the score transform; returns log2-domain factor
+  /// to use in the softmax (scaleLog2, or 1 when S is already transformed).
+  SmallVector<Value> maskedScores(SmallVector<Value> s, Value n0);
+  /// Online softmax step: new row max, P (f32), row sums, rescale factors.
+  void softmax(ArrayRef<Value> s, ArrayRef<Value> mOld, ArrayRef<Value> lOld, bool first,
+               SmallVector<Value> &probs, SmallVector<Value> &mNew, SmallVector<Value> &lNew,
+               SmallVector<Value> &alpha);
+  SmallVector<Value> packP(ArrayRef<Value> probs);
+  Value quadReduce(Value x, bool isMax);
+
+  tessera::FlashAttnOp op;
+  const Sm90Plan &p;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder kb;
+  HopperBuilder hb;
+  gpu::GPUFuncOp func;
+  std::optional<AttnVisibility> visibility;
+  Value smem, smemBase16, bars, tmQ, tmK, tmV, tmO;
+  Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap, needMaskBase;
+  Value threadRow, colInTile; // this thread's first accumulator query row and key column
+  Value qDescBase16;        // this consumer's Q tile (>> 4, i64)
+};
+
+void Sm90Emitter::emit() {
+  b.setInsertionPoint(func.getBody().front().getTerminator());
+  smem = hb.dynamicSharedMemory(func, p.sharedBytes());
+  smemBase16 = hb.descriptorBase(smem);
+  auto map = [&](StringRef name, int rows) -> Value {
+    Type t = hb.tensorMapType({1, 1, rows, hopper::kPanelElems}, p.elem);
+    return UnrealizedConversionCastOp::create(b, loc, t, arg(name)).getResult(0);
+  };
+  tmQ = map("q_tma", Sm90Plan::consumerRows);
+  tmK = map("k_tma", p.blockN);
+  tmV = map("v_tma", p.blockN);
+  tmO = map("o_tma", Sm90Plan::consumerRows);
+
+  Value wg = hb.uniformWarpgroupId();
+  bars = hb.createBarriers(kBarriers);
+  Value tid = kb.threadId();
+  auto init = scf::IfOp::create(b, loc, eq(tid, 0), false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(init.thenBlock());
+    hb.initBarrier(bars, kb.idx(kQFull), 1);
+    for (int s = 0; s < 2; ++s) {
+      hb.initBarrier(bars, kb.idx(kKFull + s), 1);
+      hb.initBarrier(bars, kb.idx(kVFull + s), 1);
+      hb.initBarrier(bars, kb.idx(kKEmpty + s), 2 * 128); // every consumer thread arrives
+      hb.initBarrier(bars, kb.idx(kVEmpty + s), 2 * 128);
+    }
+    hb.fenceBarrierInit();
+  }
+  kb.barrier();
+
+  Value mBlock = kb.blockId(gpu::Dimension::x);
+  head = kb.blockId(gpu::Dimension::y);
+  batch = kb.blockId(gpu::Dimension::z);
+  seqQ = arg("Sq");
+  seqK = arg("Sk");
+  kvHead = arith::DivUIOp::create(b, loc, head,
+                                  arith::DivUIOp::create(b, loc, arg("Hq"), arg("Hkv")));
+  q0 = kb.mul(mBlock, Sm90Plan::blockM);
+  if (op.getSlidingWindow())
+    visibility.emplace(op, kb, seqQ, seqK, arg("window_left"), arg("window_right"));
+  else
+    visibility.emplace(op, kb, seqQ, seqK);
+  Value lastQuery = kb.add(q0, Sm90Plan::blockM - 1);
+  auto [lo, hi] = visibility->keyTileRange(q0, lastQuery, p.blockN);
+  Value nIter = kb.sub(hi, lo);
+
+  auto roles = scf::IfOp::create(b, loc, eq(wg, 0), /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(roles.thenBlock());
+    hb.setMaxRegisters(24, /*increase=*/false);
+    emitProducer(lo, nIter);
+    b.setInsertionPointToStart(roles.elseBlock());
+    hb.setMaxRegisters(240, /*increase=*/true);
+    Value cw = kb.sub(wg, kb.idx(1));
+    SmallVector<Value> state = emitConsumerLoop(lo, nIter, cw);
+    emitEpilogue(state, cw);
+  }
+}
+
+void Sm90Emitter::emitProducer(Value lo, Value nIter) {
+  Value warp = kb.divui(kb.threadId(), 32);
+  Value busy = kb.andb(eq(warp, 0), kb.cmpLt(kb.idx(0), nIter));
+  auto ifWarp = scf::IfOp::create(b, loc, busy, false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifWarp.thenBlock());
+  auto elected = scf::IfOp::create(b, loc, hb.electOne(), false);
+  b.setInsertionPointToStart(elected.thenBlock());
+  // Q: both consumers' 64-row tiles, one box per 64-column panel.
+  hb.arriveExpectTx(bars, kb.idx(kQFull), 2 * p.qBytesPerConsumer());
+  for (int w = 0; w < 2; ++w)
+    for (int panel = 0; panel < p.panels(); ++panel) {
+      int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
+      Value dst = hb.view(smem, kb.idx(offset), {1, 1, Sm90Plan::consumerRows, 64}, p.elem);
+      hb.tmaLoad(tmQ, {kb.idx(panel * 64), kb.add(q0, w * 64), head, batch}, dst, bars,
+                 kb.idx(kQFull));
+    }
+  // K and V tiles through the two-stage ring: wait until the consumers freed the stage.
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), nIter, kb.idx(1));
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  auto [stage, parity] = stageParity(i);
+  // The first pass over each stage waits on parity 1, which an mbarrier reports complete.
+  Value emptyParity = arith::XOrIOp::create(b, loc, parity,
+                                            arith::ConstantIntOp::create(b, loc, 1, 1));
+  Value row = kb.mul(kb.add(lo, i), p.blockN);
+  for (auto [tm, full, empty, base] : {std::tuple{tmK, kKFull, kKEmpty, p.kOffset()},
+                                       std::tuple{tmV, kVFull, kVEmpty, p.vOffset()}}) {
+    hb.waitParity(bars, kb.add(stage, empty), emptyParity);
+    Value fullBar = kb.add(stage, full);
+    hb.arriveExpectTx(bars, fullBar, p.kvStageBytes());
+    Value stageBase = kb.add(kb.mul(stage, p.kvStageBytes()), base);
+    for (int panel = 0; panel < p.panels(); ++panel) {
+      Value dst = hb.view(smem, kb.add(stageBase, panel * p.blockN * hopper::kSwizzleBytes),
+                          {1, 1, p.blockN, 64}, p.elem);
+      hb.tmaLoad(tm, {kb.idx(panel * 64), row, kvHead, batch}, dst, bars, fullBar);
+    }
+  }
+}
+
+Value Sm90Emitter::quadReduce(Value x, bool isMax) {
+  for (int offset : {1, 2}) {
+    Value y = gpu::ShuffleOp::create(b, loc, x, offset, 32, gpu::ShuffleMode::XOR)
+                  .getShuffleResult();
+    x = isMax ? fmax(x, y) : fadd(x, y);
+  }
+  return x;
+}
+
+SmallVector<Value> Sm90Emitter::issueQK(Value stage16) {
+  SmallVector<Value> s(p.sValues(), f32(0));
+  for (int k = 0; k < p.headDim / 16; ++k) {
+    Value descQ = addI64(qDescBase16, i64(int64_t(hopper::kMajorDescriptor(
+                                          0, Sm90Plan::consumerRows, k))));
+    Value descK = kMajorDesc(stage16, p.kOffset(), p.blockN, k);
+    s = hb.wgmmaSS(s, descQ, descK, p.blockN, p.in, /*accumulate=*/k > 0);
+  }
+  hb.commitGroup();
+  return s;
+}
+
+SmallVector<Value> Sm90Emitter::issuePV(ArrayRef<Value> o, ArrayRef<Value> pRegs, Value stage16) {
+  SmallVector<Value> out(o.begin(), o.end());
+  for (int c = 0; c < p.blockN / 16; ++c)
+    out = hb.wgmmaRS(out, pRegs.slice(4 * c, 4), vDesc(stage16, c), p.headDim, p.in);
+  hb.commitGroup();
+  return out;
+}
+
+SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value n0) {
+  // Scores transform (softcap): S becomes log2-domain values and the softmax factor is 1.
+  if (cap) {
+    auto vt = VectorType::get({int64_t(s.size())}, b.getF32Type());
+    Value vec = vector::FromElementsOp::create(b, loc, vt, s);
+    vec = attnScores(kb, vec, scaleLog2, cap);
+    for (size_t i = 0; i < s.size(); ++i) s[i] = vector::ExtractOp::create(b, loc, vec, int64_t(i));
+  }
+  SmallVector<Type> types(s.size(), b.getF32Type());
+  Value needMask = visibility->tileNeedsMask(q0, kb.add(q0, Sm90Plan::blockM - 1), n0, p.blockN);
+  auto masked = scf::IfOp::create(b, loc, types, needMask, true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(masked.thenBlock());
+  SmallVector<Value> out;
+  Value negInf = f32(-INFINITY);
+  for (int i = 0; i < p.sValues(); ++i) {
+    int j = i / 4, h = (i / 2) % 2, e = i % 2;
+    Value query = kb.add(threadRow, h * 8);
+    Value key = kb.add(kb.add(n0, colInTile), 8 * j + e);
+    out.push_back(select(visibility->visible(query, key), s[i], negInf));
+  }
+  scf::YieldOp::create(b, loc, out);
+  b.setInsertionPointToStart(masked.elseBlock());
+  scf::YieldOp::create(b, loc, s);
+  return SmallVector<Value>(masked.getResults());
+}
+
+void Sm90Emitter::softmax(ArrayRef<Value> s, ArrayRef<Value> mOld, ArrayRef<Value> lOld,
+                          bool first, SmallVector<Value> &probs, SmallVector<Value> &mNew,
+                          SmallVector<Value> &lNew, SmallVector<Value> &alpha) {
+  probs.assign(s.size(), Value());
+  mNew.clear(), lNew.clear(), alpha.clear();
+  for (int h = 0; h < 2; ++h) {
+    Value mx;
+    for (int i = 0; i < p.sValues(); ++i)
+      if ((i / 2) % 2 == h) mx = mx ? fmax(mx, s[i]) : s[i];
+    mx = quadReduce(mx, /*isMax=*/true);
+    if (!first) mx = fmax(mx, mOld[h]);
+    // Scaled max to subtract; a row with nothing visible yet keeps -inf and subtracts 0.
+    Value mScaled = select(isNegInf(mx), f32(0), fmul(mx, softmaxScale));
+    Value negM = arith::NegFOp::create(b, loc, mScaled);
+    if (!first)
+      alpha.push_back(math::Exp2Op::create(
+          b, loc, math::FmaOp::create(b, loc, mOld[h], softmaxScale, negM)));
+    mNew.push_back(mx);
+    Value sum;
+    for (int i = 0; i < p.sValues(); ++i) {
+      if ((i / 2) % 2 != h) continue;
+      probs[i] = math::Exp2Op::create(b, loc, math::FmaOp::create(b, loc, s[i], softmaxScale, negM));
+      sum = sum ? fadd(sum, probs[i]) : probs[i];
+    }
+    lNew.push_back(first ? sum : fadd(fmul(lOld[h], alpha[h]), sum));
+  }
+}
+
+SmallVector<Value> Sm90Emitter::packP(ArrayRef<Value> probs) {
+  // A-operand register r of k-chunk c is pack(S[8c + 2r], S[8c + 2r + 1]).
+  SmallVector<Value> regs;
+  auto pair = VectorType::get({2}, b.getF32Type());
+  auto half = VectorType::get({2}, p.elem);
+  for (size_t i = 0; i < probs.size(); i += 2) {
+    Value v = vector::FromElementsOp::create(b, loc, pair, ValueRange{probs[i], probs[i + 1]});
+    Value t = arith::TruncFOp::create(b, loc, half, v);
+    regs.push_back(vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), t));
+    regs.back() = vector::ExtractOp::create(b, loc, regs.back(), int64_t(0));
+  }
+  // Pinned so LLVM keeps P packed across the loop (no conversion sunk into the next step).
+  return hb.registerFence(regs);
+}
+
+SmallVector<Value> Sm90Emitter::emitConsumerLoop(Value lo, Value nIter, Value cw) {
+  Value ltid = kb.remui(kb.threadId(), 128);
+  Value lane = kb.remui(ltid, 32), warp = kb.divui(ltid, 32);
+  threadRow = kb.add(kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)), kb.mul(warp, 16)),
+                   kb.divui(lane, 4));
+  colInTile = kb.mul(kb.remui(lane, 4), 2);
+  Value cw64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), cw);
+  qDescBase16 = addI64(smemBase16, arith::MulIOp::create(b, loc, cw64,
+                                                          i64(p.qBytesPerConsumer() >> 4)));
+  scaleLog2 = fmul(arg("scale"), f32(M_LOG2E));
+  cap = op.getSoftcap() ? arg("softcap") : Value();
+  softmaxScale = cap ? f32(1.0) : scaleLog2;
+
+  // Pingpong: named barriers 1 and 2 order the consumers' GEMM issue; consumer 0 goes first.
+  Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
+  Value barMine = arith::AddIOp::create(b, loc, cw32, hb.i32(1));
+  Value barOther = arith::SubIOp::create(b, loc, hb.i32(2), cw32);
+  auto first = scf::IfOp::create(b, loc, eq(cw, 0), false);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(first.thenBlock());
+    hb.namedBarrierArrive(hb.i32(1), 256);
+  }
+
+  SmallVector<Type> stateTypes(p.oValues() + 4, b.getF32Type());
+  auto any = scf::IfOp::create(b, loc, stateTypes, kb.cmpLt(kb.idx(0), nIter), true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(any.elseBlock());
+    SmallVector<Value> empty(p.oValues(), f32(0));
+    empty.append({f32(-INFINITY), f32(-INFINITY), f32(0), f32(0)});
+    scf::YieldOp::create(b, loc, empty);
+  }
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(any.thenBlock());
+  Value falseBit = arith::ConstantIntOp::create(b, loc, 0, 1);
+  hb.waitParity(bars, kb.idx(kQFull), falseBit);
+
+  // Prologue: S of the first tile, its softmax.
+  hb.waitParity(bars, kb.idx(kKFull), falseBit);
+  hb.fence();
+  SmallVector<Value> s = issueQK(i64(0));
+  hb.waitGroup(0);
+  s = hb.registerFence(s);
+  hb.arrive(bars, kb.idx(kKEmpty));
+  Value n0 = kb.mul(lo, p.blockN);
+  s = maskedScores(s, n0);
+  SmallVector<Value> probs, m, l, alpha;
+  softmax(s, {}, {}, /*first=*/true, probs, m, l, alpha);
+  SmallVector<Value> pRegs = packP(probs);
+
+  // Steady state: QK(i) and PV(i - 1) in flight together.
+  SmallVector<Value> iterInit(p.oValues(), f32(0));
+  iterInit.append(pRegs);
+  iterInit.append(m);
+  iterInit.append(l);
+  auto loop = scf::ForOp::create(b, loc, kb.idx(1), nIter, kb.idx(1), iterInit);
+  {
+    OpBuilder::InsertionGuard g2(b);
+    b.setInsertionPointToStart(loop.getBody());
+    auto it = loop.getRegionIterArgs();
+    SmallVector<Value> o(it.begin(), it.begin() + p.oValues());
+    SmallVector<Value> pIn(it.begin() + p.oValues(), it.begin() + p.oValues() + pRegs.size());
+    SmallVector<Value> mOld(it.end() - 4, it.end() - 2), lOld(it.end() - 2, it.end());
+    Value i = loop.getInductionVar();
+    auto [stage, parity] = stageParity(i);
+    auto [prevStage, prevParity] = stageParity(kb.sub(i, kb.idx(1)));
+    hb.waitParity(bars, kb.add(stage, kKFull), parity);
+    hb.namedBarrierSync(barMine, 256);
+    hb.fence();
+    SmallVector<Value> sNext = issueQK(stageOffset16(stage));
+    hb.waitParity(bars, kb.add(prevStage, kVFull), prevParity);
+    hb.fence();
+    o = issuePV(o, pIn, stageOffset16(prevStage));
+    hb.namedBarrierArrive(barOther, 256);
+    hb.waitGroup(1); // S ready, PV still running
+    sNext = hb.registerFence(sNext);
+    hb.arrive(bars, kb.add(stage, kKEmpty));
+    sNext = maskedScores(sNext, kb.mul(kb.add(lo, i), p.blockN));
+    SmallVector<Value> pNew, mNew, lNew, a;
+    softmax(sNext, mOld, lOld, /*first=*/false, pNew, mNew, lNew, a);
+    hb.waitGroup(0);
+    o = hb.registerFence(o);
+    hb.arrive(bars, kb.add(prevStage, kVEmpty));
+    SmallVector<Value> pPacked = packP(pNew); // after the wait: the old P is no longer read
+    SmallVector<Value> next;
+    for (int idx = 0; idx < p.oValues(); ++idx) next.push_back(fmul(o[idx], a[(idx / 2) % 2]));
+    next.append(pPacked);
+    next.append(mNew);
+    next.append(lNew);
+    scf::YieldOp::create(b, loc, next);
+  }
+  // The last tile's PV.
+  SmallVector<Value> res(loop.getResults());
+  SmallVector<Value> o(res.begin(), res.begin() + p.oValues());
+  SmallVector<Value> pLast(res.begin() + p.oValues(), res.begin() + p.oValues() + pRegs.size());
+  auto [lastStage, lastParity] = stageParity(kb.sub(nIter, kb.idx(1)));
+  hb.waitParity(bars, kb.add(lastStage, kVFull), lastParity);
+  hb.fence();
+  o = issuePV(o, pLast, stageOffset16(lastStage));
+  hb.waitGroup(0);
+  o = hb.registerFence(o);
+  hb.arrive(bars, kb.add(lastStage, kVEmpty));
+  SmallVector<Value> out(o);
+  out.append(res.end() - 4, res.end());
+  scf::YieldOp::create(b, loc, out);
+  return SmallVector<Value>(any.getResults());
+}
+
+void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
+  ArrayRef<Value> o = state.take_front(p.oValues());
+  Value m[2] = {state[p.oValues()], state[p.oValues() + 1]};
+  Value l[2] = {quadReduce(state[p.oValues() + 2], false), quadReduce(state[p.oValues() + 3], false)};
+  Value inv[2];
+  for (int h = 0; h < 2; ++h) {
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], f32(0));
+    inv[h] = select(positive, arith::DivFOp::create(b, loc, f32(1.0), l[h]), f32(0));
+  }
+  // O / l as 16-bit pairs into this consumer's (now free) Q tile, 128-byte swizzled: 16-byte
+  // chunk c of row r sits at chunk c ^ (r % 8).
+  Value ltid = kb.remui(kb.threadId(), 128);
+  Value lane = kb.remui(ltid, 32), warp = kb.divui(ltid, 32);
+  Value g = kb.divui(lane, 4), t = kb.remui(lane, 4);
+  auto words = MemRefType::get({p.sharedBytes() / 4}, b.getI32Type(), MemRefLayoutAttrInterface(),
+                               gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
+  Value smemWords = memref::ViewOp::create(b, loc, words, smem, kb.idx(0), ValueRange{});
+  Value tileBase = kb.add(kb.mul(cw, p.qBytesPerConsumer()), p.qOffset());
+  auto pair = VectorType::get({2}, b.getF32Type());
+  auto half = VectorType::get({2}, p.elem);
+  for (int h = 0; h < 2; ++h) {
+    Value row = kb.add(kb.add(kb.mul(warp, 16), g), h * 8);
+    Value rowBase = kb.add(kb.add(tileBase, kb.mul(row, hopper::kSwizzleBytes)), kb.mul(t, 4));
+    for (int j = 0; j < p.headDim / 8; ++j) {
+      int panel = j / 8, chunk = j % 8;
+      Value swizzled = kb.mul(kb.xori(kb.remui(row, 8), kb.idx(chunk)), 16);
+      Value byte = kb.add(kb.add(rowBase, swizzled), panel * 64 * hopper::kSwizzleBytes);
+      Value x0 = fmul(o[4 * j + 2 * h], inv[h]), x1 = fmul(o[4 * j + 2 * h + 1], inv[h]);
+      Value v = vector::FromElementsOp::create(b, loc, pair, ValueRange{x0, x1});
+      Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
+                                             arith::TruncFOp::create(b, loc, half, v));
+      memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, bits, int64_t(0)),
+                              smemWords, ValueRange{kb.divui(byte, 4)});
+    }
+  }
+  hb.fenceProxyAsyncShared();
+  Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
+  hb.namedBarrierSync(arith::AddIOp::create(b, loc, cw32, hb.i32(3)), 128);
+  auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(leader.thenBlock());
+    Value rowO = kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows));
+    for (int panel = 0; panel < p.panels(); ++panel) {
+      Value src = hb.view(smem, kb.add(tileBase, panel * 64 * hopper::kSwizzleBytes),
+                          {1, 1, Sm90Plan::consumerRows, 64}, p.elem);
+      hb.tmaStore(src, tmO, {kb.idx(panel * 64), rowO, head, batch});
+    }
+    hb.commitAndWaitBulkStores();
+  }
+  if (!op.getReturnLse()) return;
+  // LSE (natural log) per row from the lanes holding column 0 of it.
+  Value base = kb.add(kb.mul(batch, arg("lse_stride_b")), kb.mul(head, arg("lse_stride_h")));
+  for (int h = 0; h < 2; ++h) {
+    Value row = kb.add(threadRow, h * 8);
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], f32(0));
+    Value log2l = math::Log2Op::create(b, loc, l[h]);
+    Value value = select(positive, fmul(math::FmaOp::create(b, loc, m[h], softmaxScale, log2l),
+                                        f32(M_LN2)),
+                         f32(-INFINITY));
+    auto write = scf::IfOp::create(b, loc, kb.andb(eq(t, 0), kb.cmpLt(row, seqQ)), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(write.thenBlock());
+    memref::StoreOp::create(b, loc, value, arg("lse"), ValueRange{kb.add(base, row)});
+  }
+}
+
+} // namespace
+
+/// Why `op` cannot take the sm_90a kernel, or empty when it can.
+std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
+  if (op.getVarlen()) return "varlen batches are not generated on the wgmma path yet";
+  if (op.getHeadDim() != 64 && op.getHeadDim() != 128)
+    return "head_dim " + std::to_string(op.getHeadDim()) +
+           " does not fit the wgmma kernel's registers (64 and 128 do)";
+  if (op.getTileAttr()) return "an explicit tile selects the portable kernel";
+  return {};
+}
+
+FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const TargetInfo &target) {
+  Sm90Plan p;
+  p.headDim = op.getHeadDim();
+  p.blockN = 128;
+  p.elem = op.getDtype();
+  p.in = *toElemType(p.elem);
+  OpBuilder b(op);
+  KernelSignature sig = flashAttnSignature(op, Sm90Plan::blockM, Sm90Plan::threads);
+  // TMA tensor maps over (D, S, H, B), strides in elements (innermost first).
+  Type ptr = LLVM::LLVMPointerType::get(op.getContext());
+  auto tensor = [&](const std::string &t, const char *seq, const char *heads, int boxRows) {
+    std::string mapName = t + "_tma";
+    sig.args.push_back({mapName, ptr, ArgRole::TensorMap});
+    sig.tensorMaps.push_back(TensorMapRecipe::tiled(
+        mapName, t,
+        {GridExpr::constant(p.headDim), GridExpr::arg(seq), GridExpr::arg(heads), GridExpr::arg("B")},
+        {GridExpr::arg(t + "_stride_s"), GridExpr::arg(t + "_stride_h"), GridExpr::arg(t + "_stride_b")},
+        {hopper::kPanelElems, boxRows, 1, 1}));
+  };
+  tensor("q", "Sq", "Hq", Sm90Plan::consumerRows);
+  tensor("k", "Sk", "Hkv", p.blockN);
+  tensor("v", "Sk", "Hkv", p.blockN);
+  tensor("o", "Sq", "Hq", Sm90Plan::consumerRows);
+  sig.dynamicSharedBytes = p.sharedBytes();
+  gpu::GPUFuncOp func = createKernel(b, op.getLoc(), target, sig);
+  // setmaxnreg needs the register count at entry fixed: one workgroup per SM.
+  func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+  Sm90Emitter(op, p, b, func, target).emit();
+  return func;
+}
+
+} // namespace tessera
