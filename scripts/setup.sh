@@ -24,3 +24,9 @@ if ! /usr/bin/python3 -c "import ml_dtypes" 2>/dev/null; then
   echo "setup: installing ml_dtypes from PyPI"
   $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "ml_dtypes==0.3.2"
 fi
+# ptxas for the sm_90a ptxas gate (a lit test): NVIDIA's nvidia-cuda-nvcc wheel when no CUDA toolkit
+# is installed (Debian does not package one for this).
+if ! /usr/bin/python3 "$(dirname "$0")/ptxas_gate.py" --find >/dev/null; then
+  echo "setup: installing ptxas (nvidia-cuda-nvcc-cu12) from PyPI"
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --no-deps "nvidia-cuda-nvcc-cu12==12.9.86"
+fi

@@ -6,5 +6,5 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
+TESSERA_REQUIRE_PTXAS=1 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
 TESSERA_BUILD_DIR=$BUILD_DIR /usr/bin/python3 -m pytest "$ROOT/python/tests" -q -rs

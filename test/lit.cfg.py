@@ -1,5 +1,7 @@
 # lit configuration of the Tessera FileCheck tests.
 import os
+import subprocess
+import sys
 import lit.formats
 
 config.name = "Tessera"
@@ -16,3 +18,14 @@ config.substitutions.append(("%tessera_src", config.tessera_src_root))
 for tool in ["tessera-opt", "tessera-compile"]:
     config.substitutions.append(
         ("%" + tool.replace("-", "_"), os.path.join(config.tessera_tools_dir, tool)))
+config.substitutions.append(("%python", sys.executable))
+
+# ptxas (for the sm_90a ptxas gate): from $TESSERA_PTXAS, PATH, /usr/local/cuda/bin or the pip
+# nvidia-cuda-nvcc wheel. scripts/test.sh sets TESSERA_REQUIRE_PTXAS=1 so CI cannot skip the gate.
+_find = subprocess.run([sys.executable, os.path.join(config.tessera_src_root, "scripts", "ptxas_gate.py"),
+                        "--find"], capture_output=True, text=True)
+if _find.returncode == 0:
+    config.available_features.add("ptxas")
+    config.environment["TESSERA_PTXAS"] = _find.stdout.strip()
+elif os.environ.get("TESSERA_REQUIRE_PTXAS") == "1":
+    lit_config.fatal("TESSERA_REQUIRE_PTXAS=1 but " + _find.stdout.strip())

@@ -130,8 +130,9 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
     entry["dynamic_lds_bytes"] = dynamic.getInt();
   if (auto maps = func->getAttrOfType<StringAttr>("tessera.tensor_maps"))
     if (auto parsed = json::parse(maps.getValue())) entry["tensor_maps"] = std::move(*parsed);
-  if (auto fallback = func->getAttrOfType<StringAttr>("tessera.fallback"))
-    entry["fallback"] = fallback.str();
+  for (const char *key : {"fallback", "portable_twin", "twin_of"})
+    if (auto value = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
+      entry[key] = value.str();
   return entry;
 }
 

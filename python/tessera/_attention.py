@@ -176,7 +176,7 @@ def find_kernel(bundle, p):
     variant, needed = _variant(p), _needed(p)
     fits = []
     for kernel in bundle.kernels.values():
-        if kernel.directive != "flash_attn":
+        if kernel.directive != "flash_attn" or "twin_of" in kernel.info:   # twins: see with_tma_fallback
             continue
         have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
                     mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
@@ -191,6 +191,28 @@ def find_kernel(bundle, p):
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn kernel with "
                                   f"{wanted} (flash_attn kernels: {', '.join(names) or 'none'})")
     return min(fits)[2]
+
+
+TMA_ALIGNMENT = 16   # bytes: TMA copies need 16-byte aligned bases and strides
+
+
+def _tma_ready(p, infos):
+    """True when every q/k/v/o tensor is one TMA can copy: each stride of a (batch, sequence, head) dimension
+    longer than 1 is a positive multiple of 16 bytes (bases are checked to be 16-byte aligned already)."""
+    for name in ("q", "k", "v", "o"):
+        info = infos[name]
+        for extent, stride in zip(info.shape[:-1], info.strides[:-1]):
+            if extent > 1 and (stride <= 0 or stride * info.itemsize % TMA_ALIGNMENT):
+                return False
+    return True
+
+
+def with_tma_fallback(bundle, kernel, p, infos):
+    """`kernel`, or its portable twin when it copies with TMA (sm_90a) and these tensors' strides do not allow it."""
+    twin = kernel.info.get("portable_twin")
+    if twin and not _tma_ready(p, infos):
+        return bundle.kernels[twin]
+    return kernel
 
 
 # ---- Launch -------------------------------------------------------------------------------------
@@ -252,6 +274,7 @@ def _finish(p, dev, infos, out, lse, device_arrays):
         infos["o"] = _arrays.describe(out, "out")
     else:
         infos["o"] = device_arrays["out"]
+    kernel = with_tma_fallback(dev.bundle(), kernel, p, infos)
     lse_info = device_arrays.get("lse")
     if p.return_lse and lse is None:
         lse = _arrays.empty(q, p.lse_shape, "f32")

@@ -200,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
         ManifestCase{"BlockZero", [](json &m) { m["kernels"][0]["block"][1] = 0; },
                      "kernels\\[0\\].block\\[1\\]: 0 is outside \\[1, 65535\\]$"},
         ManifestCase{"ArgType", [](json &m) { m["kernels"][0]["args"][3]["type"] = "u64"; },
-                     "kernels\\[0\\].args\\[3\\].type: 'u64' is not one of ptr, i32, i64, f32$"},
+                     "kernels\\[0\\].args\\[3\\].type: 'u64' is not one of ptr, i32, i64, f32, tensor_map$"},
         ManifestCase{"ArgRole", [](json &m) { m["kernels"][0]["args"][3]["role"] = "shape"; },
                      "kernels\\[0\\].args\\[3\\].role: 'shape' is not one of input, output"},
         ManifestCase{"DuplicateArg", [](json &m) { m["kernels"][0]["args"][1]["name"] = "a"; },

@@ -43,6 +43,7 @@ static int live_allocations;
 static fake_launch launches[32];
 static int launch_count;
 static int max_dynamic_shared = -1;
+static fake_tensor_map last_tensor_map;
 static char sim_bundle_dir[512], sim_kernel_json[4096];
 static int sim_code_object_given;
 
@@ -52,6 +53,7 @@ EXPORT void fake_reset(void) {
   snprintf(hip_arch, sizeof hip_arch, "%s", "gfx942:sramecc+:xnack-");
   live_allocations = launch_count = 0;
   max_dynamic_shared = -1;
+  memset(&last_tensor_map, 0, sizeof last_tensor_map);
   sim_bundle_dir[0] = sim_kernel_json[0] = 0;
   sim_code_object_given = 0;
 }
@@ -66,6 +68,7 @@ EXPORT int fake_live_allocations(void) { return live_allocations; }
 EXPORT int fake_launch_count(void) { return launch_count; }
 EXPORT const fake_launch *fake_launch_at(int i) { return i >= 0 && i < launch_count ? &launches[i] : NULL; }
 EXPORT int fake_max_dynamic_shared(void) { return max_dynamic_shared; }
+EXPORT const fake_tensor_map *fake_last_tensor_map(void) { return &last_tensor_map; }
 EXPORT const char *fake_sim_bundle_dir(void) { return sim_bundle_dir; }
 EXPORT const char *fake_sim_kernel_json(void) { return sim_kernel_json; }
 EXPORT int fake_sim_code_object_given(void) { return sim_code_object_given; }
@@ -222,7 +225,12 @@ static int parse_entry(const char *ptx, const char *name, cu_function *f) {
          p = strstr(p + 1, ".param")) {
       const char *type = p + 6;
       while (*type == ' ') ++type;
-      f->param_sizes[f->param_count++] = atoi(type + 2) / 8; /* ".u64" -> 8 */
+      const char *array = strchr(type, '[');
+      const char *next = strstr(type, ".param");
+      if (!strncmp(type, ".align", 6) && array && (!next || array < next))
+        f->param_sizes[f->param_count++] = atoi(array + 1); /* ".align 64 .b8 name[128]" -> 128 */
+      else
+        f->param_sizes[f->param_count++] = atoi(type + 2) / 8; /* ".u64" -> 8 */
     }
     return 1;
   }
@@ -253,13 +261,34 @@ EXPORT CUresult cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigne
   /* Rebuild the C layout from kernelParams, each parameter at its natural alignment. */
   size_t offset = 0;
   for (int i = 0; i < f->param_count; ++i) {
-    size_t size = (size_t)f->param_sizes[i];
-    offset = (offset + size - 1) / size * size;
+    size_t size = (size_t)f->param_sizes[i], align = size > 64 ? 64 : size;
+    offset = (offset + align - 1) / align * align;
     if (offset + size <= sizeof l->args) memcpy(l->args + offset, params[i], size);
     offset += size;
   }
   l->args_size = offset;
   return extra ? CUDA_ERROR_INVALID_VALUE : 0;
+}
+
+EXPORT CUresult cuTensorMapEncodeTiled(void *map, int data_type, unsigned rank, void *address,
+                                       const unsigned long long *dims, const unsigned long long *strides,
+                                       const unsigned *box, const unsigned *element_strides, int interleave,
+                                       int swizzle, int l2_promotion, int oob_fill) {
+  int e_ = enter("cuTensorMapEncodeTiled"); /* a host-side call: no context needed */
+  if (e_) return e_;
+  (void)l2_promotion;
+  if (rank < 1 || rank > 5 || ((unsigned long long)(size_t)map) % 64) return CUDA_ERROR_INVALID_VALUE;
+  fake_tensor_map *t = &last_tensor_map;
+  t->data_type = data_type, t->rank = (int)rank, t->swizzle = swizzle, t->interleave = interleave;
+  t->oob_fill = oob_fill, t->address = address;
+  for (unsigned i = 0; i < rank; ++i) {
+    t->dims[i] = dims[i], t->box[i] = box[i], t->element_strides[i] = element_strides[i];
+    if (i) t->strides[i - 1] = strides[i - 1];
+  }
+  unsigned long long words[16] = {(unsigned long long)(size_t)address};
+  for (unsigned i = 0; i < rank; ++i) words[1 + i] = dims[i];
+  memcpy(map, words, sizeof words);
+  return 0;
 }
 
 static const char *cuda_error_name(int code, int describe) {

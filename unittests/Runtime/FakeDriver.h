@@ -32,6 +32,14 @@ int fake_launch_count(void);
 const fake_launch *fake_launch_at(int index);
 /* The last value set by cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), or -1. */
 int fake_max_dynamic_shared(void);
+/* The last cuTensorMapEncodeTiled call (the fake writes the address, then dims[0..rank) as 8-byte words). */
+typedef struct fake_tensor_map {
+  int data_type, rank, swizzle, interleave, oob_fill;
+  const void *address;
+  unsigned long long dims[5], strides[4];
+  unsigned box[5], element_strides[5];
+} fake_tensor_map;
+const fake_tensor_map *fake_last_tensor_map(void);
 /* What the sim plugin's load_kernel was last given. */
 const char *fake_sim_bundle_dir(void);
 const char *fake_sim_kernel_json(void);

@@ -225,5 +225,157 @@ TEST_F(GridErrorTest, NestedExpressions) {
   EXPECT_EQ(fake_launch_at(0)->grid[0], 4u);
 }
 
+/// A kernel copying x (rows x 64 f16, row stride x_stride) with TMA: the runtime encodes x_tma.
+static json tmaManifest() {
+  json m = nvidiaManifest("sm_90a");
+  m["kernels"] = {json::parse(R"({
+    "name": "tma_copy", "directive": "flash_attn", "entry": "tma_copy", "code_object": "tma_copy.ptx",
+    "block": [384, 1, 1], "grid": [["ceil_div", "rows", 64], 1, 1], "dynamic_lds_bytes": 65536,
+    "args": [
+      {"name": "x", "type": "ptr", "dtype": "f16", "role": "input"},
+      {"name": "rows", "type": "i64", "role": "size"},
+      {"name": "x_stride", "type": "i64", "role": "stride"},
+      {"name": "x_tma", "type": "tensor_map", "role": "tensor_map"}
+    ],
+    "tensor_maps": [{"arg": "x_tma", "tensor": "x", "dims": [64, "rows"], "strides": ["x_stride"],
+                     "box": [64, 32], "swizzle": "128B"}]})")};
+  return m;
+}
+
+class TmaLaunchTest : public RuntimeTest {
+protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    ASSERT_NE(load("cuda", tmaManifest()), nullptr);
+    k = kernel(bundle, "tma_copy");
+    ASSERT_TESSERA_OK(tessera_args_create(k, &args));
+  }
+  void TearDown() override {
+    tessera_args_destroy(args);
+    RuntimeTest::TearDown();
+  }
+  void set(void *x, int64_t rows, int64_t stride) {
+    ASSERT_TESSERA_OK(tessera_args_reset(args));
+    ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "x", x));
+    ASSERT_TESSERA_OK(tessera_args_set_i64(args, "rows", rows));
+    ASSERT_TESSERA_OK(tessera_args_set_i64(args, "x_stride", stride));
+  }
+  tessera_kernel *k = nullptr;
+  tessera_args *args = nullptr;
+  alignas(16) char buffer[64];
+};
+
+TEST_F(TmaLaunchTest, EncodesTensorMapsAtLaunchIntoTheParameter) {
+  set(buffer, 100, 72);
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  ASSERT_EQ(fake_calls("cuTensorMapEncodeTiled"), 1);
+  const fake_tensor_map *t = fake_last_tensor_map();
+  EXPECT_EQ(t->data_type, 6); // CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+  EXPECT_EQ(t->rank, 2);
+  EXPECT_EQ(t->address, buffer);
+  EXPECT_EQ(t->dims[0], 64u);
+  EXPECT_EQ(t->dims[1], 100u);
+  EXPECT_EQ(t->strides[0], 144u); // bytes
+  EXPECT_EQ(t->box[0], 64u);
+  EXPECT_EQ(t->box[1], 32u);
+  EXPECT_EQ(t->swizzle, 3); // 128B
+  EXPECT_EQ(t->oob_fill, 0);
+  // The 128-byte parameter sits 64-byte aligned after x, rows, x_stride and holds the map.
+  ASSERT_EQ(fake_launch_count(), 1);
+  const fake_launch *l = fake_launch_at(0);
+  EXPECT_EQ(l->args_size, 64u + 128u);
+  uint64_t words[2];
+  std::memcpy(words, l->args + 64, sizeof words);
+  EXPECT_EQ(words[0], reinterpret_cast<uint64_t>(buffer));
+  EXPECT_EQ(words[1], 64u);
+  EXPECT_EQ(l->shared_bytes, 65536u);
+  EXPECT_EQ(fake_max_dynamic_shared(), 65536);
+}
+
+TEST_F(TmaLaunchTest, SameTensorReusesTheEncodedMap) {
+  set(buffer, 100, 64);
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  EXPECT_EQ(fake_calls("cuTensorMapEncodeTiled"), 1);
+  set(buffer, 101, 64);
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  EXPECT_EQ(fake_calls("cuTensorMapEncodeTiled"), 2);
+  EXPECT_EQ(fake_last_tensor_map()->dims[1], 101u);
+  EXPECT_EQ(fake_launch_count(), 3);
+}
+
+TEST_F(TmaLaunchTest, ExtentOneDimensionIgnoresItsStride) {
+  set(buffer, 1, 3); // one row: its stride is never applied
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  EXPECT_EQ(fake_last_tensor_map()->strides[0] % 16, 0u);
+}
+
+TEST_F(TmaLaunchTest, StridesTmaCannotUseAreRejectedBeforeTheDriver) {
+  set(buffer, 100, 65);
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "argument 'x' of kernel tma_copy: TMA needs positive strides that are multiples of 16 "
+                       "bytes; 'x_stride' = 65 elements of 2 bytes");
+  set(buffer + 8, 100, 64);
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "argument 'x' of kernel tma_copy: TMA needs a 16-byte aligned address");
+  EXPECT_EQ(fake_calls("cuTensorMapEncodeTiled"), 0);
+  EXPECT_EQ(fake_launch_count(), 0);
+}
+
+TEST_F(TmaLaunchTest, TensorMapsAreNotSetByCallers) {
+  EXPECT_TESSERA_ERROR(tessera_args_set_ptr(args, "x_tma", buffer), TESSERA_ERROR_ARGUMENT,
+                       "argument 'x_tma' of kernel tma_copy is a TMA tensor map the runtime encodes at launch");
+  ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "x", buffer));
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "^kernel tma_copy: arguments not set: rows, x_stride$");
+}
+
+TEST_F(TmaLaunchTest, DriverFailureNamesTheCall) {
+  fake_fail("cuTensorMapEncodeTiled", 1, 0);
+  set(buffer, 100, 64);
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_DRIVER, "cuTensorMapEncodeTiled");
+  EXPECT_EQ(fake_launch_count(), 0);
+}
+
+TEST_F(RuntimeTest, TensorMapManifestErrors) {
+  json m = tmaManifest();
+  m["kernels"][0].erase("tensor_maps");
+  tessera_device *dev = open("cuda");
+  writeBundle(dir, m);
+  tessera_bundle *b = nullptr;
+  EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST,
+                       "tensor_map argument 'x_tma' has no entry in tensor_maps");
+  m = tmaManifest();
+  m["kernels"][0]["tensor_maps"][0]["tensor"] = "rows";
+  writeBundle(dir, m);
+  EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST,
+                       "tensor_maps\\[0\\].tensor: 'rows' is not a ptr argument");
+  m = tmaManifest();
+  m["kernels"][0]["args"][3]["role"] = "input";
+  writeBundle(dir, m);
+  EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST,
+                       "type tensor_map exactly when its role is tensor_map");
+}
+
+TEST_F(RuntimeTest, BackendWithoutTmaSaysSo) {
+  json m = tmaManifest();
+  m["target"] = "gfx942";
+  m["vendor"] = "amd";
+  m["code_object_format"] = "hsaco";
+  m["code_object_version"] = 5;
+  m["kernels"][0]["code_object"] = "tma_copy.hsaco";
+  ASSERT_NE(load("sim:gfx942", m), nullptr);
+  tessera_kernel *kk = kernel(bundle, "tma_copy");
+  tessera_args *a = nullptr;
+  ASSERT_TESSERA_OK(tessera_args_create(kk, &a));
+  alignas(16) char x[16];
+  ASSERT_TESSERA_OK(tessera_args_set_ptr(a, "x", x));
+  ASSERT_TESSERA_OK(tessera_args_set_i64(a, "rows", 4));
+  ASSERT_TESSERA_OK(tessera_args_set_i64(a, "x_stride", 64));
+  EXPECT_TESSERA_ERROR(tessera_launch(kk, a, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "kernel tma_copy copies 'x' with TMA, which the 'sim' backend does not have");
+  tessera_args_destroy(a);
+}
+
 } // namespace
 } // namespace tessera::runtime::test

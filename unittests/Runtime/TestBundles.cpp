@@ -42,8 +42,9 @@ std::string ptxFor(const json &kernel) {
   std::string params;
   for (const json &arg : kernel["args"]) {
     std::string type = arg["type"] == "ptr" || arg["type"] == "i64" ? ".u64" : arg["type"] == "i32" ? ".u32" : ".f32";
-    params += std::string(params.empty() ? "" : ",\n") + "  .param " + type + " " + kernel["entry"].get<std::string>() +
-              "_param_" + arg["name"].get<std::string>();
+    std::string name = kernel["entry"].get<std::string>() + "_param_" + arg["name"].get<std::string>();
+    std::string param = arg["type"] == "tensor_map" ? ".align 64 .b8 " + name + "[128]" : type + " " + name;
+    params += std::string(params.empty() ? "" : ",\n") + "  .param " + param;
   }
   return ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry " + kernel["entry"].get<std::string>() +
          "(\n" + params + "\n)\n{\n  ret;\n}\n";

@@ -36,6 +36,35 @@ static LogicalResult notGeneratedYet(Operation *op, const TargetInfo &target) {
                            << " in this version of Tessera";
 }
 
+/// flash_attn on a target with wgmma gets the warp-specialised TMA kernel plus a portable twin
+/// `<name>_portable` for calls TMA cannot serve (strides that are not multiples of 16 bytes);
+/// directives that kernel does not cover get the portable kernel, the manifest saying why.
+static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const TargetInfo &target) {
+  MLIRContext *ctx = attn.getContext();
+  std::string unsupported = target.hasWgmma ? sm90FlashAttnUnsupported(attn) : "";
+  if (!target.hasWgmma || !unsupported.empty()) {
+    FailureOr<gpu::GPUFuncOp> func = generateFlashAttn(attn, target);
+    if (failed(func)) return failure();
+    if (!unsupported.empty())
+      (*func)->setAttr("tessera.fallback", StringAttr::get(ctx, "portable kernel: " + unsupported));
+    return success();
+  }
+  FailureOr<gpu::GPUFuncOp> fast = generateFlashAttnSm90(attn, target);
+  if (failed(fast)) return failure();
+  FailureOr<gpu::GPUFuncOp> twin = generateFlashAttn(attn, target);
+  if (failed(twin)) return failure();
+  std::string twinName = (attn.getSymName() + "_portable").str();
+  auto twinModule = (*twin)->getParentOfType<gpu::GPUModuleOp>();
+  if (SymbolTable::lookupSymbolIn(attn->getParentOp(), twinName))
+    return attn.emitOpError() << "needs the symbol '" << twinName
+                              << "' for its portable twin on " << target.chip;
+  SymbolTable::setSymbolName(twinModule, twinName);
+  SymbolTable::setSymbolName(*twin, twinName);
+  (*fast)->setAttr("tessera.portable_twin", StringAttr::get(ctx, twinName));
+  (*twin)->setAttr("tessera.twin_of", StringAttr::get(ctx, attn.getSymName()));
+  return success();
+}
+
 LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
   SmallVector<Operation *> directives;
   module.walk([&](Operation *op) {
@@ -55,15 +84,7 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               return notGeneratedYet(decode, target);
             })
             .Case([&](tessera::FlashAttnOp attn) -> LogicalResult {
-              std::string fallback = target.hasWgmma ? sm90FlashAttnUnsupported(attn) : "";
-              FailureOr<gpu::GPUFuncOp> func = target.hasWgmma && fallback.empty()
-                                                   ? generateFlashAttnSm90(attn, target)
-                                                   : generateFlashAttn(attn, target);
-              if (failed(func)) return failure();
-              // The manifest says why a target with a faster path did not get it.
-              if (!fallback.empty())
-                (*func)->setAttr("tessera.fallback",
-                                 StringAttr::get(attn.getContext(), "portable kernel: " + fallback));
+              if (failed(generateFlashAttnForTarget(attn, target))) return failure();
               attn.erase();
               return success();
             })

@@ -1,0 +1,51 @@
+// flash_attn on sm_90a: the warp-specialised wgmma/TMA kernel (FlashAttn3-style) plus a portable
+// twin for strides TMA cannot copy; directives it does not cover get the portable kernel and the
+// reason. The producer warpgroup issues TMA into the mbarrier ring at 24 registers, the consumers
+// run SS wgmma (S = Q K^T), RS wgmma (O += P V, P from registers) and the pingpong barriers.
+// RUN: tessera-opt %s --tessera-generate-kernels=target=sm_90a | FileCheck %s
+
+// CHECK-LABEL: gpu.module @fa [#nvvm.target<{{.*}}chip = "sm_90a"
+// CHECK: memref.global @tessera_dynamic_smem : memref<0xi8, #gpu.address_space<workgroup>> {alignment = 1024 : i64}
+// CHECK: gpu.func @fa({{.*}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr) kernel
+// CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
+// CHECK-SAME: nvvm.minctasm = 1 : i32
+// CHECK-SAME: tessera.arg_roles = [{{.*}}"tensor_map", "tensor_map", "tensor_map", "tensor_map"]
+// CHECK-SAME: tessera.dynamic_lds_bytes = 81920 : i64
+// CHECK-SAME: tessera.portable_twin = "fa_portable"
+// CHECK-SAME: tessera.tensor_maps = "[{\22arg\22: \22q_tma\22, \22tensor\22: \22q\22, \22dims\22: [64, \22Sq\22, \22Hq\22, \22B\22], \22strides\22: [\22q_stride_s\22, \22q_stride_h\22, \22q_stride_b\22], \22box\22: [64, 64, 1, 1], \22swizzle\22: \22128B\22}
+// CHECK-COUNT-9: nvgpu.mbarrier.init
+// CHECK: nvvm.setmaxregister  decrease 24
+// CHECK: nvvm.elect.sync
+// CHECK: nvgpu.mbarrier.arrive.expect_tx
+// CHECK: nvgpu.tma.async.load {{.+}} to %{{.+}} : <tensor = memref<1x1x64x64xf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK: nvgpu.mbarrier.try_wait.parity
+// CHECK: nvgpu.tma.async.load {{.+}} : <tensor = memref<1x1x128x64xf16
+// CHECK: nvvm.setmaxregister  increase 240
+// CHECK: nvvm.barrier.arrive id = %c1_i32 number_of_threads = %c256_i32
+// CHECK: nvvm.wgmma.mma_async {{.+}} <m = 64, n = 128, k = 16>, D[<f32>, <zero>], A[<f16>, <one>, <row>], B[<f16>, <one>, <col>]
+// Steady state: QK^T of tile i and PV of tile i - 1 in flight, pingpong around the issue.
+// CHECK: scf.for
+// CHECK: nvvm.barrier id = %{{.+}} number_of_threads = %c256_i32
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "{\0A.reg .pred p;\0Asetp.ne.b32 p, $37, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// CHECK: nvvm.barrier.arrive id = %{{.+}} number_of_threads = %c256_i32
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 1
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// Epilogue: swizzled O tile, proxy fence, TMA store.
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: nvgpu.tma.async.store
+// CHECK: nvvm.cp.async.bulk.wait_group 0 {read}
+// CHECK: gpu.module @fa_portable
+// CHECK: gpu.func @fa_portable(
+// CHECK-SAME: tessera.twin_of = "fa"
+// CHECK: nvvm.mma.sync
+tessera.flash_attn @fa {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse}
+
+// CHECK: gpu.func @fa_varlen(
+// CHECK-SAME: tessera.fallback = "portable kernel: varlen batches are not generated on the wgmma path yet"
+tessera.flash_attn @fa_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, varlen}
+
+// CHECK: gpu.func @fa_d96(
+// CHECK-SAME: tessera.fallback = "portable kernel: head_dim 96 does not fit the wgmma kernel's registers (64 and 128 do)"
+tessera.flash_attn @fa_d96 {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>}
