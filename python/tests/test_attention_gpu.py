@@ -256,3 +256,29 @@ def test_rejected_on_the_gpu():
     with pytest.raises(tessera.InputError, match=r"cu_seqlens_q has dtype int64"):
         cu = torch.tensor([0, 64], device="cuda")
         tessera.flash_attn_varlen(q[0, ..., :64], q[0, ..., :64], q[0, ..., :64], cu, cu.int(), 64, 64)
+
+
+def test_hopper_lane_serves_head_dim_64_and_128():
+    """On an sm_90 GPU with an sm_90a bundle, D 64/128 calls run the wgmma/TMA kernel (tensor_maps in its manifest)
+    and inputs with strides TMA cannot copy run its portable twin, both correct."""
+    from tessera import _attention, _device
+    dev = _device.device("cuda:0")
+    bundle = dev.bundle()
+    if dev.arch != "sm_90" or bundle.target != "sm_90a":
+        pytest.skip(f"needs an sm_90 GPU and an sm_90a bundle (have {dev.arch}, bundle {bundle.target})")
+    rand = Inputs()
+    for D, dtype in ((64, "f16"), (128, "bf16")):
+        c = Case(1000, 777, dtype, D, "br", 3, packed=False)
+        p = _attention.Plan("t", False, dtype, D, 1, 1000, 777, 6, 2, "causal_bottom_right", D ** -0.5, (-1, -1),
+                            0.0, True, (1, 1000, 6, D), (1, 6, 1000))
+        kernel = _attention.find_kernel(bundle, p)
+        assert kernel.info.get("tensor_maps") and kernel.info.get("portable_twin"), kernel.name
+        run_case(c)
+    q = rand((1, 300, 4, 64 + 4), "f16")[..., :64]      # a 136-byte head stride: not for TMA
+    infos = {n: _arrays_describe(q, n) for n in "qkvo"}
+    assert _attention.with_tma_fallback(bundle, kernel, p, infos).name.endswith("_portable")
+
+
+def _arrays_describe(x, name):
+    from tessera import _arrays
+    return _arrays.describe(x, name)

@@ -403,3 +403,28 @@ def test_default_bundles_have_every_attention_variant():
                     for a in (k["attributes"] for k in kernels)
                     if all(a.get(f) for f in ("sliding_window", "softcap", "return_lse"))}
         assert variants >= ALL_VARIANTS, f"{target}: missing {sorted(ALL_VARIANTS - variants)}"
+
+
+def test_tma_kernels_fall_back_to_their_portable_twin():
+    """sm_90a kernels copy with TMA (16-byte multiple strides); other strides take the kernel's portable twin, and
+    twins are never chosen directly."""
+    import types
+    from tessera import _arrays, _attention
+
+    def kernel(name, **info):
+        attrs = dict(dtype="f16", head_dim=64, mask="none")
+        return types.SimpleNamespace(name=name, directive="flash_attn", attributes=attrs, info=info)
+    fast, twin = kernel("fa", portable_twin="fa_portable"), kernel("fa_portable", twin_of="fa")
+    bundle = types.SimpleNamespace(kernels={"fa_portable": twin, "fa": fast}, directory="b", target="sm_90a")
+    p = _attention.Plan("t", False, "f16", 64, 2, 256, 256, 4, 4, "none", 0.125, (-1, -1), 0.0, False,
+                        (2, 256, 4, 64), (2, 4, 256))
+    assert _attention.find_kernel(bundle, p) is fast
+    packed = np.zeros((2, 256, 12, 64), np.float16)                   # q, k, v sliced from one qkv tensor
+    infos = {n: _arrays.describe(packed[:, :, 4 * i:4 * i + 4], n) for i, n in enumerate("qkv")}
+    infos["o"] = _arrays.describe(np.zeros((2, 256, 4, 64), np.float16), "o")
+    assert _attention.with_tma_fallback(bundle, fast, p, infos) is fast
+    infos["k"] = _arrays.describe(np.zeros((2, 256, 4, 68), np.float16)[..., :64], "k")  # 136-byte head stride
+    assert _attention.with_tma_fallback(bundle, fast, p, infos) is twin
+    one = np.zeros((1, 1, 1, 68), np.float16)[..., :64]               # extent-1 dimensions: strides unused
+    assert _attention.with_tma_fallback(bundle, fast, p, {n: _arrays.describe(one, n) for n in "qkvo"}) is fast
+    assert _attention.with_tma_fallback(bundle, twin, p, infos) is twin   # kernels without TMA stay
