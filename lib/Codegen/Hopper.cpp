@@ -232,9 +232,9 @@ void HopperBuilder::tmaStore(Value src, Value map, ValueRange coords) {
   nvgpu::TmaAsyncStoreOp::create(b, loc, src, map, coords, Value());
 }
 
-void HopperBuilder::commitAndWaitBulkStores() {
-  NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
-  // The shared memory the stores read must stay valid until they have read it.
+void HopperBuilder::commitBulkStores() { NVVM::CpAsyncBulkCommitGroupOp::create(b, loc); }
+
+void HopperBuilder::waitBulkStoresRead() {
   NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, 0, b.getUnitAttr());
 }
 

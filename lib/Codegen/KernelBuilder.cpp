@@ -41,6 +41,10 @@ GridExpr GridExpr::arg(const std::string &name) { return {"\"" + name + "\""}; }
 GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) {
   return {"[\"ceil_div\", " + a.json + ", " + b.json + "]"};
 }
+GridExpr GridExpr::min(const GridExpr &a, const GridExpr &b) {
+  return {"[\"min\", " + a.json + ", " + b.json + "]"};
+}
+GridExpr GridExpr::smCount() { return {"\"$sm_count\""}; }
 GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) {
   return {"[\"mul\", " + a.json + ", " + b.json + "]"};
 }

@@ -44,6 +44,14 @@ tessera_status evaluate(const tessera_args &args, const GridExpr &e, const std::
     out = integerAt(args.kernel.info->args[e.arg].type, args.pointers[e.arg]);
     return TESSERA_SUCCESS;
   }
+  if (e.op == GridExpr::Op::SmCount) {
+    const Device &device = *args.kernel.bundle->device;
+    if (!device.processorCount)
+      return fail(TESSERA_ERROR_ARGUMENT, where + " uses $sm_count, which the '" + device.backend->name +
+                                              "' backend does not report");
+    out = device.processorCount;
+    return TESSERA_SUCCESS;
+  }
   int64_t a = 0, b = 0;
   if (tessera_status s = evaluate(args, e.operands[0], where, a); s || (s = evaluate(args, e.operands[1], where, b)))
     return s;
@@ -57,6 +65,9 @@ tessera_status evaluate(const tessera_args &args, const GridExpr &e, const std::
   case GridExpr::Op::Mul:
     if (__builtin_mul_overflow(a, b, &out))
       return fail(TESSERA_ERROR_ARGUMENT, where + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows");
+    return TESSERA_SUCCESS;
+  case GridExpr::Op::Min:
+    out = std::min(a, b);
     return TESSERA_SUCCESS;
   default:
     out = std::max(a, b);

@@ -46,6 +46,8 @@ tessera_status openDevice(const std::string &backend, int ordinal, std::shared_p
     return s;
   const char *arch = device->backend->arch_name(device->handle);
   device->arch = arch ? arch : "";
+  if (device->backend->processor_count)
+    device->processorCount = device->backend->processor_count(device->handle);
   out = std::move(device);
   return TESSERA_SUCCESS;
 }

@@ -17,6 +17,7 @@ struct Device {
   void *handle = nullptr;                 ///< the backend's device
   std::unique_ptr<SharedLibrary> plugin;  ///< keeps a plugin's code loaded while the device lives
   std::string arch;
+  uint32_t processorCount = 0;            ///< SMs / CUs; 0 when the backend does not say
 };
 
 /// Opens `backend` ("cuda", "hip", "sim" or "sim:<options>") device `ordinal`.

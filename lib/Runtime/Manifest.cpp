@@ -138,6 +138,10 @@ GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo
     e.value = Object::checkedInteger(v, where, 0, std::numeric_limits<uint32_t>::max());
     return e;
   }
+  if (v.is_string() && v.get<std::string>() == "$sm_count") {
+    e.op = GridExpr::Op::SmCount;
+    return e;
+  }
   if (v.is_string()) {
     std::string name = v.get<std::string>();
     e.op = GridExpr::Op::Arg;
@@ -158,8 +162,10 @@ GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo
     e.op = GridExpr::Op::Mul;
   else if (op == "max")
     e.op = GridExpr::Op::Max;
+  else if (op == "min")
+    e.op = GridExpr::Op::Min;
   else
-    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, mul or max)"};
+    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, mul, max or min)"};
   for (size_t i = 1; i < 3; ++i)
     e.operands.push_back(parseGridExpr(v[i], indexed(where, i), kernel));
   return e;

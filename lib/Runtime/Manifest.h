@@ -27,13 +27,14 @@ struct ArgInfo {
   size_t offset = 0;                ///< where the C ABI puts it in the packed argument buffer
 };
 
-/// A grid dimension: an integer, an integer argument's value, or an operator on two expressions.
+/// A grid dimension: an integer, an integer argument's value, the device's processor count
+/// ("$sm_count"), or an operator on two expressions.
 struct GridExpr {
-  enum class Op { Const, Arg, CeilDiv, Mul, Max };
+  enum class Op { Const, Arg, SmCount, CeilDiv, Mul, Max, Min };
   Op op = Op::Const;
   int64_t value = 0;                 ///< Const
   int arg = -1;                      ///< Arg: index into KernelInfo::args
-  std::vector<GridExpr> operands;    ///< CeilDiv, Mul, Max: two
+  std::vector<GridExpr> operands;    ///< CeilDiv, Mul, Max, Min: two
 };
 
 /// How a tensor_map argument is encoded at launch (manifest "tensor_maps", docs/bundle.md).

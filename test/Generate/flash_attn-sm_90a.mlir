@@ -10,10 +10,12 @@
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 1 : i32
 // CHECK-SAME: tessera.arg_roles = [{{.*}}"tensor_map", "tensor_map", "tensor_map", "tensor_map"]
-// CHECK-SAME: tessera.dynamic_lds_bytes = 81920 : i64
+// CHECK-SAME: tessera.dynamic_lds_bytes = 98304 : i64
+// A causal mask gives tiles unequal work: one workgroup per tile, longest first.
+// CHECK-SAME: tessera.grid = "{{\[\[}}\22mul\22, [\22ceil_div\22, \22Sq\22, 128], [\22mul\22, \22Hq\22, \22B\22]], 1, 1]"
 // CHECK-SAME: tessera.portable_twin = "fa_portable"
 // CHECK-SAME: tessera.tensor_maps = "[{\22arg\22: \22q_tma\22, \22tensor\22: \22q\22, \22dims\22: [64, \22Sq\22, \22Hq\22, \22B\22], \22strides\22: [\22q_stride_s\22, \22q_stride_h\22, \22q_stride_b\22], \22box\22: [64, 64, 1, 1], \22swizzle\22: \22128B\22}
-// CHECK-COUNT-9: nvgpu.mbarrier.init
+// CHECK-COUNT-10: nvgpu.mbarrier.init
 // CHECK: nvvm.setmaxregister  decrease 24
 // CHECK: nvvm.elect.sync
 // CHECK: nvgpu.mbarrier.arrive.expect_tx
@@ -41,6 +43,18 @@
 // CHECK-SAME: tessera.twin_of = "fa"
 // CHECK: nvvm.mma.sync
 tessera.flash_attn @fa {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse}
+
+// Equal tiles (no mask): persistent, at most one workgroup per SM; producer and consumers walk
+// the same tiles (blockIdx.x, + gridDim.x, ...), carrying Q phases and ring iterations.
+// CHECK-LABEL: gpu.func @fa_persistent(
+// CHECK-SAME: tessera.grid = "{{\[\[}}\22min\22, [\22mul\22, [\22ceil_div\22, \22Sq\22, 128], [\22mul\22, \22Hq\22, \22B\22]], \22$sm_count\22], 1, 1]"
+// CHECK: nvvm.setmaxregister  decrease 24
+// CHECK: %[[GRID:.+]] = gpu.grid_dim  x
+// CHECK: %[[STEP:.+]] = arith.index_castui %[[GRID]] : index to i32
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %[[STEP]] iter_args(%{{.+}} = %c0_i32, %{{.+}} = %c0_i32) -> (i32, i32)  : i32
+// CHECK: nvvm.setmaxregister  increase 240
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %c0_i32, %{{.+}} = %c0_i32) -> (i32, i32)  : i32
+tessera.flash_attn @fa_persistent {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>}
 
 // CHECK: gpu.func @fa_varlen(
 // CHECK-SAME: tessera.fallback = "portable kernel: varlen batches are not generated on the wgmma path yet"

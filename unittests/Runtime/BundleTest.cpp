@@ -206,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(
         ManifestCase{"DuplicateArg", [](json &m) { m["kernels"][0]["args"][1]["name"] = "a"; },
                      "kernels\\[0\\].args\\[1\\]: duplicate argument 'a'$"},
         ManifestCase{"GridOperator", [](json &m) { m["kernels"][0]["grid"][0] = {"div", "N", 128}; },
-                     "kernels\\[0\\].grid\\[0\\]: unknown operator 'div' \\(expected ceil_div, mul or max\\)$"},
+                     "kernels\\[0\\].grid\\[0\\]: unknown operator 'div' \\(expected ceil_div, mul, max or min\\)$"},
         ManifestCase{"GridUnknownArg", [](json &m) { m["kernels"][0]["grid"][1] = {"mul", "B", 2}; },
                      "kernels\\[0\\].grid\\[1\\]\\[1\\]: 'B' is not an argument of kernel gemm$"},
         ManifestCase{"GridPointerArg", [](json &m) { m["kernels"][0]["grid"][2] = "a"; },

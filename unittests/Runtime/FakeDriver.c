@@ -138,7 +138,7 @@ EXPORT CUresult cuDeviceGet(int *device, int ordinal) {
 EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
   int e = enter("cuDeviceGetAttribute");
   if (e) return e;
-  *value = attribute == 75 ? cuda_major : attribute == 76 ? cuda_minor : 0;
+  *value = attribute == 75 ? cuda_major : attribute == 76 ? cuda_minor : attribute == 16 ? 132 : 0;
   return device == 0 ? 0 : CUDA_ERROR_INVALID_DEVICE;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **context, int device) {

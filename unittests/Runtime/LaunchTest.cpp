@@ -225,6 +225,17 @@ TEST_F(GridErrorTest, NestedExpressions) {
   EXPECT_EQ(fake_launch_at(0)->grid[0], 4u);
 }
 
+TEST_F(GridErrorTest, PersistentGridIsCappedAtTheProcessorCount) {
+  // min(M * N, $sm_count): the fake device has 132 SMs.
+  EXPECT_EQ(launchWithGrid(json::parse(R"([["min", ["mul", "M", "N"], "$sm_count"], 1, 1])"), 1000, 3),
+            TESSERA_SUCCESS);
+  EXPECT_EQ(launchWithGrid(json::parse(R"([["min", ["mul", "M", "N"], "$sm_count"], 1, 1])"), 10, 3),
+            TESSERA_SUCCESS);
+  ASSERT_EQ(fake_launch_count(), 2);
+  EXPECT_EQ(fake_launch_at(0)->grid[0], 132u);
+  EXPECT_EQ(fake_launch_at(1)->grid[0], 30u);
+}
+
 /// A kernel copying x (rows x 64 f16, row stride x_stride) with TMA: the runtime encodes x_tma.
 static json tmaManifest() {
   json m = nvidiaManifest("sm_90a");

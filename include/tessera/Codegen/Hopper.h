@@ -72,7 +72,11 @@ public:
                mlir::Value index);
   /// TMA store of `src` to the box at `coords`; rows outside the tensor are not written.
   void tmaStore(mlir::Value src, mlir::Value map, mlir::ValueRange coords);
-  void commitAndWaitBulkStores();
+  /// Closes the TMA stores issued so far into a bulk group.
+  void commitBulkStores();
+  /// Waits until every committed TMA store has read its shared memory (the buffer may be
+  /// rewritten, or the workgroup exit).
+  void waitBulkStoresRead();
   /// Generic-proxy shared writes become visible to the async proxy (TMA).
   void fenceProxyAsyncShared();
 

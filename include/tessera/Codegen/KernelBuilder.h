@@ -36,6 +36,9 @@ struct GridExpr {
   static GridExpr arg(const std::string &name);
   static GridExpr ceilDiv(const GridExpr &a, const GridExpr &b);
   static GridExpr mul(const GridExpr &a, const GridExpr &b);
+  static GridExpr min(const GridExpr &a, const GridExpr &b);
+  /// The device's multiprocessor count (persistent kernels launch at most one workgroup each).
+  static GridExpr smCount();
 };
 
 /// How the runtime builds a TMA tensor map argument at launch (docs/bundle.md, "tensor_maps"):

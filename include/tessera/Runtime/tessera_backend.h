@@ -84,6 +84,9 @@ typedef struct tessera_backend {
   /* Writes the 128-byte tensor map for `desc` to `out` (64-byte aligned); NULL when the backend
      has no TMA (kernels with tensor_map arguments then fail to launch with a message). */
   tessera_status (*encode_tensor_map)(void *device, const tessera_tensor_map_desc *desc, void *out);
+  /* Multiprocessors (SMs / CUs) of the device, for persistent kernels' grids ("$sm_count" in the
+     manifest); NULL or 0 when unknown. */
+  uint32_t (*processor_count)(void *device);
 } tessera_backend;
 
 /* A plugin library (libtessera_sim_plugin.so) exports this function under this name. It

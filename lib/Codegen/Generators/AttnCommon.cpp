@@ -18,22 +18,26 @@ AttnVisibility::AttnVisibility(tessera::FlashAttnOp op, KernelBuilder &kb, Value
   diagOffset = op.getMask() == tessera::MaskKind::CausalTopLeft ? kb.idx(0) : kb.sub(seqK, seqQ);
 }
 
-Value AttnVisibility::visible(Value query, Value key) {
+std::pair<Value, Value> AttnVisibility::keyInterval(Value query) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
-  Value visible = kb.cmpLt(key, seqK);
+  auto minsi = [&](Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); };
+  auto maxsi = [&](Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); };
+  Value first = kb.idx(0), last = kb.sub(seqK, kb.idx(1));
   Value diag = kb.add(query, diagOffset);
-  if (op.getMask() != tessera::MaskKind::None) visible = kb.andb(visible, kb.cmpLe(key, diag));
+  if (op.getMask() != tessera::MaskKind::None) last = minsi(last, diag);
   if (op.getSlidingWindow()) {
     Value zero = kb.idx(0);
-    Value leftOff = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, windowLeft, zero);
-    Value rightOff = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, windowRight, zero);
-    Value leftOk = arith::OrIOp::create(b, loc, leftOff, kb.cmpLe(kb.sub(diag, windowLeft), key));
-    Value rightOk =
-        arith::OrIOp::create(b, loc, rightOff, kb.cmpLe(key, kb.add(diag, windowRight)));
-    visible = kb.andb(visible, kb.andb(leftOk, rightOk));
+    Value leftOn = kb.cmpLe(zero, windowLeft), rightOn = kb.cmpLe(zero, windowRight);
+    first = arith::SelectOp::create(b, loc, leftOn, maxsi(first, kb.sub(diag, windowLeft)), first);
+    last = arith::SelectOp::create(b, loc, rightOn, minsi(last, kb.add(diag, windowRight)), last);
   }
-  return visible;
+  return {first, last};
+}
+
+Value AttnVisibility::visible(Value query, Value key) {
+  auto [first, last] = keyInterval(query);
+  return kb.andb(kb.cmpLe(first, key), kb.cmpLe(key, last));
 }
 
 std::pair<Value, Value> AttnVisibility::keyTileRange(Value q0, Value lastQuery, int blockN) {
@@ -58,24 +62,16 @@ std::pair<Value, Value> AttnVisibility::keyTileRange(Value q0, Value lastQuery, 
   return {lo, hi};
 }
 
-Value AttnVisibility::tileNeedsMask(Value q0, Value lastQuery, Value n0, int blockN) {
+std::pair<Value, Value> AttnVisibility::unmaskedTileRange(Value q0, Value lastQuery, int blockN) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
-  auto orb = [&](Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); };
-  Value kEnd = kb.add(n0, blockN);
-  Value needMask = kb.cmpLt(seqK, kEnd);
-  if (op.getMask() != tessera::MaskKind::None)
-    needMask = orb(needMask, kb.cmpLt(kb.add(q0, diagOffset), kb.add(kEnd, -1)));
-  if (op.getSlidingWindow()) {
-    Value zero = kb.idx(0);
-    Value leftEdge = kb.andb(kb.cmpLe(zero, windowLeft),
-                             kb.cmpLt(n0, kb.sub(kb.add(lastQuery, diagOffset), windowLeft)));
-    Value rightEdge =
-        kb.andb(kb.cmpLe(zero, windowRight),
-                kb.cmpLt(kb.add(kb.add(q0, diagOffset), windowRight), kb.add(kEnd, -1)));
-    needMask = orb(needMask, orb(leftEdge, rightEdge));
-  }
-  return needMask;
+  // Intervals only move right as the query grows: tile n is whole for every query when the
+  // last query's interval starts at or before it and the first query's ends at or after it.
+  Value start = keyInterval(lastQuery).first;  // >= 0
+  Value end = kb.add(keyInterval(q0).second, 1); // one past the first query's last key
+  Value lo = arith::CeilDivSIOp::create(b, loc, start, kb.idx(blockN));
+  Value hi = arith::FloorDivSIOp::create(b, loc, end, kb.idx(blockN));
+  return {lo, hi};
 }
 
 Value attnScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {

@@ -19,14 +19,18 @@ public:
                  mlir::Value windowLeft = {}, mlir::Value windowRight = {});
 
   mlir::Value diagonalOffset() const { return diagOffset; }
+  /// The keys query `query` sees are one interval [first, last] (empty when first > last).
+  std::pair<mlir::Value, mlir::Value> keyInterval(mlir::Value query);
   /// i1: key `key` is visible from query `query`.
   mlir::Value visible(mlir::Value query, mlir::Value key);
   /// The key tiles [lo, hi) of `blockN` keys the queries [q0, lastQuery] can see; hi >= lo.
   std::pair<mlir::Value, mlir::Value> keyTileRange(mlir::Value q0, mlir::Value lastQuery,
                                                    int blockN);
-  /// i1, uniform: the key tile starting at n0 holds a key some query of [q0, lastQuery] must
-  /// not see (the sequence end, the causal diagonal or a window edge), so it needs masking.
-  mlir::Value tileNeedsMask(mlir::Value q0, mlir::Value lastQuery, mlir::Value n0, int blockN);
+  /// The key tiles [lo, hi) every query of [q0, lastQuery] sees entirely: they need no mask
+  /// (the sequence end, the causal diagonal and window edges fall in the others). Computed once
+  /// per query block, so the key loop tests its tile index against two values.
+  std::pair<mlir::Value, mlir::Value> unmaskedTileRange(mlir::Value q0, mlir::Value lastQuery,
+                                                        int blockN);
 
 private:
   tessera::FlashAttnOp op;

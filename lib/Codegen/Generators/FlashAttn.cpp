@@ -461,6 +461,7 @@ void AttnEmitter::emit() {
   // The key tiles this query block can see: [lo, hi).
   Value lastQuery = kb.add(q0, p.blockM - 1);
   auto [tileLo, tileHi] = visibility->keyTileRange(q0, lastQuery, p.blockN);
+  auto [wholeLo, wholeHi] = visibility->unmaskedTileRange(q0, lastQuery, p.blockN);
 
   // Loop-carried state: S-slot statistics (max, partial sum) per query tile, O accumulators.
   const int nSlots = slots(), qTiles = p.queryTiles(), hTiles = p.headTiles();
@@ -515,7 +516,8 @@ void AttnEmitter::emit() {
     }
 
     // Does this tile cross a mask edge? (uniform)
-    Value needMask = visibility->tileNeedsMask(q0, lastQuery, n0, p.blockN);
+    Value tile = loop.getInductionVar();
+    Value needMask = arith::OrIOp::create(b, loc, kb.cmpLt(tile, wholeLo), kb.cmpLe(wholeHi, tile));
 
     auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;

@@ -17,6 +17,7 @@ using CUmodule = struct CUmod_st *;
 using CUfunction = struct CUfunc_st *;
 using CUstream = struct CUstream_st *;
 constexpr int kComputeCapabilityMajor = 75, kComputeCapabilityMinor = 76; // CUdevice_attribute
+constexpr int kMultiprocessorCount = 16;
 constexpr int kMaxDynamicSharedSizeBytes = 8;                              // CUfunction_attribute
 constexpr int kJitErrorLogBuffer = 5, kJitErrorLogBufferSize = 6;          // CUjit_option
 constexpr uint32_t kDefaultSharedLimit = 48 * 1024; // more needs an explicit opt-in per function
@@ -58,6 +59,7 @@ struct CudaDevice {
   CUdevice device = 0;
   CUcontext context = nullptr;
   std::string arch;
+  int multiprocessors = 0;
 
   tessera_status check(CUresult result, const char *call, const std::string &detail = {}) const {
     if (result == 0)
@@ -108,6 +110,8 @@ tessera_status open(const tessera_backend_host *, int ordinal, const char *, voi
     return s;
   if (tessera_status s = CU_CHECK(d, cuDeviceGetAttribute, &minor, kComputeCapabilityMinor, d->device))
     return s;
+  if (tessera_status s = CU_CHECK(d, cuDeviceGetAttribute, &d->multiprocessors, kMultiprocessorCount, d->device))
+    return s;
   if (tessera_status s = CU_CHECK(d, cuDevicePrimaryCtxRetain, &d->context, d->device))
     return s;
   if (tessera_status s = d->bind()) {
@@ -126,6 +130,7 @@ void close(void *device) {
 }
 
 const char *archName(void *device) { return cuda(device)->arch.c_str(); }
+uint32_t processorCount(void *device) { return static_cast<uint32_t>(cuda(device)->multiprocessors); }
 
 tessera_status alloc(void *device, size_t bytes, void **ptr) {
   CudaDevice *d = cuda(device);
@@ -211,7 +216,7 @@ tessera_status encodeTensorMap(void *device, const tessera_tensor_map_desc *desc
 const tessera_backend *cudaBackend() {
   static const tessera_backend backend = {
       TESSERA_BACKEND_ABI_VERSION, "cuda", "ptx", open, close, archName, alloc, free, memcpyHtoD, memcpyDtoH,
-      memset, synchronize, loadKernel, unloadKernel, launch, encodeTensorMap};
+      memset, synchronize, loadKernel, unloadKernel, launch, encodeTensorMap, processorCount};
   return &backend;
 }
 
