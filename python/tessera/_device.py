@@ -98,7 +98,8 @@ class Device:
 
     def bundle(self, directory=None):
         """The bundle in `directory` (default: the one found for this device's arch), loaded once per device."""
-        directory = Path(directory) if directory is not None else _paths.find_bundle(self.arch)
+        directory = (Path(directory) if directory is not None else
+                     _paths.find_bundle(self.arch, simulated=self.backend == "sim"))
         key = directory.resolve()
         with self._lock:
             if key not in self._bundles:

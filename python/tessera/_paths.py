@@ -47,14 +47,15 @@ def _sm_version(target):
     return int(match.group(1)) if match else None
 
 
-def compatible_targets(arch, available):
+def compatible_targets(arch, available, simulated=False):
     """Bundle targets a device of `arch` can load, best first: for NVIDIA its arch-specific variant
-    (sm_90a on sm_90: wgmma/TMA kernels), then the arch itself and older plain sm_XY (PTX is JIT-compiled
-    forward). AMD code objects are chip-exact."""
+    (sm_90a on sm_90: wgmma/TMA kernels; not on the simulator, which has neither), then the arch itself and
+    older plain sm_XY (PTX is JIT-compiled forward). AMD code objects are chip-exact."""
     order = [arch]
     version = _sm_version(arch)
     if version is not None:
-        order.insert(0, arch + "a")
+        if not simulated:
+            order.insert(0, arch + "a")
         older = [t for t in available if _sm_version(t) is not None and _sm_version(t) < version]
         order += sorted(older, key=_sm_version, reverse=True)
     return order
@@ -71,11 +72,11 @@ def available_targets():
     return found
 
 
-def find_bundle(arch):
+def find_bundle(arch, simulated=False):
     """The bundle directory for a device of chip `arch` (for example 'sm_90', 'gfx942'): the best
-    compatible target first, then the earliest folder of the search path."""
+    compatible target first, then the earliest folder of the search path. `simulated`: for the simulator."""
     found = available_targets()
-    for target in compatible_targets(arch, list(found)):
+    for target in compatible_targets(arch, list(found), simulated):
         if target in found:
             return found[target]
     raise BundleNotFoundError(

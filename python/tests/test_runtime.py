@@ -88,6 +88,7 @@ def test_bundle_discovery_and_nvidia_compatibility(monkeypatch, tmp_path):
     assert tessera.find_bundle("sm_89") == second / "sm_86"        # the newest older PTX (JIT-compiled forward)
     assert tessera.find_bundle("sm_85") == first / "sm_80"
     assert tessera.find_bundle("sm_90") == second / "sm_90a"       # arch-specific (wgmma/TMA) first
+    assert tessera.find_bundle("sm_90", simulated=True) == second / "sm_90"   # the simulator has no wgmma
     found = tessera.available_targets()
     assert found["gfx942"] == first / "gfx942" and "not-a-bundle" not in found
     with pytest.raises(tessera.BundleNotFoundError, match=r"no bundle for target gfx1100 \(bundles found for: "
