@@ -4,11 +4,23 @@ import json
 import os
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 import torch
 
 import tessera
+
+
+def warm_up_gpu(seconds=1.0):
+    """Keeps the GPU busy for `seconds` so clocks have ramped up before the first timed case (the first case of a
+    process measured up to 1.5x slow otherwise, bench/NOTES.md)."""
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
 
 
 def median_ms(fn, rep_ms):

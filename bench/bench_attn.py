@@ -12,7 +12,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import finish, median_ms, provenance  # noqa: E402
+from _common import finish, median_ms, provenance, warm_up_gpu  # noqa: E402
 from tessera import testing  # noqa: E402
 
 TOKENS, HEADS = 16384, 32
@@ -156,6 +156,7 @@ def main():
     meta["seed"] = seed
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
     rows = []
+    warm_up_gpu()
     for B, S, Hq, Hkv, D, dtype, causal in args.cases:
         r = run_case(B, S, Hq, Hkv, D, dtype, causal, args.rep_ms, gen, row_gen)
         rows.append(r)

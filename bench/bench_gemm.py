@@ -8,7 +8,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import finish, median_ms, provenance  # noqa: E402
+from _common import finish, median_ms, provenance, warm_up_gpu  # noqa: E402
 from tessera.testing import check_tolerance  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 4096, 4096), (4096, 1000, 4096), (4096, 4096, 1000),
@@ -84,6 +84,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False   # the fp32 reference in check() is exact fp32
     meta = provenance()
     rows = []
+    warm_up_gpu()
     for M, N, K in args.shapes:
         for dtype in args.dtypes:
             for layout in args.layouts:
