@@ -10,7 +10,7 @@ OUT_DIR=${OUT_DIR:-$ROOT/out}
 "$ROOT/scripts/build.sh"
 mkdir -p "$OUT_DIR/bundles"
 cat "$ROOT/examples/gemm.mlir" "$ROOT/examples/attention.mlir" > "$OUT_DIR/examples.mlir"
-TARGETS="gfx942 gfx950 gfx1100 sm_90"
+TARGETS="gfx942 gfx950 gfx1100 sm_90 sm_90a"
 pids=()
 for target in $TARGETS; do   # one compiler process per target, in parallel
   "$BUILD_DIR/bin/tessera-compile" "$OUT_DIR/examples.mlir" --target=$target -o "$OUT_DIR/bundles/$target" &
