@@ -44,6 +44,12 @@ GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) {
 GridExpr GridExpr::min(const GridExpr &a, const GridExpr &b) {
   return {"[\"min\", " + a.json + ", " + b.json + "]"};
 }
+GridExpr GridExpr::max(const GridExpr &a, const GridExpr &b) {
+  return {"[\"max\", " + a.json + ", " + b.json + "]"};
+}
+GridExpr GridExpr::floorDiv(const GridExpr &a, const GridExpr &b) {
+  return {"[\"div\", " + a.json + ", " + b.json + "]"};
+}
 GridExpr GridExpr::smCount() { return {"\"$sm_count\""}; }
 GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) {
   return {"[\"mul\", " + a.json + ", " + b.json + "]"};

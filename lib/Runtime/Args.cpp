@@ -57,11 +57,14 @@ tessera_status evaluate(const tessera_args &args, const GridExpr &e, const std::
     return s;
   switch (e.op) {
   case GridExpr::Op::CeilDiv:
+  case GridExpr::Op::Div: {
+    const char *name = e.op == GridExpr::Op::Div ? "div" : "ceil_div";
     if (b <= 0 || a < 0)
-      return fail(TESSERA_ERROR_ARGUMENT, where + ": ceil_div(" + std::to_string(a) + ", " + std::to_string(b) +
+      return fail(TESSERA_ERROR_ARGUMENT, where + ": " + name + "(" + std::to_string(a) + ", " + std::to_string(b) +
                                               ") needs a non-negative dividend and a positive divisor");
-    out = a / b + (a % b != 0);
+    out = a / b + (e.op == GridExpr::Op::CeilDiv && a % b != 0);
     return TESSERA_SUCCESS;
+  }
   case GridExpr::Op::Mul:
     if (__builtin_mul_overflow(a, b, &out))
       return fail(TESSERA_ERROR_ARGUMENT, where + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows");

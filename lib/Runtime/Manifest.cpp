@@ -158,6 +158,8 @@ GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo
   std::string op = v[0].get<std::string>();
   if (op == "ceil_div")
     e.op = GridExpr::Op::CeilDiv;
+  else if (op == "div")
+    e.op = GridExpr::Op::Div;
   else if (op == "mul")
     e.op = GridExpr::Op::Mul;
   else if (op == "max")
@@ -165,7 +167,7 @@ GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo
   else if (op == "min")
     e.op = GridExpr::Op::Min;
   else
-    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, mul, max or min)"};
+    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, div, mul, max or min)"};
   for (size_t i = 1; i < 3; ++i)
     e.operands.push_back(parseGridExpr(v[i], indexed(where, i), kernel));
   return e;

@@ -30,11 +30,11 @@ struct ArgInfo {
 /// A grid dimension: an integer, an integer argument's value, the device's processor count
 /// ("$sm_count"), or an operator on two expressions.
 struct GridExpr {
-  enum class Op { Const, Arg, SmCount, CeilDiv, Mul, Max, Min };
+  enum class Op { Const, Arg, SmCount, CeilDiv, Div, Mul, Max, Min };
   Op op = Op::Const;
   int64_t value = 0;                 ///< Const
   int arg = -1;                      ///< Arg: index into KernelInfo::args
-  std::vector<GridExpr> operands;    ///< CeilDiv, Mul, Max, Min: two
+  std::vector<GridExpr> operands;    ///< CeilDiv, Div (floor), Mul, Max, Min: two
 };
 
 /// How a tensor_map argument is encoded at launch (manifest "tensor_maps", docs/bundle.md).

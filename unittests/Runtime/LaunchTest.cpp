@@ -236,6 +236,17 @@ TEST_F(GridErrorTest, PersistentGridIsCappedAtTheProcessorCount) {
   EXPECT_EQ(fake_launch_at(1)->grid[0], 30u);
 }
 
+TEST_F(GridErrorTest, FloorDivisionSwitchesBetweenPersistentAndOnePerTile) {
+  // min(M * 4, max($sm_count, div(N, 4097) * M * 4)): persistent for N <= 4096, else one per tile.
+  json grid = json::parse(R"([["min", ["mul", "M", 4], ["max", "$sm_count", ["mul", ["div", "N", 4097],
+                                                                             ["mul", "M", 4]]]], 1, 1])");
+  EXPECT_EQ(launchWithGrid(grid, 1000, 4096), TESSERA_SUCCESS);
+  EXPECT_EQ(launchWithGrid(grid, 1000, 8192), TESSERA_SUCCESS);
+  ASSERT_EQ(fake_launch_count(), 2);
+  EXPECT_EQ(fake_launch_at(0)->grid[0], 132u);
+  EXPECT_EQ(fake_launch_at(1)->grid[0], 4000u);
+}
+
 /// A kernel copying x (rows x 64 f16, row stride x_stride) with TMA: the runtime encodes x_tma.
 static json tmaManifest() {
   json m = nvidiaManifest("sm_90a");

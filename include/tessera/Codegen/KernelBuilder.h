@@ -37,6 +37,8 @@ struct GridExpr {
   static GridExpr ceilDiv(const GridExpr &a, const GridExpr &b);
   static GridExpr mul(const GridExpr &a, const GridExpr &b);
   static GridExpr min(const GridExpr &a, const GridExpr &b);
+  static GridExpr max(const GridExpr &a, const GridExpr &b);
+  static GridExpr floorDiv(const GridExpr &a, const GridExpr &b);
   /// The device's multiprocessor count (persistent kernels launch at most one workgroup each).
   static GridExpr smCount();
 };
