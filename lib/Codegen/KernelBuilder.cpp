@@ -123,6 +123,13 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   return func;
 }
 
+Value kernelArgument(gpu::GPUFuncOp func, StringRef name) {
+  auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
+  for (auto [i, n] : llvm::enumerate(names))
+    if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
+  llvm_unreachable("unknown kernel argument");
+}
+
 //===----------------------------------------------------------------------===//
 // Index arithmetic
 //===----------------------------------------------------------------------===//
@@ -130,6 +137,19 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
 static std::optional<int64_t> constIndex(Value v) {
   if (auto c = v.getDefiningOp<arith::ConstantIndexOp>()) return c.value();
   return std::nullopt;
+}
+
+Value KernelBuilder::f32(double v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+Value KernelBuilder::fadd(Value a, Value c) { return arith::AddFOp::create(b, loc, a, c); }
+Value KernelBuilder::fsub(Value a, Value c) { return arith::SubFOp::create(b, loc, a, c); }
+Value KernelBuilder::fmul(Value a, Value c) { return arith::MulFOp::create(b, loc, a, c); }
+Value KernelBuilder::fmax(Value a, Value c) {
+  return arith::MaxNumFOp::create(b, loc, a, c, arith::FastMathFlags::nnan);
+}
+Value KernelBuilder::select(Value cond, Value a, Value c) {
+  return arith::SelectOp::create(b, loc, cond, a, c);
 }
 
 Value KernelBuilder::idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }

@@ -75,6 +75,9 @@ mlir::DictionaryAttr directiveAttributes(mlir::Operation *directive);
 mlir::gpu::GPUFuncOp createKernel(mlir::OpBuilder &b, mlir::Location loc,
                                   const TargetInfo &target, const KernelSignature &sig);
 
+/// The argument called `name` of a kernel made by createKernel (its tessera.arg_names).
+mlir::Value kernelArgument(mlir::gpu::GPUFuncOp func, llvm::StringRef name);
+
 /// A 2-D tile in LDS stored row-major, flattened into one workgroup memref, with the
 /// target's bank-conflict avoidance (row padding or XOR swizzle of 16-byte chunks).
 struct LdsTile {
@@ -115,6 +118,14 @@ public:
   mlir::Value cmpLe(mlir::Value a, mlir::Value c);
   mlir::Value andb(mlir::Value a, mlir::Value c);
   mlir::Value zero(mlir::Type t);
+
+  // f32 arithmetic (scalars or vectors); fmax is maxnum with no-NaN semantics.
+  mlir::Value f32(double v);
+  mlir::Value fadd(mlir::Value a, mlir::Value c);
+  mlir::Value fsub(mlir::Value a, mlir::Value c);
+  mlir::Value fmul(mlir::Value a, mlir::Value c);
+  mlir::Value fmax(mlir::Value a, mlir::Value c);
+  mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value c);
 
   // Thread geometry.
   mlir::Value threadId();

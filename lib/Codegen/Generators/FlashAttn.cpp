@@ -240,21 +240,8 @@ public:
   void emit();
 
 private:
-  Value arg(StringRef name) {
-    auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
-    for (auto [i, n] : llvm::enumerate(names))
-      if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
-    llvm_unreachable("unknown kernel argument");
-  }
-  Value f32(double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); }
-  Value fmax(Value x, Value y) {
-    return arith::MaxNumFOp::create(b, loc, x, y, arith::FastMathFlags::nnan);
-  }
-  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value arg(StringRef name) { return kernelArgument(func, name); }
   Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
   Value fcmp(arith::CmpFPredicate pred, Value x, Value y) {
     return arith::CmpFOp::create(b, loc, pred, x, y);
   }
@@ -321,7 +308,7 @@ SmallVector<Value> AttnEmitter::reduceInLane(ArrayRef<Value> tiles, bool isMax) 
     for (int e = 0; e < p.qk->c.elementsPerLane(); ++e) {
       Value x = extract(tile, e);
       Value &acc = out[slotOf(e)];
-      acc = !acc ? x : (isMax ? fmax(acc, x) : fadd(acc, x));
+      acc = !acc ? x : (isMax ? kb.fmax(acc, x) : kb.fadd(acc, x));
     }
   return out;
 }
@@ -333,7 +320,7 @@ SmallVector<Value> AttnEmitter::reduceAcrossLanes(SmallVector<Value> values, boo
     if (keyOf(p, base) == 0 || queryOf(p, base) != 0) continue; // not a key-axis lane bit
     for (Value &v : values) {
       auto shuffled = gpu::ShuffleOp::create(b, loc, v, 1 << bit, t.waveSize, gpu::ShuffleMode::XOR);
-      v = isMax ? fmax(v, shuffled.getShuffleResult()) : fadd(v, shuffled.getShuffleResult());
+      v = isMax ? kb.fmax(v, shuffled.getShuffleResult()) : kb.fadd(v, shuffled.getShuffleResult());
     }
   }
   return values;
@@ -343,11 +330,11 @@ Value AttnEmitter::maskTile(Value s, Value queryBase, Value keyBase) {
   auto [laneRow, laneCol] = kb.laneCoord(p.qk->c, lane);
   Value laneQuery = p.transposed ? laneCol : laneRow, laneKey = p.transposed ? laneRow : laneCol;
   Value q0 = kb.add(queryBase, laneQuery), k0 = kb.add(keyBase, laneKey);
-  Value negInf = f32(-INFINITY);
+  Value negInf = kb.f32(-INFINITY);
   for (int e = 0; e < p.qk->c.elementsPerLane(); ++e) {
     Coord c = p.qk->c.at(0, e);
     Value ok = visibility->visible(kb.add(q0, queryOf(p, c)), kb.add(k0, keyOf(p, c)));
-    s = vector::InsertOp::create(b, loc, select(ok, extract(s, e), negInf), s, e);
+    s = vector::InsertOp::create(b, loc, kb.select(ok, extract(s, e), negInf), s, e);
   }
   return s;
 }
@@ -360,7 +347,7 @@ Value AttnEmitter::pOperand(ArrayRef<Value> pTiles, int kstep) {
   auto choose = [&](Value tile, const LaneChoice &c) -> Value {
     Value first = extract(tile, c.elem[0]);
     if (c.laneBit < 0 || c.elem[0] == c.elem[1]) return first;
-    return select(laneBitSet(c.laneBit), extract(tile, c.elem[1]), first);
+    return kb.select(laneBitSet(c.laneBit), extract(tile, c.elem[1]), first);
   };
   // Shuffles are shared by the elements that need the same value from the partner.
   std::map<std::tuple<int, int, int, int, int>, Value> shuffled;
@@ -380,7 +367,7 @@ Value AttnEmitter::pOperand(ArrayRef<Value> pTiles, int kstep) {
       if (own.laneBit < 0)
         value = own.elem[0] ? value : fromPartner;
       else
-        value = select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
+        value = kb.select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
                        own.elem[0] ? value : fromPartner);
     }
     elems.push_back(kb.convert(value, p.elem));
@@ -445,7 +432,7 @@ void AttnEmitter::emit() {
     visibility.emplace(op, kb, seqQ, seqK, arg("window_left"), arg("window_right"));
   else
     visibility.emplace(op, kb, seqQ, seqK);
-  Value scaleLog2 = fmul(arg("scale"), f32(M_LOG2E));
+  Value scaleLog2 = kb.fmul(arg("scale"), kb.f32(M_LOG2E));
   Value cap = op.getSoftcap() ? arg("softcap") : Value();
 
   // Varlen items shorter than this block have nothing to do (uniform).
@@ -560,12 +547,12 @@ void AttnEmitter::emit() {
       SmallVector<Value> rowMax = reduceAcrossLanes(reduceInLane(s, /*isMax=*/true), true);
       SmallVector<Value> mNew, mUse, alpha;
       for (int sl = 0; sl < nSlots; ++sl) {
-        Value m = fmax(extract(mOld, sl), rowMax[sl]);
+        Value m = kb.fmax(extract(mOld, sl), rowMax[sl]);
         // A row with nothing visible yet keeps max -inf; subtract 0 so exp2 gives 0, not NaN.
-        Value use = select(fcmp(arith::CmpFPredicate::OEQ, m, f32(-INFINITY)), f32(0), m);
+        Value use = kb.select(fcmp(arith::CmpFPredicate::OEQ, m, kb.f32(-INFINITY)), kb.f32(0), m);
         mNew.push_back(m);
         mUse.push_back(use);
-        alpha.push_back(exp2(fsub(extract(mOld, sl), use)));
+        alpha.push_back(exp2(kb.fsub(extract(mOld, sl), use)));
       }
       SmallVector<Value> probs;
       for (int kt = 0; kt < p.keyTiles(); ++kt) {
@@ -573,12 +560,12 @@ void AttnEmitter::emit() {
         for (int e = 0; e < qk.c.elementsPerLane(); ++e) slotIdx.push_back(slotOf(e));
         Value mVec = vector::FromElementsOp::create(b, loc, slotType, mUse);
         Value mB = vector::ShuffleOp::create(b, loc, mVec, mVec, slotIdx);
-        probs.push_back(exp2(fsub(s[kt], mB)));
+        probs.push_back(exp2(kb.fsub(s[kt], mB)));
       }
       SmallVector<Value> rowSum = reduceInLane(probs, /*isMax=*/false);
       SmallVector<Value> lNew;
       for (int sl = 0; sl < nSlots; ++sl)
-        lNew.push_back(fadd(fmul(extract(lOld, sl), alpha[sl]), rowSum[sl]));
+        lNew.push_back(kb.fadd(kb.fmul(extract(lOld, sl), alpha[sl]), rowSum[sl]));
       next.push_back(vector::FromElementsOp::create(b, loc, slotType, mNew));
       next.push_back(vector::FromElementsOp::create(b, loc, slotType, lNew));
 
@@ -588,7 +575,7 @@ void AttnEmitter::emit() {
       for (int e = 0; e < pv.c.elementsPerLane(); ++e) oSlots.push_back(outputSlotOf(e));
       Value alphaO = vector::ShuffleOp::create(b, loc, alphaVec, alphaVec, oSlots);
       for (int ht = 0; ht < hTiles; ++ht)
-        oNext[qt * hTiles + ht] = fmul(oNext[qt * hTiles + ht], alphaO);
+        oNext[qt * hTiles + ht] = kb.fmul(oNext[qt * hTiles + ht], alphaO);
 
       // P V.
       if (!p.pInRegisters) {
@@ -639,8 +626,8 @@ void AttnEmitter::emit() {
     SmallVector<Value> l = reduceAcrossLanes(lPart, /*isMax=*/false);
     SmallVector<Value> inv;
     for (int sl = 0; sl < nSlots; ++sl) {
-      Value positive = fcmp(arith::CmpFPredicate::OGT, l[sl], f32(0));
-      inv.push_back(select(positive, arith::DivFOp::create(b, loc, f32(1.0), l[sl]), f32(0)));
+      Value positive = fcmp(arith::CmpFPredicate::OGT, l[sl], kb.f32(0));
+      inv.push_back(kb.select(positive, arith::DivFOp::create(b, loc, kb.f32(1.0), l[sl]), kb.f32(0)));
     }
     Value queryBase = kb.add(kb.add(q0, waveQ0), qt * p.queryDim());
     for (int ht = 0; ht < hTiles; ++ht) {
@@ -654,7 +641,7 @@ void AttnEmitter::emit() {
         auto inRange = scf::IfOp::create(b, loc, kb.cmpLt(query, seqQ), false);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(inRange.thenBlock());
-        Value x = kb.convert(fmul(extract(o, e), inv[slot]), p.elem);
+        Value x = kb.convert(kb.fmul(extract(o, e), inv[slot]), p.elem);
         Value addr = kb.add(oBase, kb.add(kb.mul(query, arg("o_stride_s")), col));
         memref::StoreOp::create(b, loc, x, arg("o"), ValueRange{addr});
       }
@@ -674,10 +661,10 @@ void AttnEmitter::emit() {
         if (keyOf(p, c) != 0) continue; // one element per slot
         int sl = slotOf(e);
         Value m = extract(results[2 * qt], sl);
-        Value positive = fcmp(arith::CmpFPredicate::OGT, l[sl], f32(0));
-        Value value = select(positive,
-                             fmul(fadd(m, math::Log2Op::create(b, loc, l[sl])), f32(M_LN2)),
-                             f32(-INFINITY));
+        Value positive = fcmp(arith::CmpFPredicate::OGT, l[sl], kb.f32(0));
+        Value value = kb.select(positive,
+                             kb.fmul(kb.fadd(m, math::Log2Op::create(b, loc, l[sl])), kb.f32(M_LN2)),
+                             kb.f32(-INFINITY));
         Value query = kb.add(kb.add(queryBase, sLaneQuery), queryOf(p, c));
         auto write = scf::IfOp::create(b, loc, kb.andb(writer, kb.cmpLt(query, seqQ)), false);
         OpBuilder::InsertionGuard g(b);

@@ -85,22 +85,9 @@ public:
   void emit();
 
 private:
-  Value arg(StringRef name) {
-    auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
-    for (auto [i, n] : llvm::enumerate(names))
-      if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
-    llvm_unreachable("unknown kernel argument");
-  }
-  Value f32(double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); }
-  Value fmax(Value x, Value y) {
-    return arith::MaxNumFOp::create(b, loc, x, y, arith::FastMathFlags::nnan);
-  }
-  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
-  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value arg(StringRef name) { return kernelArgument(func, name); }
   Value isNegInf(Value x) {
-    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, f32(-INFINITY));
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, kb.f32(-INFINITY));
   }
   Value eq(Value x, int64_t c) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, kb.idx(c));
@@ -354,9 +341,9 @@ void Sm90Emitter::forEachTile(
 
 void Sm90Emitter::emitConsumers() {
   Value cw = kb.sub(hb.uniformWarpgroupId(), kb.idx(1));
-  scaleLog2 = fmul(arg("scale"), f32(M_LOG2E));
+  scaleLog2 = kb.fmul(arg("scale"), kb.f32(M_LOG2E));
   cap = op.getSoftcap() ? arg("softcap") : Value();
-  softmaxScale = cap ? f32(1.0) : scaleLog2;
+  softmaxScale = cap ? kb.f32(1.0) : scaleLog2;
   Value cw64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), cw);
   qDescBase16 = addI64(smemBase16, arith::MulIOp::create(b, loc, cw64,
                                                           i64(p.qBytesPerConsumer() >> 4)));
@@ -399,13 +386,13 @@ Value Sm90Emitter::quadReduce(Value x, bool isMax) {
   for (int offset : {1, 2}) {
     Value y = gpu::ShuffleOp::create(b, loc, x, offset, 32, gpu::ShuffleMode::XOR)
                   .getShuffleResult();
-    x = isMax ? fmax(x, y) : fadd(x, y);
+    x = isMax ? kb.fmax(x, y) : kb.fadd(x, y);
   }
   return x;
 }
 
 SmallVector<Value> Sm90Emitter::issueQK(Value stage16) {
-  SmallVector<Value> s(p.sValues(), f32(0));
+  SmallVector<Value> s(p.sValues(), kb.f32(0));
   for (int k = 0; k < p.headDim / 16; ++k) {
     Value descQ = addI64(qDescBase16, i64(int64_t(hopper::kMajorDescriptor(
                                           0, Sm90Plan::consumerRows, k))));
@@ -440,7 +427,7 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
   // Each row sees one key interval: bounds relative to this thread's first key column, as
   // i32, so each element costs two compares against its constant column offset.
   SmallVector<Value> out;
-  Value negInf = f32(-INFINITY);
+  Value negInf = kb.f32(-INFINITY);
   Value base = kb.add(kb.mul(keyTile, p.blockN), colInTile);
   auto rel = [&](Value key) {
     return arith::IndexCastOp::create(b, loc, b.getI32Type(), kb.sub(key, base));
@@ -456,7 +443,7 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
     Value ok = kb.andb(
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lowest[h], column),
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, column, highest[h]));
-    out.push_back(select(ok, s[i], negInf));
+    out.push_back(kb.select(ok, s[i], negInf));
   }
   scf::YieldOp::create(b, loc, out);
   b.setInsertionPointToStart(masked.elseBlock());
@@ -472,11 +459,11 @@ void Sm90Emitter::softmax(ArrayRef<Value> s, ArrayRef<Value> mOld, ArrayRef<Valu
   for (int h = 0; h < 2; ++h) {
     Value mx;
     for (int i = 0; i < p.sValues(); ++i)
-      if ((i / 2) % 2 == h) mx = mx ? fmax(mx, s[i]) : s[i];
+      if ((i / 2) % 2 == h) mx = mx ? kb.fmax(mx, s[i]) : s[i];
     mx = quadReduce(mx, /*isMax=*/true);
-    if (!first) mx = fmax(mx, mOld[h]);
+    if (!first) mx = kb.fmax(mx, mOld[h]);
     // Scaled max to subtract; a row with nothing visible yet keeps -inf and subtracts 0.
-    Value mScaled = select(isNegInf(mx), f32(0), fmul(mx, softmaxScale));
+    Value mScaled = kb.select(isNegInf(mx), kb.f32(0), kb.fmul(mx, softmaxScale));
     Value negM = arith::NegFOp::create(b, loc, mScaled);
     if (!first)
       alpha.push_back(math::Exp2Op::create(
@@ -486,9 +473,9 @@ void Sm90Emitter::softmax(ArrayRef<Value> s, ArrayRef<Value> mOld, ArrayRef<Valu
     for (int i = 0; i < p.sValues(); ++i) {
       if ((i / 2) % 2 != h) continue;
       probs[i] = math::Exp2Op::create(b, loc, math::FmaOp::create(b, loc, s[i], softmaxScale, negM));
-      sum = sum ? fadd(sum, probs[i]) : probs[i];
+      sum = sum ? kb.fadd(sum, probs[i]) : probs[i];
     }
-    lNew.push_back(first ? sum : fadd(fmul(lOld[h], alpha[h]), sum));
+    lNew.push_back(first ? sum : kb.fadd(kb.fmul(lOld[h], alpha[h]), sum));
   }
 }
 
@@ -522,8 +509,8 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(any.elseBlock());
-    SmallVector<Value> empty(p.oValues(), f32(0));
-    empty.append({f32(-INFINITY), f32(-INFINITY), f32(0), f32(0)});
+    SmallVector<Value> empty(p.oValues(), kb.f32(0));
+    empty.append({kb.f32(-INFINITY), kb.f32(-INFINITY), kb.f32(0), kb.f32(0)});
     scf::YieldOp::create(b, loc, empty);
   }
   OpBuilder::InsertionGuard g(b);
@@ -544,7 +531,7 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
   SmallVector<Value> pRegs = packP(probs);
 
   // Steady state: QK(i) and PV(i - 1) in flight together.
-  SmallVector<Value> iterInit(p.oValues(), f32(0));
+  SmallVector<Value> iterInit(p.oValues(), kb.f32(0));
   iterInit.append(pRegs);
   iterInit.append(m);
   iterInit.append(l);
@@ -579,7 +566,7 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
     hb.arrive(bars, kb.add(prevStage, kVEmpty));
     SmallVector<Value> pPacked = packP(pNew); // after the wait: the old P is no longer read
     SmallVector<Value> next;
-    for (int idx = 0; idx < p.oValues(); ++idx) next.push_back(fmul(o[idx], a[(idx / 2) % 2]));
+    for (int idx = 0; idx < p.oValues(); ++idx) next.push_back(kb.fmul(o[idx], a[(idx / 2) % 2]));
     next.append(pPacked);
     next.append(mNew);
     next.append(lNew);
@@ -611,8 +598,8 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   Value l[2] = {quadReduce(state[p.oValues() + 2], false), quadReduce(state[p.oValues() + 3], false)};
   Value inv[2];
   for (int h = 0; h < 2; ++h) {
-    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], f32(0));
-    inv[h] = select(positive, arith::DivFOp::create(b, loc, f32(1.0), l[h]), f32(0));
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], kb.f32(0));
+    inv[h] = kb.select(positive, arith::DivFOp::create(b, loc, kb.f32(1.0), l[h]), kb.f32(0));
   }
   // O / l as 16-bit pairs into this consumer's O tile, 128-byte swizzled (16-byte chunk c of
   // row r sits at chunk c ^ (r % 8)), once the previous tile's TMA store has read it.
@@ -641,7 +628,7 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
       int panel = j / 8, chunk = j % 8;
       Value swizzled = kb.mul(kb.xori(kb.remui(row, 8), kb.idx(chunk)), 16);
       Value byte = kb.add(kb.add(rowBase, swizzled), panel * 64 * hopper::kSwizzleBytes);
-      Value x0 = fmul(o[4 * j + 2 * h], inv[h]), x1 = fmul(o[4 * j + 2 * h + 1], inv[h]);
+      Value x0 = kb.fmul(o[4 * j + 2 * h], inv[h]), x1 = kb.fmul(o[4 * j + 2 * h + 1], inv[h]);
       Value v = vector::FromElementsOp::create(b, loc, pair, ValueRange{x0, x1});
       Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
                                              arith::TruncFOp::create(b, loc, half, v));
@@ -668,11 +655,11 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   Value base = kb.add(kb.mul(batch, arg("lse_stride_b")), kb.mul(head, arg("lse_stride_h")));
   for (int h = 0; h < 2; ++h) {
     Value row = kb.add(threadRow, h * 8);
-    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], f32(0));
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], kb.f32(0));
     Value log2l = math::Log2Op::create(b, loc, l[h]);
-    Value value = select(positive, fmul(math::FmaOp::create(b, loc, m[h], softmaxScale, log2l),
-                                        f32(M_LN2)),
-                         f32(-INFINITY));
+    Value value = kb.select(positive, kb.fmul(math::FmaOp::create(b, loc, m[h], softmaxScale, log2l),
+                                        kb.f32(M_LN2)),
+                         kb.f32(-INFINITY));
     auto write = scf::IfOp::create(b, loc, kb.andb(eq(t, 0), kb.cmpLt(row, seqQ)), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(write.thenBlock());
