@@ -78,23 +78,20 @@ Value attnScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
   auto vt = cast<VectorType>(acc.getType());
-  auto f32 = [&](double v) { return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)); };
   auto splat = [&](Value x) { return vector::BroadcastOp::create(b, loc, vt, x); };
-  auto fmul = [&](Value x, Value y) -> Value { return arith::MulFOp::create(b, loc, x, y); };
-  auto fadd = [&](Value x, Value y) -> Value { return arith::AddFOp::create(b, loc, x, y); };
-  Value scaled = fmul(acc, splat(scaleLog2));
+  auto fdiv = [&](Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); };
+  Value scaled = kb.fmul(acc, splat(scaleLog2));
   if (!cap) return scaled;
-  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, f32(0));
+  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, kb.f32(0));
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{vt}, capOn, /*withElse=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
   // x = s * scale / cap; tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1); result in log2 units.
-  Value twoXLog2e = fmul(scaled, splat(arith::DivFOp::create(b, loc, f32(2.0), cap)));
+  Value twoXLog2e = kb.fmul(scaled, splat(fdiv(kb.f32(2.0), cap)));
   Value e2x = math::Exp2Op::create(b, loc, twoXLog2e);
-  Value one = splat(f32(1.0));
-  Value tanh = arith::SubFOp::create(
-      b, loc, one, arith::DivFOp::create(b, loc, splat(f32(2.0)), fadd(e2x, one)));
-  scf::YieldOp::create(b, loc, fmul(tanh, splat(fmul(cap, f32(M_LOG2E)))));
+  Value one = splat(kb.f32(1.0));
+  Value tanh = kb.fsub(one, fdiv(splat(kb.f32(2.0)), kb.fadd(e2x, one)));
+  scf::YieldOp::create(b, loc, kb.fmul(tanh, splat(kb.fmul(cap, kb.f32(M_LOG2E)))));
   b.setInsertionPointToStart(ifOp.elseBlock());
   scf::YieldOp::create(b, loc, scaled);
   return ifOp.getResult(0);
