@@ -24,6 +24,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cassert>
 #include <cmath>
 
 using namespace mlir;
@@ -135,6 +136,14 @@ private:
   /// workgroups running together share K/V in L2; with a causal mask or a window the longest
   /// tiles (last query blocks) go first, within sections of heads whose K/V fit in L2.
   void decodeTile(Value t);
+  /// The first query row this consumer thread's accumulators hold in the current tile (its
+  /// second is 8 further): consumer cw's 64 rows, 16 per warp, 8 lane groups of 4.
+  Value firstRowOfThread(Value cw) {
+    Value ltid = kb.remui(kb.threadId(), 128);
+    return kb.add(kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)),
+                         kb.mul(kb.divui(ltid, 32), 16)),
+                  kb.divui(kb.remui(ltid, 32), 4));
+  }
   /// Per role, after its setmaxnreg: shared memory, tensor maps, sizes and the tile count.
   void setUpRole();
   /// Runs `body(tile, qPhase, ring)` (i32s; it returns the next qPhase and ring: the Q phases
@@ -172,7 +181,7 @@ private:
   gpu::GPUFuncOp func;
   std::optional<AttnVisibility> visibility;
   Value smem, smemBase16, bars, tmQ, tmK, tmV, tmO;
-  Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap, needMaskBase;
+  Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
   Value threadRow, colInTile; // this thread's first accumulator query row and key column
   Value qDescBase16;        // this consumer's Q tile (>> 4, i64)
   Value numM, numTiles, barMine, barOther;
@@ -265,9 +274,10 @@ void Sm90Emitter::decodeTile(Value t) {
     mBlock = sub(sub(blocks, c32(1)), div(r, width));
     headBatch = arith::AddIOp::create(b, loc, first, rem(r, width));
   }
-  head = idx(rem(headBatch, hq));
+  Value head32 = rem(headBatch, hq);
+  head = idx(head32);
   batch = idx(div(headBatch, hq));
-  kvHead = idx(div(rem(headBatch, hq), div(hq, i32(arg("Hkv")))));
+  kvHead = idx(div(head32, div(hq, i32(arg("Hkv")))));
   q0 = kb.mul(idx(mBlock), Sm90Plan::blockM);
 }
 
@@ -368,9 +378,7 @@ void Sm90Emitter::emitConsumers() {
     // the key loop (the consumers are at their register limit); the asm keeps CSE from
     // merging the two decodes.
     decodeTile(hb.registerFence({tile})[0]);
-    threadRow = kb.add(kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)),
-                              kb.mul(kb.divui(kb.remui(kb.threadId(), 128), 32), 16)),
-                       kb.divui(kb.remui(kb.threadId(), 32), 4));
+    threadRow = firstRowOfThread(cw);
     emitEpilogue(state, cw);
     Value used = arith::SelectOp::create(b, loc, kb.cmpLt(kb.idx(0), nIter), c32(1), c32(0));
     return {add32(qPhase, used), add32(ring, toI32(nIter))};
@@ -496,11 +504,8 @@ SmallVector<Value> Sm90Emitter::packP(ArrayRef<Value> probs) {
 
 SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ring, Value qPhase,
                                                   Value cw) {
-  Value ltid = kb.remui(kb.threadId(), 128);
-  Value lane = kb.remui(ltid, 32), warp = kb.divui(ltid, 32);
-  threadRow = kb.add(kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)), kb.mul(warp, 16)),
-                     kb.divui(lane, 4));
-  colInTile = kb.mul(kb.remui(lane, 4), 2);
+  threadRow = firstRowOfThread(cw);
+  colInTile = kb.mul(kb.remui(kb.remui(kb.remui(kb.threadId(), 128), 32), 4), 2);
   std::tie(wholeLo, wholeHi) =
       visibility->unmaskedTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
 
@@ -702,6 +707,8 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   tensor("k", "Sk", "Hkv", p.blockN);
   tensor("v", "Sk", "Hkv", p.blockN);
   tensor("o", "Sq", "Hq", Sm90Plan::consumerRows);
+  // Every plan sm90FlashAttnUnsupported admits fits (D 128: 192 KiB).
+  assert(p.sharedBytes() <= TargetInfo::hopperSharedBytes && "sm_90a plan exceeds shared memory");
   sig.dynamicSharedBytes = p.sharedBytes();
   // Persistent kernels (no window) launch min(tiles, SMs) workgroups that walk the tiles, so the
   // next tile's loads overlap this one's epilogue (S 1024 D128: 1.12x). With a causal mask the

@@ -53,20 +53,14 @@ struct ToNVVMIntrinsic : OpRewritePattern<MathOp> {
   std::string intrinsic;
 };
 
-struct MaxNumToLLVM : OpRewritePattern<arith::MaxNumFOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(arith::MaxNumFOp op, PatternRewriter &rw) const override {
+/// An f32 op replaced by the LLVM op of the same operands (llvm.maxnum: max.f32, llvm.fma:
+/// fma.rn.f32), where convert-gpu-to-nvvm would call libdevice.
+template <typename From, typename To>
+struct SameOperandsToLLVM : OpRewritePattern<From> {
+  using OpRewritePattern<From>::OpRewritePattern;
+  LogicalResult matchAndRewrite(From op, PatternRewriter &rw) const override {
     if (!getElementTypeOrSelf(op.getType()).isF32()) return failure();
-    rw.replaceOpWithNewOp<LLVM::MaxNumOp>(op, op.getType(), op.getLhs(), op.getRhs());
-    return success();
-  }
-};
-
-struct FmaToLLVM : OpRewritePattern<math::FmaOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(math::FmaOp op, PatternRewriter &rw) const override {
-    if (!getElementTypeOrSelf(op.getType()).isF32()) return failure();
-    rw.replaceOpWithNewOp<LLVM::FMAOp>(op, op.getA(), op.getB(), op.getC());
+    rw.replaceOpWithNewOp<To>(op, op.getType(), op->getOperands());
     return success();
   }
 };
@@ -106,7 +100,8 @@ struct NoLibdevicePass : PassWrapper<NoLibdevicePass, OperationPass<gpu::GPUModu
     RewritePatternSet patterns(&getContext());
     patterns.add<ToNVVMIntrinsic<math::Exp2Op>>(&getContext(), "llvm.nvvm.ex2.approx.f32");
     patterns.add<ToNVVMIntrinsic<math::Log2Op>>(&getContext(), "llvm.nvvm.lg2.approx.f");
-    patterns.add<MaxNumToLLVM, FmaToLLVM>(&getContext());
+    patterns.add<SameOperandsToLLVM<arith::MaxNumFOp, LLVM::MaxNumOp>,
+                 SameOperandsToLLVM<math::FmaOp, LLVM::FMAOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
   }
 };
