@@ -4,12 +4,25 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 import tessera
+
+
+def begin(name):
+    """The common start of a benchmark: a CUDA GPU (else a message and None), exact fp32 matmuls for the references,
+    the GPU warmed up; returns the provenance dict of the run."""
+    if not torch.cuda.is_available():
+        print(f"{name}: no CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    meta = provenance()
+    warm_up_gpu()
+    return meta
 
 
 def warm_up_gpu(seconds=1.0):

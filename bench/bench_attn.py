@@ -12,7 +12,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import finish, median_ms, provenance, warm_up_gpu  # noqa: E402
+from _common import begin, finish, median_ms  # noqa: E402
 from tessera import testing  # noqa: E402
 
 TOKENS, HEADS = 16384, 32
@@ -150,16 +150,13 @@ def table(meta, rows):
 
 def main():
     args = parse_args()
-    if not torch.cuda.is_available():
-        print("bench_attn: no CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
+    meta = begin("bench_attn")
+    if meta is None:
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False   # the same-precision reference uses exact fp32 matmuls
-    meta = provenance()
     seed = int.from_bytes(os.urandom(4), "little")
     meta["seed"] = seed
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
     rows = []
-    warm_up_gpu()
     for B, S, Hq, Hkv, D, dtype, causal in args.cases:
         r = run_case(B, S, Hq, Hkv, D, dtype, causal, args.rep_ms, gen, row_gen)
         rows.append(r)

@@ -8,7 +8,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import finish, median_ms, provenance, warm_up_gpu  # noqa: E402
+from _common import begin, finish, median_ms  # noqa: E402
 from tessera.testing import check_tolerance  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 4096, 4096), (4096, 1000, 4096), (4096, 4096, 1000),
@@ -78,13 +78,10 @@ def table(meta, rows):
 
 def main():
     args = parse_args()
-    if not torch.cuda.is_available():
-        print("bench_gemm: no CUDA GPU (torch.cuda.is_available() is False)", file=sys.stderr)
+    meta = begin("bench_gemm")
+    if meta is None:
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False   # the fp32 reference in check() is exact fp32
-    meta = provenance()
     rows = []
-    warm_up_gpu()
     for M, N, K in args.shapes:
         for dtype in args.dtypes:
             for layout in args.layouts:
