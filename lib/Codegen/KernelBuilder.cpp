@@ -148,6 +148,11 @@ Value KernelBuilder::fmul(Value a, Value c) { return arith::MulFOp::create(b, lo
 Value KernelBuilder::fmax(Value a, Value c) {
   return arith::MaxNumFOp::create(b, loc, a, c, arith::FastMathFlags::nnan);
 }
+Value KernelBuilder::loadIndex(Value memref, Value i) {
+  Value x = memref::LoadOp::create(b, loc, memref, ValueRange{i});
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
+}
+
 Value KernelBuilder::select(Value cond, Value a, Value c) {
   return arith::SelectOp::create(b, loc, cond, a, c);
 }

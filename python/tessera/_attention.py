@@ -225,6 +225,8 @@ def _values(p, ptrs, infos, lse_strides, kernel):
     for name in ("q", "k", "v", "o"):
         for axis, stride in zip("bsh", _strides(infos[name], p.varlen)):
             values[f"{name}_stride_{axis}"] = stride
+    if p.varlen:   # the packed row counts
+        values.update(total_q=infos["q"].shape[0], total_k=infos["k"].shape[0])
     takes = {name for name, _ in kernel.args}
     return {name: value for name, value in values.items() if name in takes}
 

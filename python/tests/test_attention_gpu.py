@@ -259,8 +259,8 @@ def test_rejected_on_the_gpu():
 
 
 def test_hopper_lane_serves_head_dim_64_and_128():
-    """On an sm_90 GPU with an sm_90a bundle, D 64/128 calls run the wgmma/TMA kernel (tensor_maps in its manifest)
-    and inputs with strides TMA cannot copy run its portable twin, both correct."""
+    """On an sm_90 GPU with an sm_90a bundle, D 64/128 calls, varlen or not, run the wgmma/TMA kernel (tensor_maps
+    in its manifest) and inputs with strides TMA cannot copy run its portable twin, both correct."""
     from tessera import _attention, _device
     dev = _device.device("cuda:0")
     bundle = dev.bundle()
@@ -274,6 +274,8 @@ def test_hopper_lane_serves_head_dim_64_and_128():
         kernel = _attention.find_kernel(bundle, p)
         assert kernel.info.get("tensor_maps") and kernel.info.get("portable_twin"), kernel.name
         run_case(c)
+        packed = p._replace(varlen=True, B=3)   # varlen batches take it too (test_varlen_matches_float64 runs them)
+        assert _attention.find_kernel(bundle, packed).info.get("tensor_maps"), kernel.name
     q = rand((1, 300, 4, 64 + 4), "f16")[..., :64]      # a 136-byte head stride: not for TMA
     infos = {n: _arrays_describe(q, n) for n in "qkvo"}
     assert _attention.with_tma_fallback(bundle, kernel, p, infos).name.endswith("_portable")

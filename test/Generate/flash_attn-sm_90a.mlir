@@ -57,8 +57,26 @@ tessera.flash_attn @fa {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_
 // CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%{{.+}} = %c0_i32, %{{.+}} = %c0_i32) -> (i32, i32)  : i32
 tessera.flash_attn @fa_persistent {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>}
 
-// CHECK: gpu.func @fa_varlen(
-// CHECK-SAME: tessera.fallback = "portable kernel: varlen batches are not generated on the wgmma path yet"
+// Varlen batches: tensor maps over the packed rows (total_q, total_k), each tile's sequence from
+// cu_seqlens (rows offset by its first), a query block past its sequence's end visits no key
+// tile, and O is stored by the threads, 16 bytes each, inside the sequence only (a TMA box
+// would overwrite the next one): no O map, no TMA store.
+// CHECK-LABEL: gpu.func @fa_varlen(
+// CHECK-SAME: tessera.arg_roles = [{{.*}}"size", "size", "size", "size", "size", "size", "size", {{.*}}"tensor_map", "tensor_map", "tensor_map"]
+// CHECK-SAME: tessera.portable_twin = "fa_varlen_portable"
+// CHECK-SAME: tessera.tensor_maps = "[{\22arg\22: \22q_tma\22, \22tensor\22: \22q\22, \22dims\22: [128, \22total_q\22, \22Hq\22], \22strides\22: [\22q_stride_s\22, \22q_stride_h\22], \22box\22: [64, 64, 1]
+// CHECK-SAME: \22dims\22: [128, \22total_k\22, \22Hkv\22]
+// CHECK-NOT: o_tma
+// CHECK: nvvm.setmaxregister  decrease 24
+// CHECK: memref.load %arg{{[0-9]+}}[%{{.+}}] : memref<?xi32>
+// CHECK: nvgpu.tma.async.load {{.+}} : <tensor = memref<1x64x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b
+// CHECK: nvgpu.tma.async.load {{.+}} : <tensor = memref<1x128x64xbf16
+// CHECK: nvvm.setmaxregister  increase 240
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: vector.load {{.+}} : memref<{{[0-9]+}}xbf16, #gpu.address_space<workgroup>>, vector<8xbf16>
+// CHECK: vector.store {{.+}} : memref<?xbf16>, vector<8xbf16>
+// CHECK-NOT: nvgpu.tma.async.store
+// CHECK: gpu.module @fa_varlen_portable
 tessera.flash_attn @fa_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, varlen}
 
 // CHECK: gpu.func @fa_d96(

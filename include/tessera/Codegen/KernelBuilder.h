@@ -118,6 +118,8 @@ public:
   mlir::Value cmpLe(mlir::Value a, mlir::Value c);
   mlir::Value andb(mlir::Value a, mlir::Value c);
   mlir::Value zero(mlir::Type t);
+  /// Element `i` of an integer memref (e.g. cu_seqlens) as an index.
+  mlir::Value loadIndex(mlir::Value memref, mlir::Value i);
 
   // f32 arithmetic (scalars or vectors); fmax is maxnum with no-NaN semantics.
   mlir::Value f32(double v);

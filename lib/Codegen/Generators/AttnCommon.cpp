@@ -115,6 +115,9 @@ KernelSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int bloc
     a.push_back({"cu_seqlens_k", ptr(i32), ArgRole::Input});
   }
   for (const char *n : {"B", "Sq", "Sk", "Hq", "Hkv"}) a.push_back({n, index, ArgRole::Size});
+  // The packed tensors' row counts: TMA maps of the sm_90a kernel span them.
+  if (op.getVarlen())
+    for (const char *n : {"total_q", "total_k"}) a.push_back({n, index, ArgRole::Size});
   for (const char *t : {"q", "k", "v", "o"})
     for (const char *d : {"b", "s", "h"})
       a.push_back({std::string(t) + "_stride_" + d, index, ArgRole::Stride});

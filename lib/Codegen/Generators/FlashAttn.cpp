@@ -249,10 +249,6 @@ private:
     return arith::CmpIOp::create(b, loc, pred, x, y);
   }
   Value extract(Value v, int i) { return vector::ExtractOp::create(b, loc, v, i); }
-  Value loadIndex(Value memref, Value i) {
-    Value x = memref::LoadOp::create(b, loc, memref, ValueRange{i});
-    return arith::IndexCastOp::create(b, loc, b.getIndexType(), x);
-  }
 
   // Per-lane statistics slots: the distinct queries a lane holds in one S tile.
   int slotOf(int e) const;
@@ -405,10 +401,10 @@ void AttnEmitter::emit() {
   Value rowQ0 = kb.idx(0), rowK0 = kb.idx(0);
   if (varlen) {
     Value next = kb.add(batch, 1);
-    rowQ0 = loadIndex(arg("cu_seqlens_q"), batch);
-    rowK0 = loadIndex(arg("cu_seqlens_k"), batch);
-    seqQ = kb.sub(loadIndex(arg("cu_seqlens_q"), next), rowQ0);
-    seqK = kb.sub(loadIndex(arg("cu_seqlens_k"), next), rowK0);
+    rowQ0 = kb.loadIndex(arg("cu_seqlens_q"), batch);
+    rowK0 = kb.loadIndex(arg("cu_seqlens_k"), batch);
+    seqQ = kb.sub(kb.loadIndex(arg("cu_seqlens_q"), next), rowQ0);
+    seqK = kb.sub(kb.loadIndex(arg("cu_seqlens_k"), next), rowK0);
   } else {
     seqQ = arg("Sq");
     seqK = arg("Sk");

@@ -9,7 +9,10 @@
 //    barriers alternate the two consumers' wgmma issue (pingpong) so one's softmax hides under
 //    the other's GEMMs. The epilogue stages O through shared memory and stores it with TMA.
 // Visibility, key-tile ranges, edge-tile masking and scores are the shared AttnCommon rules;
-// Q/K/V/O tails read as zero / are clipped by TMA bounds.
+// Q/K/V/O tails read as zero / are clipped by TMA bounds. Varlen batches: the tensor maps span
+// the packed rows (total_q, total_k); rows a tile reads past its sequence's end belong to the
+// next one and are masked (keys) or not stored (queries), and O is stored by the threads,
+// row by row, since a TMA box would overwrite the next sequence.
 #include "AttnCommon.h"
 #include "tessera/Codegen/Generators.h"
 #include "tessera/Codegen/Hopper.h"
@@ -82,6 +85,7 @@ public:
               const TargetInfo &t)
       : op(op), p(p), b(b), loc(op.getLoc()), kb(b, loc, t), hb(kb), func(func) {
     persistent = persistentCode(op);
+    varlen = op.getVarlen();
   }
   void emit();
 
@@ -146,6 +150,19 @@ private:
   }
   /// Per role, after its setmaxnreg: shared memory, tensor maps, sizes and the tile count.
   void setUpRole();
+  /// The visibility rule of the current (batch, head) (per tile for varlen batches).
+  void setVisibility();
+  /// The TMA box of `rows` rows of one 64-column panel (outermost first) and the coordinates
+  /// (innermost first) of a box at (col, row, head): maps over (D, S, H, B), or (D, rows, H)
+  /// for varlen batches, whose `row` includes the sequence's first row.
+  SmallVector<int64_t> box(int rows) const;
+  SmallVector<Value> coords(Value col, Value row, Value h);
+  /// The key tiles of the current tile: first and count (none for a varlen query block past
+  /// its sequence's end).
+  std::pair<Value, Value> keyTiles();
+  /// O of this consumer's staged tile stored by its threads, 16 bytes each, rows inside the
+  /// sequence only (varlen).
+  void storeStagedO(Value tileBase, Value rowStart);
   /// Runs `body(tile, qPhase, ring)` (i32s; it returns the next qPhase and ring: the Q phases
   /// and ring iterations used so far) for this workgroup's tiles: blockIdx.x, + gridDim.x, ...
   /// when persistent, else blockIdx.x alone.
@@ -182,11 +199,13 @@ private:
   std::optional<AttnVisibility> visibility;
   Value smem, smemBase16, bars, tmQ, tmK, tmV, tmO;
   Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
+  Value rowQ0, rowK0; // varlen: the first packed row of this tile's sequence in q/o and k/v
   Value threadRow, colInTile; // this thread's first accumulator query row and key column
   Value qDescBase16;        // this consumer's Q tile (>> 4, i64)
   Value numM, numTiles, barMine, barOther;
   Value wholeLo, wholeHi; // this tile's key tiles that need no mask: [wholeLo, wholeHi)
   bool persistent = false; // workgroups loop over tiles (persistentCode)
+  bool varlen = false;
 };
 
 void Sm90Emitter::emit() {
@@ -227,21 +246,44 @@ void Sm90Emitter::setUpRole() {
   smem = hb.dynamicSharedMemory(func, p.sharedBytes());
   smemBase16 = hb.descriptorBase(smem);
   auto map = [&](StringRef name, int rows) -> Value {
-    Type t = hb.tensorMapType({1, 1, rows, hopper::kPanelElems}, p.elem);
+    Type t = hb.tensorMapType(box(rows), p.elem);
     return UnrealizedConversionCastOp::create(b, loc, t, arg(name)).getResult(0);
   };
   tmQ = map("q_tma", Sm90Plan::consumerRows);
   tmK = map("k_tma", p.blockN);
   tmV = map("v_tma", p.blockN);
-  tmO = map("o_tma", Sm90Plan::consumerRows);
+  if (!varlen) tmO = map("o_tma", Sm90Plan::consumerRows);
+  // Varlen: the longest sequences; decodeTile sets each tile's own.
   seqQ = arg("Sq");
   seqK = arg("Sk");
+  if (!varlen) setVisibility();
+  numM = kb.ceilDiv(seqQ, Sm90Plan::blockM);
+  numTiles = kb.mul(numM, kb.mul(arg("Hq"), arg("B")));
+}
+
+void Sm90Emitter::setVisibility() {
   if (op.getSlidingWindow())
     visibility.emplace(op, kb, seqQ, seqK, arg("window_left"), arg("window_right"));
   else
     visibility.emplace(op, kb, seqQ, seqK);
-  numM = kb.ceilDiv(seqQ, Sm90Plan::blockM);
-  numTiles = kb.mul(numM, kb.mul(arg("Hq"), arg("B")));
+}
+
+SmallVector<int64_t> Sm90Emitter::box(int rows) const {
+  if (varlen) return {1, rows, hopper::kPanelElems};
+  return {1, 1, rows, hopper::kPanelElems};
+}
+
+SmallVector<Value> Sm90Emitter::coords(Value col, Value row, Value h) {
+  if (varlen) return {col, row, h};
+  return {col, row, h, batch};
+}
+
+std::pair<Value, Value> Sm90Emitter::keyTiles() {
+  auto [lo, hi] = visibility->keyTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
+  Value n = kb.sub(hi, lo);
+  // The grid covers the longest sequence: shorter ones have query blocks with nothing to do.
+  if (varlen) n = kb.select(kb.cmpLt(q0, seqQ), n, kb.idx(0));
+  return {lo, n};
 }
 
 void Sm90Emitter::decodeTile(Value t) {
@@ -265,7 +307,7 @@ void Sm90Emitter::decodeTile(Value t) {
   } else {
     // Sections of `group` (batch, head) pairs whose K/V take about 32 MiB of L2; in a section
     // the query blocks run from the last (most keys) to the first, heads fastest.
-    Value kvKiB = umax(div(mul(i32(seqK), c32(4 * p.headDim)), c32(1024)), c32(1));
+    Value kvKiB = umax(div(mul(i32(arg("Sk")), c32(4 * p.headDim)), c32(1024)), c32(1));
     Value group = umin(umax(div(c32(32 << 10), kvKiB), c32(1)), heads);
     Value sectionTiles = mul(group, blocks);
     Value section = div(tile, sectionTiles), r = rem(tile, sectionTiles);
@@ -279,6 +321,13 @@ void Sm90Emitter::decodeTile(Value t) {
   batch = idx(div(headBatch, hq));
   kvHead = idx(div(head32, div(hq, i32(arg("Hkv")))));
   q0 = kb.mul(idx(mBlock), Sm90Plan::blockM);
+  if (!varlen) return;
+  Value next = kb.add(batch, 1);
+  rowQ0 = kb.loadIndex(arg("cu_seqlens_q"), batch);
+  rowK0 = kb.loadIndex(arg("cu_seqlens_k"), batch);
+  seqQ = kb.sub(kb.loadIndex(arg("cu_seqlens_q"), next), rowQ0);
+  seqK = kb.sub(kb.loadIndex(arg("cu_seqlens_k"), next), rowK0);
+  setVisibility();
 }
 
 void Sm90Emitter::emitProducer() {
@@ -290,8 +339,7 @@ void Sm90Emitter::emitProducer() {
   b.setInsertionPointToStart(elected.thenBlock());
   forEachTile([&](Value tile, Value qPhase, Value ring) -> std::pair<Value, Value> {
   decodeTile(tile);
-  auto [lo, hi] = visibility->keyTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
-  Value nIter = kb.sub(hi, lo);
+  auto [lo, nIter] = keyTiles();
   Value nIter32 = toI32(nIter);
   Value busy = kb.cmpLt(kb.idx(0), nIter);
   auto work = scf::IfOp::create(b, loc, busy, false);
@@ -304,9 +352,10 @@ void Sm90Emitter::emitProducer() {
     for (int w = 0; w < 2; ++w)
       for (int panel = 0; panel < p.panels(); ++panel) {
         int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
-        Value dst = hb.view(smem, kb.idx(offset), {1, 1, Sm90Plan::consumerRows, 64}, p.elem);
-        hb.tmaLoad(tmQ, {kb.idx(panel * 64), kb.add(q0, w * 64), head, batch}, dst, bars,
-                   kb.idx(kQFull));
+        Value dst = hb.view(smem, kb.idx(offset), box(Sm90Plan::consumerRows), p.elem);
+        Value row = kb.add(q0, w * 64);
+        if (varlen) row = kb.add(rowQ0, row);
+        hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars, kb.idx(kQFull));
       }
     // K and V through the two-stage ring, each stage once the consumers freed it.
     auto loop = scf::ForOp::create(b, loc, kb.idx(0), nIter, kb.idx(1));
@@ -314,6 +363,7 @@ void Sm90Emitter::emitProducer() {
     Value i = loop.getInductionVar();
     auto [stage, parity] = stageParity(add32(ring, toI32(i)));
     Value row = kb.mul(kb.add(lo, i), p.blockN);
+    if (varlen) row = kb.add(rowK0, row);
     for (auto [tm, full, empty, base] : {std::tuple{tmK, kKFull, kKEmpty, p.kOffset()},
                                          std::tuple{tmV, kVFull, kVEmpty, p.vOffset()}}) {
       // The first pass over a stage waits on parity 1, which a fresh mbarrier reports done.
@@ -323,8 +373,8 @@ void Sm90Emitter::emitProducer() {
       Value stageBase = kb.add(kb.mul(stage, p.kvStageBytes()), base);
       for (int panel = 0; panel < p.panels(); ++panel) {
         Value dst = hb.view(smem, kb.add(stageBase, panel * p.blockN * hopper::kSwizzleBytes),
-                            {1, 1, p.blockN, 64}, p.elem);
-        hb.tmaLoad(tm, {kb.idx(panel * 64), row, kvHead, batch}, dst, bars, fullBar);
+                            box(p.blockN), p.elem);
+        hb.tmaLoad(tm, coords(kb.idx(panel * 64), row, kvHead), dst, bars, fullBar);
       }
     }
   }
@@ -371,8 +421,7 @@ void Sm90Emitter::emitConsumers() {
   }
   forEachTile([&](Value tile, Value qPhase, Value ring) -> std::pair<Value, Value> {
     decodeTile(tile);
-    auto [lo, hi] = visibility->keyTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
-    Value nIter = kb.sub(hi, lo);
+    auto [lo, nIter] = keyTiles();
     SmallVector<Value> state = emitTileMainLoop(lo, nIter, ring, qPhase, cw);
     // Decode the tile again for the epilogue rather than keep its coordinates live through
     // the key loop (the consumers are at their register limit); the asm keeps CSE from
@@ -383,6 +432,7 @@ void Sm90Emitter::emitConsumers() {
     Value used = arith::SelectOp::create(b, loc, kb.cmpLt(kb.idx(0), nIter), c32(1), c32(0));
     return {add32(qPhase, used), add32(ring, toI32(nIter))};
   });
+  if (varlen) return; // O was stored by the threads
   // The last O stores must have read shared memory before the workgroup exits.
   auto leader = scf::IfOp::create(b, loc, eq(kb.remui(kb.threadId(), 128), 0), false);
   OpBuilder::InsertionGuard g(b);
@@ -611,7 +661,7 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   Value ltid = kb.remui(kb.threadId(), 128);
   Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
   Value epilogueBarrier = arith::AddIOp::create(b, loc, cw32, hb.i32(3)); // ids 3 and 4
-  {
+  if (!varlen) {
     auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(leader.thenBlock());
@@ -641,23 +691,27 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
                               smemWords, ValueRange{kb.divui(byte, 4)});
     }
   }
-  hb.fenceProxyAsyncShared();
-  hb.namedBarrierSync(epilogueBarrier, 128);
-  auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
-  {
+  Value rowO = kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows));
+  if (varlen) {
+    hb.namedBarrierSync(epilogueBarrier, 128);
+    storeStagedO(tileBase, rowO);
+  } else {
+    hb.fenceProxyAsyncShared();
+    hb.namedBarrierSync(epilogueBarrier, 128);
+    auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(leader.thenBlock());
-    Value rowO = kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows));
     for (int panel = 0; panel < p.panels(); ++panel) {
       Value src = hb.view(smem, kb.add(tileBase, panel * 64 * hopper::kSwizzleBytes),
-                          {1, 1, Sm90Plan::consumerRows, 64}, p.elem);
-      hb.tmaStore(src, tmO, {kb.idx(panel * 64), rowO, head, batch});
+                          box(Sm90Plan::consumerRows), p.elem);
+      hb.tmaStore(src, tmO, coords(kb.idx(panel * 64), rowO, head));
     }
     hb.commitBulkStores(); // waited for before the next write of the O tile, and at the end
   }
   if (!op.getReturnLse()) return;
   // LSE (natural log) per row from the lanes holding column 0 of it.
-  Value base = kb.add(kb.mul(batch, arg("lse_stride_b")), kb.mul(head, arg("lse_stride_h")));
+  Value base = kb.mul(head, arg("lse_stride_h"));
+  base = varlen ? kb.add(base, rowQ0) : kb.add(kb.mul(batch, arg("lse_stride_b")), base);
   for (int h = 0; h < 2; ++h) {
     Value row = kb.add(threadRow, h * 8);
     Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], kb.f32(0));
@@ -672,11 +726,50 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   }
 }
 
+void Sm90Emitter::storeStagedO(Value tileBase, Value rowStart) {
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto elems = MemRefType::get({p.sharedBytes() / 2}, p.elem, MemRefLayoutAttrInterface(), space);
+  Value staged = memref::ViewOp::create(b, loc, elems, smem, kb.idx(0), ValueRange{});
+  Value o = arg("o");
+  // 16-byte stores need 16-byte aligned rows; Python picks the portable twin otherwise, and
+  // a caller of the runtime that does not gets element stores, not a misaligned fault.
+  Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, o);
+  Value aligned = kb.andb(kb.andb(eq(kb.remui(arg("o_stride_s"), 8), 0),
+                                  eq(kb.remui(arg("o_stride_h"), 8), 0)),
+                          eq(kb.remui(address, 16), 0));
+  Value base = kb.add(kb.mul(kb.add(rowQ0, rowStart), arg("o_stride_s")),
+                      kb.mul(head, arg("o_stride_h")));
+  auto chunkType = VectorType::get({8}, p.elem);
+  const int chunksPerRow = p.headDim / 8;
+  Value ltid = kb.remui(kb.threadId(), 128);
+  // Consecutive threads take consecutive 16-byte chunks of a row: coalesced stores.
+  for (int pass = 0; pass < Sm90Plan::consumerRows * chunksPerRow / 128; ++pass) {
+    Value linear = kb.add(ltid, pass * 128);
+    Value row = kb.divui(linear, chunksPerRow), chunk = kb.remui(linear, chunksPerRow);
+    Value swizzled = kb.xori(kb.remui(chunk, 8), kb.remui(row, 8)); // as the staging wrote it
+    Value byte = kb.add(kb.add(tileBase, kb.mul(kb.divui(chunk, 8), 64 * hopper::kSwizzleBytes)),
+                        kb.add(kb.mul(row, hopper::kSwizzleBytes), kb.mul(swizzled, 16)));
+    Value data = vector::LoadOp::create(b, loc, chunkType, staged, ValueRange{kb.divui(byte, 2)},
+                                        /*nontemporal=*/false, llvm::Align(16));
+    auto inSequence = scf::IfOp::create(b, loc, kb.cmpLt(kb.add(rowStart, row), seqQ), false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(inSequence.thenBlock());
+    Value at = kb.add(base, kb.add(kb.mul(row, arg("o_stride_s")), kb.mul(chunk, 8)));
+    auto vectorStore = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
+    b.setInsertionPointToStart(vectorStore.thenBlock());
+    vector::StoreOp::create(b, loc, data, o, ValueRange{at}, /*nontemporal=*/false,
+                            llvm::Align(16));
+    b.setInsertionPointToStart(vectorStore.elseBlock());
+    for (int e = 0; e < 8; ++e)
+      memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, data, int64_t(e)), o,
+                              ValueRange{kb.add(at, e)});
+  }
+}
+
 } // namespace
 
 /// Why `op` cannot take the sm_90a kernel, or empty when it can.
 std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
-  if (op.getVarlen()) return "varlen batches are not generated on the wgmma path yet";
   if (op.getHeadDim() != 64 && op.getHeadDim() != 128)
     return "head_dim " + std::to_string(op.getHeadDim()) +
            " does not fit the wgmma kernel's registers (64 and 128 do)";
@@ -692,21 +785,29 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   p.in = *toElemType(p.elem);
   OpBuilder b(op);
   KernelSignature sig = flashAttnSignature(op, Sm90Plan::blockM, Sm90Plan::threads);
-  // TMA tensor maps over (D, S, H, B), strides in elements (innermost first).
+  // TMA tensor maps over (D, S, H, B), or for varlen batches over the packed (D, rows, H);
+  // strides in elements (innermost first). Varlen O is stored without one (emitEpilogue).
   Type ptr = LLVM::LLVMPointerType::get(op.getContext());
-  auto tensor = [&](const std::string &t, const char *seq, const char *heads, int boxRows) {
+  const bool varlen = op.getVarlen();
+  auto tensor = [&](const std::string &t, const char *seq, const char *rows, const char *heads,
+                    int boxRows) {
     std::string mapName = t + "_tma";
     sig.args.push_back({mapName, ptr, ArgRole::TensorMap});
-    sig.tensorMaps.push_back(TensorMapRecipe::tiled(
-        mapName, t,
-        {GridExpr::constant(p.headDim), GridExpr::arg(seq), GridExpr::arg(heads), GridExpr::arg("B")},
-        {GridExpr::arg(t + "_stride_s"), GridExpr::arg(t + "_stride_h"), GridExpr::arg(t + "_stride_b")},
-        {hopper::kPanelElems, boxRows, 1, 1}));
+    std::vector<GridExpr> dims = {GridExpr::constant(p.headDim),
+                                  GridExpr::arg(varlen ? rows : seq), GridExpr::arg(heads)};
+    std::vector<GridExpr> strides = {GridExpr::arg(t + "_stride_s"), GridExpr::arg(t + "_stride_h")};
+    std::vector<int> boxShape = {hopper::kPanelElems, boxRows, 1};
+    if (!varlen) {
+      dims.push_back(GridExpr::arg("B"));
+      strides.push_back(GridExpr::arg(t + "_stride_b"));
+      boxShape.push_back(1);
+    }
+    sig.tensorMaps.push_back(TensorMapRecipe::tiled(mapName, t, dims, strides, boxShape));
   };
-  tensor("q", "Sq", "Hq", Sm90Plan::consumerRows);
-  tensor("k", "Sk", "Hkv", p.blockN);
-  tensor("v", "Sk", "Hkv", p.blockN);
-  tensor("o", "Sq", "Hq", Sm90Plan::consumerRows);
+  tensor("q", "Sq", "total_q", "Hq", Sm90Plan::consumerRows);
+  tensor("k", "Sk", "total_k", "Hkv", p.blockN);
+  tensor("v", "Sk", "total_k", "Hkv", p.blockN);
+  if (!varlen) tensor("o", "Sq", "total_q", "Hq", Sm90Plan::consumerRows);
   // Every plan sm90FlashAttnUnsupported admits fits (D 128: 192 KiB).
   assert(p.sharedBytes() <= TargetInfo::hopperSharedBytes && "sm_90a plan exceeds shared memory");
   sig.dynamicSharedBytes = p.sharedBytes();
