@@ -1,6 +1,6 @@
 // Pins the wgmma descriptor encodings that ran correctly on the H200 (bit layout, K-major and
 // MN-major geometry, k-step advance); swapping LBO and SBO gave wrong results on the device.
-#include "tessera/Codegen/HopperDescriptors.h"
+#include "tessera/Codegen/Hopper/Descriptors.h"
 
 #include <gtest/gtest.h>
 

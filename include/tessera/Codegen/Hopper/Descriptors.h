@@ -1,8 +1,8 @@
 // wgmma shared-memory matrix descriptors for 128-byte-swizzled tiles (PTX ISA, "Matrix
 // Descriptor Format"): plain data, no MLIR. The encodings were validated on the H200
 // (../shared/toolchain/examples/hopper-fa/README.md) and are pinned by unit tests.
-#ifndef TESSERA_CODEGEN_HOPPERDESCRIPTORS_H
-#define TESSERA_CODEGEN_HOPPERDESCRIPTORS_H
+#ifndef TESSERA_CODEGEN_HOPPER_DESCRIPTORS_H
+#define TESSERA_CODEGEN_HOPPER_DESCRIPTORS_H
 
 #include <cstdint>
 
@@ -58,4 +58,4 @@ constexpr uint64_t mnMajorDescriptor(uint32_t tileBytes, int kRows, int nCols, i
 
 } // namespace tessera::hopper
 
-#endif // TESSERA_CODEGEN_HOPPERDESCRIPTORS_H
+#endif // TESSERA_CODEGEN_HOPPER_DESCRIPTORS_H
