@@ -1,10 +1,12 @@
 // Hopper (sm_90a) IR builders, one concern per header under Hopper/: wgmma descriptors
-// (Descriptors.h), SS/RS wgmma and their fences (Wgmma.h), the TMA pipeline (Tma.h) and warp
+// (Descriptors.h), SS/RS wgmma and their fences (Wgmma.h), TMA, mbarriers and shared memory
+// (Tma.h), the buffer ring of the TMA pipeline (Pipeline.h) and warp
 // specialisation (WarpSpecialization.h). HopperBuilder gathers them for a kernel emitter.
 #ifndef TESSERA_CODEGEN_HOPPER_H
 #define TESSERA_CODEGEN_HOPPER_H
 
 #include "tessera/Codegen/Hopper/Descriptors.h"
+#include "tessera/Codegen/Hopper/Pipeline.h"
 #include "tessera/Codegen/Hopper/Tma.h"
 #include "tessera/Codegen/Hopper/WarpSpecialization.h"
 #include "tessera/Codegen/Hopper/Wgmma.h"

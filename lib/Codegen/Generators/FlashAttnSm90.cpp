@@ -51,7 +51,7 @@ bool persistentCode(tessera::FlashAttnOp op) {
 
 /// The tile plan of the sm_90a kernel.
 struct Sm90Plan {
-  int headDim = 0, blockN = 0;
+  int headDim = 0, blockN = 0, stages = 2; // stages: of the K and V rings
   static constexpr int blockM = 128, consumerRows = 64, threads = 384;
   ElemType in = ElemType::BF16;
   Type elem;
@@ -60,17 +60,14 @@ struct Sm90Plan {
   int kvStageBytes() const { return panels() * blockN * hopper::kSwizzleBytes; }
   int qOffset() const { return 0; }
   int kOffset() const { return 2 * qBytesPerConsumer(); }
-  int vOffset() const { return kOffset() + 2 * kvStageBytes(); }
+  int vOffset() const { return kOffset() + stages * kvStageBytes(); }
   /// O is staged apart from Q, so the next tile's Q loads while this tile's O is stored.
-  int oOffset() const { return vOffset() + 2 * kvStageBytes(); }
+  int oOffset() const { return vOffset() + stages * kvStageBytes(); }
   int sharedBytes() const { return oOffset() + 2 * qBytesPerConsumer(); }
   int sValues() const { return blockN / 2; }  // f32 S accumulators per thread
   int oValues() const { return headDim / 2; } // f32 O accumulators per thread
 };
 
-// Barrier indices in the mbarrier group: Q full/empty, and the K and V rings (2 stages each).
-constexpr int kQFull = 0, kKFull = 1, kVFull = 3, kKEmpty = 5, kVEmpty = 7, kQEmpty = 9,
-              kBarriers = 10;
 constexpr int kConsumerThreads = 256;
 // setmaxnreg split: the workgroup starts at 168 registers per thread (64K / 384, rounded down
 // to 8); the consumers' increase to 240 is served from what the producer's decrease frees,
@@ -106,19 +103,6 @@ private:
   Value toI32(Value v) { return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), v); }
   Value toIndex(Value v) { return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v); }
   Value add32(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
-  /// i1: x (i32) is odd (the phase parity of an mbarrier used x times before).
-  Value parityOf(Value x) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                 arith::AndIOp::create(b, loc, x, c32(1)), c32(0));
-  }
-  Value flipped(Value bit) {
-    return arith::XOrIOp::create(b, loc, bit, arith::ConstantIntOp::create(b, loc, 1, 1));
-  }
-  /// Stage (i % 2, index) and phase parity ((i / 2) % 2, i1) of ring iteration i (i32).
-  std::pair<Value, Value> stageParity(Value i) {
-    Value parity = parityOf(arith::ShRUIOp::create(b, loc, i, c32(1)));
-    return {toIndex(arith::AndIOp::create(b, loc, i, c32(1))), parity};
-  }
   /// i64 descriptor of K-major step k of a tile at byte offset `dynOffset` (i64 >> 4, may be
   /// null) + `constOffset` of the dynamic shared memory.
   Value kMajorDesc(Value dynOffset16, int constOffset, int rows, int k) {
@@ -198,6 +182,9 @@ private:
   gpu::GPUFuncOp func;
   std::optional<AttnVisibility> visibility;
   Value smem, smemBase16, bars, tmQ, tmK, tmV, tmO;
+  // The Q buffer (one stage: a phase per tile) and the K and V rings, which advance together
+  // (their ring iterations are the key tiles walked so far).
+  std::optional<hopper::MbarrierRing> qRing, kRing, vRing;
   Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
   Value rowQ0, rowK0; // varlen: the first packed row of this tile's sequence in q/o and k/v
   Value threadRow, colInTile; // this thread's first accumulator query row and key column
@@ -213,19 +200,17 @@ void Sm90Emitter::emit() {
   // Before the role split only the barriers are set up: ptxas spills every value live across
   // setmaxnreg, so each role computes what it needs after its own.
   Value wg = hb.uniformWarpgroupId();
-  bars = hb.createBarriers(kBarriers);
+  // Barriers: Q full, the K and V rings' full ones, their empty ones, Q empty.
+  const int n = p.stages;
+  bars = hb.createBarriers(2 + 4 * n);
+  qRing.emplace(kb, hb, bars, 0, 1 + 4 * n, 1, kConsumerThreads);
+  kRing.emplace(kb, hb, bars, 1, 1 + 2 * n, n, kConsumerThreads);
+  vRing.emplace(kb, hb, bars, 1 + n, 1 + 3 * n, n, kConsumerThreads);
   auto init = scf::IfOp::create(b, loc, eq(kb.threadId(), 0), false);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(init.thenBlock());
-    hb.initBarrier(bars, kb.idx(kQFull), 1);
-    hb.initBarrier(bars, kb.idx(kQEmpty), kConsumerThreads);
-    for (int s = 0; s < 2; ++s) {
-      hb.initBarrier(bars, kb.idx(kKFull + s), 1);
-      hb.initBarrier(bars, kb.idx(kVFull + s), 1);
-      hb.initBarrier(bars, kb.idx(kKEmpty + s), kConsumerThreads);
-      hb.initBarrier(bars, kb.idx(kVEmpty + s), kConsumerThreads);
-    }
+    for (hopper::MbarrierRing *r : {&*qRing, &*kRing, &*vRing}) r->init();
     hb.fenceBarrierInit();
   }
   kb.barrier();
@@ -347,30 +332,28 @@ void Sm90Emitter::emitProducer() {
     OpBuilder::InsertionGuard g2(b);
     b.setInsertionPointToStart(work.thenBlock());
     // Q of both consumers, once they finished the previous tile's QK^T.
-    hb.waitParity(bars, kb.idx(kQEmpty), flipped(parityOf(qPhase)));
-    hb.arriveExpectTx(bars, kb.idx(kQFull), 2 * p.qBytesPerConsumer());
+    auto qSlot = qRing->slot(qPhase);
+    qRing->acquire(qSlot, 2 * p.qBytesPerConsumer());
     for (int w = 0; w < 2; ++w)
       for (int panel = 0; panel < p.panels(); ++panel) {
         int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
         Value dst = hb.view(smem, kb.idx(offset), box(Sm90Plan::consumerRows), p.elem);
         Value row = kb.add(q0, w * 64);
         if (varlen) row = kb.add(rowQ0, row);
-        hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars, kb.idx(kQFull));
+        hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars, qRing->fullBarrier(qSlot));
       }
     // K and V through the two-stage ring, each stage once the consumers freed it.
     auto loop = scf::ForOp::create(b, loc, kb.idx(0), nIter, kb.idx(1));
     b.setInsertionPointToStart(loop.getBody());
     Value i = loop.getInductionVar();
-    auto [stage, parity] = stageParity(add32(ring, toI32(i)));
+    auto slot = kRing->slot(add32(ring, toI32(i))); // the V ring's too
     Value row = kb.mul(kb.add(lo, i), p.blockN);
     if (varlen) row = kb.add(rowK0, row);
-    for (auto [tm, full, empty, base] : {std::tuple{tmK, kKFull, kKEmpty, p.kOffset()},
-                                         std::tuple{tmV, kVFull, kVEmpty, p.vOffset()}}) {
-      // The first pass over a stage waits on parity 1, which a fresh mbarrier reports done.
-      hb.waitParity(bars, kb.add(stage, empty), flipped(parity));
-      Value fullBar = kb.add(stage, full);
-      hb.arriveExpectTx(bars, fullBar, p.kvStageBytes());
-      Value stageBase = kb.add(kb.mul(stage, p.kvStageBytes()), base);
+    for (auto [tm, r, base] : {std::tuple{tmK, &*kRing, p.kOffset()},
+                               std::tuple{tmV, &*vRing, p.vOffset()}}) {
+      r->acquire(slot, p.kvStageBytes());
+      Value fullBar = r->fullBarrier(slot);
+      Value stageBase = kb.add(kb.mul(slot.stage, p.kvStageBytes()), base);
       for (int panel = 0; panel < p.panels(); ++panel) {
         Value dst = hb.view(smem, kb.add(stageBase, panel * p.blockN * hopper::kSwizzleBytes),
                             box(p.blockN), p.elem);
@@ -570,16 +553,17 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
   }
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(any.thenBlock());
-  hb.waitParity(bars, kb.idx(kQFull), parityOf(qPhase));
+  auto qSlot = qRing->slot(qPhase);
+  qRing->waitFull(qSlot);
 
   // Prologue: S of the first key tile, its softmax.
-  auto [firstStage, firstParity] = stageParity(ring);
-  hb.waitParity(bars, kb.add(firstStage, kKFull), firstParity);
+  auto first = kRing->slot(ring);
+  kRing->waitFull(first);
   hb.fence();
-  SmallVector<Value> s = issueQK(stageOffset16(firstStage));
+  SmallVector<Value> s = issueQK(stageOffset16(first.stage));
   hb.waitGroup(0);
   s = hb.registerFence(s);
-  hb.arrive(bars, kb.add(firstStage, kKEmpty));
+  kRing->release(first);
   s = maskedScores(s, lo);
   SmallVector<Value> probs, m, l, alpha;
   softmax(s, {}, {}, /*first=*/true, probs, m, l, alpha);
@@ -600,25 +584,25 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
     SmallVector<Value> mOld(it.end() - 4, it.end() - 2), lOld(it.end() - 2, it.end());
     Value i = loop.getInductionVar();
     Value at = add32(ring, toI32(i));
-    auto [stage, parity] = stageParity(at);
-    auto [prevStage, prevParity] = stageParity(arith::SubIOp::create(b, loc, at, c32(1)));
-    hb.waitParity(bars, kb.add(stage, kKFull), parity);
+    auto cur = kRing->slot(at);
+    auto prev = vRing->slot(arith::SubIOp::create(b, loc, at, c32(1)));
+    kRing->waitFull(cur);
     hb.namedBarrierSync(barMine, 256);
     hb.fence();
-    SmallVector<Value> sNext = issueQK(stageOffset16(stage));
-    hb.waitParity(bars, kb.add(prevStage, kVFull), prevParity);
+    SmallVector<Value> sNext = issueQK(stageOffset16(cur.stage));
+    vRing->waitFull(prev);
     hb.fence();
-    o = issuePV(o, pIn, stageOffset16(prevStage));
+    o = issuePV(o, pIn, stageOffset16(prev.stage));
     hb.namedBarrierArrive(barOther, 256);
     hb.waitGroup(1); // S ready, PV still running
     sNext = hb.registerFence(sNext);
-    hb.arrive(bars, kb.add(stage, kKEmpty));
+    kRing->release(cur);
     sNext = maskedScores(sNext, kb.add(lo, i));
     SmallVector<Value> pNew, mNew, lNew, a;
     softmax(sNext, mOld, lOld, /*first=*/false, pNew, mNew, lNew, a);
     hb.waitGroup(0);
     o = hb.registerFence(o);
-    hb.arrive(bars, kb.add(prevStage, kVEmpty));
+    vRing->release(prev);
     SmallVector<Value> pPacked = packP(pNew); // after the wait: the old P is no longer read
     SmallVector<Value> next;
     for (int idx = 0; idx < p.oValues(); ++idx) next.push_back(kb.fmul(o[idx], a[(idx / 2) % 2]));
@@ -632,15 +616,14 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
   SmallVector<Value> o(res.begin(), res.begin() + p.oValues());
   SmallVector<Value> pLast(res.begin() + p.oValues(), res.begin() + p.oValues() + pRegs.size());
   // Every QK^T of the tile is done: the producer may load the next tile's Q.
-  hb.arrive(bars, kb.idx(kQEmpty));
-  auto [lastStage, lastParity] =
-      stageParity(arith::SubIOp::create(b, loc, add32(ring, toI32(nIter)), c32(1)));
-  hb.waitParity(bars, kb.add(lastStage, kVFull), lastParity);
+  qRing->release(qSlot);
+  auto last = vRing->slot(arith::SubIOp::create(b, loc, add32(ring, toI32(nIter)), c32(1)));
+  vRing->waitFull(last);
   hb.fence();
-  o = issuePV(o, pLast, stageOffset16(lastStage));
+  o = issuePV(o, pLast, stageOffset16(last.stage));
   hb.waitGroup(0);
   o = hb.registerFence(o);
-  hb.arrive(bars, kb.add(lastStage, kVEmpty));
+  vRing->release(last);
   SmallVector<Value> out(o);
   out.append(res.end() - 4, res.end());
   scf::YieldOp::create(b, loc, out);

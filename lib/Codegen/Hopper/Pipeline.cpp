@@ -1,0 +1,50 @@
+#include "tessera/Codegen/Hopper/Pipeline.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+
+namespace tessera::hopper {
+
+void MbarrierRing::init() {
+  for (int s = 0; s < stages; ++s) {
+    tma.initBarrier(group, kb.idx(firstFull + s), 1);
+    tma.initBarrier(group, kb.idx(firstEmpty + s), consumerThreads);
+  }
+}
+
+MbarrierRing::Slot MbarrierRing::slot(Value iteration) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto c32 = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 32); };
+  Value stage, phase;
+  if (llvm::isPowerOf2_32(stages)) {
+    stage = arith::AndIOp::create(b, loc, iteration, c32(stages - 1));
+    phase = stages == 1 ? iteration
+                        : arith::ShRUIOp::create(b, loc, iteration, c32(llvm::Log2_32(stages)));
+  } else {
+    stage = arith::RemUIOp::create(b, loc, iteration, c32(stages));
+    phase = arith::DivUIOp::create(b, loc, iteration, c32(stages));
+  }
+  Value parity = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                       arith::AndIOp::create(b, loc, phase, c32(1)), c32(0));
+  return {arith::IndexCastUIOp::create(b, loc, b.getIndexType(), stage), parity};
+}
+
+void MbarrierRing::acquire(const Slot &s, int bytes) {
+  OpBuilder &b = kb.builder();
+  // The producer waits for the previous phase's release: parity flipped. A fresh barrier
+  // reports the phase before its first as complete, so the first pass does not wait.
+  Value flipped = arith::XOrIOp::create(b, kb.location(), s.parity,
+                                        arith::ConstantIntOp::create(b, kb.location(), 1, 1));
+  tma.waitParity(group, kb.add(s.stage, firstEmpty), flipped);
+  tma.arriveExpectTx(group, fullBarrier(s), bytes);
+}
+
+Value MbarrierRing::fullBarrier(const Slot &s) { return kb.add(s.stage, firstFull); }
+
+void MbarrierRing::waitFull(const Slot &s) { tma.waitParity(group, fullBarrier(s), s.parity); }
+
+void MbarrierRing::release(const Slot &s) { tma.arrive(group, kb.add(s.stage, firstEmpty)); }
+
+} // namespace tessera::hopper
