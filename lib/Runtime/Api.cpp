@@ -42,6 +42,21 @@ tessera_status argField(const tessera_kernel *kernel, int index, const char **ou
   });
 }
 
+/// Shared body of the tessera_bundle_kernel_* getters: manifest facts, which need no driver load.
+template <typename Field>
+tessera_status kernelInfoField(const tessera_bundle *bundle, int index, const char **out, const char *function,
+                               Field field) {
+  if (!bundle || !out)
+    return missing(function, bundle ? "out" : "bundle");
+  return guard([&]() -> tessera_status {
+    const std::vector<KernelInfo> &kernels = bundle->manifest.kernels;
+    if (tessera_status s = checkIndex(index, kernels.size(), function, "index"))
+      return s;
+    *out = field(kernels[index]);
+    return TESSERA_SUCCESS;
+  });
+}
+
 template <typename T> tessera_status setArgOf(tessera_args *args, const char *name, ArgType type, T value, const char *function) {
   if (!args || !name)
     return missing(function, args ? "name" : "args");
@@ -171,32 +186,18 @@ TESSERA_API tessera_status tessera_bundle_kernel_count(const tessera_bundle *bun
 }
 
 TESSERA_API tessera_status tessera_bundle_kernel_name(const tessera_bundle *bundle, int index, const char **out) {
-  TESSERA_REQUIRE(bundle);
-  TESSERA_REQUIRE(out);
-  return guard([&]() -> tessera_status {
-    if (tessera_status s = checkIndex(index, bundle->kernels.size(), "tessera_bundle_kernel_name", "index"))
-      return s;
-    *out = bundle->kernels[index]->info->name.c_str();
-    return TESSERA_SUCCESS;
-  });
+  return kernelInfoField(bundle, index, out, __func__, [](const KernelInfo &k) { return k.name.c_str(); });
+}
+
+TESSERA_API tessera_status tessera_bundle_kernel_json(const tessera_bundle *bundle, int index, const char **out) {
+  return kernelInfoField(bundle, index, out, __func__, [](const KernelInfo &k) { return k.json.c_str(); });
 }
 
 TESSERA_API tessera_status tessera_kernel_get(const tessera_bundle *bundle, const char *name, tessera_kernel **out) {
   TESSERA_REQUIRE(bundle);
   TESSERA_REQUIRE(name);
   TESSERA_REQUIRE(out);
-  return guard([&]() -> tessera_status {
-    std::string known;
-    for (const auto &kernel : bundle->kernels) {
-      if (kernel->info->name == name) {
-        *out = kernel.get();
-        return TESSERA_SUCCESS;
-      }
-      appendToList(known, kernel->info->name);
-    }
-    return fail(TESSERA_ERROR_KERNEL_NOT_FOUND, "bundle " + bundle->dir + " has no kernel '" + name +
-                                                    "' (kernels: " + (known.empty() ? "none" : known) + ")");
-  });
+  return guard([&]() -> tessera_status { return getKernel(*bundle, name, *out); });
 }
 
 TESSERA_API tessera_status tessera_kernel_name(const tessera_kernel *kernel, const char **out) {

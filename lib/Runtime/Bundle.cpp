@@ -1,4 +1,4 @@
-// Loading a bundle: manifest, target check, code object checks, then the backend loads each kernel.
+// Loading a bundle (manifest, target check, code object checks) and its kernels, each on its first get.
 #include "Bundle.h"
 
 #include "CodeObject.h"
@@ -31,41 +31,64 @@ tessera_status loadBundle(const std::shared_ptr<Device> &device, const std::stri
   if (tessera_status s = checkTarget(manifest, *device, dir))
     return s;
 
-  // Every code object is read and checked before the first is loaded.
-  std::vector<std::string> &codeObjects = bundle->codeObjects;
-  codeObjects.resize(manifest.kernels.size());
-  if (device->backend->code_object_format) {
-    for (size_t i = 0; i < manifest.kernels.size(); ++i) {
-      const KernelInfo &k = manifest.kernels[i];
-      std::string path = dir + "/" + k.codeObject;
-      if (tessera_status s = readCodeObject(path, codeObjects[i]))
-        return s;
-      if (tessera_status s = validateCodeObject(manifest.codeObjectFormat, codeObjects[i], k.entry, path))
-        return s;
-    }
-  }
-
-  for (size_t i = 0; i < manifest.kernels.size(); ++i) {
-    const KernelInfo &k = manifest.kernels[i];
-    bool hasCode = device->backend->code_object_format != nullptr;
-    tessera_backend_kernel_desc desc = {dir.c_str(), k.json.c_str(), k.entry.c_str(),
-                                        hasCode ? codeObjects[i].c_str() : nullptr, codeObjects[i].size(),
-                                        k.ldsBytes, k.dynamicLdsBytes};
+  // Every code object is read and checked here, so a missing or corrupt one fails the load;
+  // the driver sees each only on its kernel's first get.
+  for (const KernelInfo &k : manifest.kernels) {
     auto kernel = std::make_unique<tessera_kernel>();
     kernel->bundle = bundle.get();
     kernel->info = &k;
-    // On failure, ~tessera_bundle unloads the kernels loaded so far.
-    if (tessera_status s = device->backend->load_kernel(device->handle, &desc, &kernel->handle))
-      return s;
+    if (device->backend->code_object_format) {
+      std::string path = dir + "/" + k.codeObject;
+      if (tessera_status s = readCodeObject(path, kernel->codeObject))
+        return s;
+      if (tessera_status s = validateCodeObject(manifest.codeObjectFormat, kernel->codeObject, k.entry, path))
+        return s;
+    }
     bundle->kernels.push_back(std::move(kernel));
   }
   out = std::move(bundle);
   return TESSERA_SUCCESS;
 }
 
+/// Loads `kernel` through the backend unless an earlier get did.
+static tessera_status loadKernel(tessera_kernel &kernel) {
+  std::lock_guard<std::mutex> lock(kernel.loadMutex);
+  if (kernel.handle)
+    return TESSERA_SUCCESS;
+  const tessera_bundle &bundle = *kernel.bundle;
+  const Device &device = *bundle.device;
+  const KernelInfo &k = *kernel.info;
+  bool hasCode = device.backend->code_object_format != nullptr;
+  tessera_backend_kernel_desc desc = {bundle.dir.c_str(), k.json.c_str(), k.entry.c_str(),
+                                      hasCode ? kernel.codeObject.c_str() : nullptr, kernel.codeObject.size(),
+                                      k.ldsBytes, k.dynamicLdsBytes};
+  // Set only on success: the backend may write its out pointer before failing.
+  void *handle = nullptr;
+  if (tessera_status s = device.backend->load_kernel(device.handle, &desc, &handle))
+    return s;
+  kernel.handle = handle;
+  return TESSERA_SUCCESS;
+}
+
+tessera_status getKernel(const tessera_bundle &bundle, const std::string &name, tessera_kernel *&out) {
+  std::string known;
+  for (const auto &kernel : bundle.kernels) {
+    if (kernel->info->name == name) {
+      if (tessera_status s = loadKernel(*kernel))
+        return s;
+      out = kernel.get();
+      return TESSERA_SUCCESS;
+    }
+    appendToList(known, kernel->info->name);
+  }
+  return fail(TESSERA_ERROR_KERNEL_NOT_FOUND,
+              "bundle " + bundle.dir + " has no kernel '" + name + "' (kernels: " + (known.empty() ? "none" : known) + ")");
+}
+
 } // namespace tessera::runtime
 
 tessera_bundle::~tessera_bundle() {
   for (const auto &kernel : kernels)
-    device->backend->unload_kernel(device->handle, kernel->handle);
+    if (kernel->handle)
+      device->backend->unload_kernel(device->handle, kernel->handle);
 }

@@ -1,4 +1,4 @@
-// A loaded bundle: its manifest and one backend kernel per manifest kernel.
+// A loaded bundle: its manifest and one kernel per manifest kernel, driver-loaded on its first get.
 #ifndef TESSERA_RUNTIME_BUNDLE_H
 #define TESSERA_RUNTIME_BUNDLE_H
 
@@ -33,7 +33,13 @@ private:
 struct tessera_kernel {
   const tessera_bundle *bundle = nullptr;
   const tessera::runtime::KernelInfo *info = nullptr;
-  void *handle = nullptr; ///< the backend's kernel
+  /// The validated code object (empty for backends that read the bundle themselves), kept from
+  /// the bundle's load: the driver loads it on the first get, and HIP may read it afterwards.
+  std::string codeObject;
+  /// The backend's kernel, null until the first successful getKernel. Written under loadMutex;
+  /// callers hold a tessera_kernel only after such a get, so they read it without the lock.
+  void *handle = nullptr;
+  std::mutex loadMutex;
   tessera::runtime::TensorMapCache tensorMapCache;
 };
 
@@ -43,17 +49,20 @@ struct tessera_bundle {
   std::string dir;
   tessera::runtime::Manifest manifest;
   std::vector<std::unique_ptr<tessera_kernel>> kernels; ///< same order as manifest.kernels
-  /// The code object images, kept while the kernels live: HIP may read an image after
-  /// hipModuleLoadData returns.
-  std::vector<std::string> codeObjects;
 };
 
 namespace tessera::runtime {
 
-/// Reads the manifest in `dir`, refuses a bundle for another chip, validates every code object
-/// and only then loads them, so a bad bundle leaves nothing loaded.
+/// Reads the manifest in `dir`, refuses a bundle for another chip, and reads and validates every
+/// code object, so a bad bundle fails here. No kernel is loaded through the driver yet: a PTX JIT
+/// costs up to half a second per kernel, and a process uses few of a bundle's kernels.
 tessera_status loadBundle(const std::shared_ptr<Device> &device, const std::string &dir,
                           std::unique_ptr<tessera_bundle> &out);
+
+/// The kernel called `name`, loaded through the driver by the first get (once, however many
+/// threads ask). A failed load is not cached: the kernel stays unloaded, and the next get tries
+/// again and reports that attempt's error.
+tessera_status getKernel(const tessera_bundle &bundle, const std::string &name, tessera_kernel *&out);
 
 } // namespace tessera::runtime
 

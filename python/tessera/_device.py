@@ -13,17 +13,26 @@ _SETTERS = {"ptr": ("tessera_args_set_ptr", ctypes.c_void_p), "i64": ("tessera_a
 
 
 class Kernel:
-    """One kernel of a loaded bundle: its manifest entry, and launch by argument name."""
+    """One kernel of a loaded bundle: its manifest entry, and launch by argument name. The runtime loads it through
+    the driver (on CUDA a PTX JIT, up to half a second) on its first launch or grid, not with the bundle."""
 
-    def __init__(self, bundle, handle):
+    def __init__(self, bundle, info):
         self.bundle = bundle
-        self._handle = handle
-        self.info = json.loads(_lib.call_str("tessera_kernel_json", handle))
+        self._loaded = None
+        self.info = info
         self.name = self.info["name"]
         self.directive = self.info.get("directive")
         self.attributes = self.info.get("attributes", {})
         self.args = [(a["name"], a["type"]) for a in self.info["args"]]
         self._types = dict(self.args)
+
+    @property
+    def _handle(self):
+        """The runtime's kernel, got (so loaded) on first use; a driver failure raises here, and the next use retries.
+        Threads racing here get the same kernel: the runtime loads it once."""
+        if self._loaded is None:
+            self._loaded = _lib.call_handle("tessera_kernel_get", self.bundle._handle, self.name.encode())
+        return self._loaded
 
     def matches(self, directive, **attributes):
         """True if this kernel is `directive` with these attribute values (an absent attribute counts as False)."""
@@ -65,10 +74,10 @@ class Bundle:
         self.directory = Path(directory)
         self._handle = _lib.call_handle("tessera_bundle_load", device._handle, str(self.directory).encode())
         self.target = _lib.call_str("tessera_bundle_target", self._handle)
+        # Manifest entries only: the driver loads a kernel when it is first launched.
         count = _lib.call_int("tessera_bundle_kernel_count", self._handle)
-        names = [_lib.call_str("tessera_bundle_kernel_name", self._handle, i) for i in range(count)]
-        self.kernels = {name: Kernel(self, _lib.call_handle("tessera_kernel_get", self._handle, name.encode()))
-                        for name in names}
+        infos = [json.loads(_lib.call_str("tessera_bundle_kernel_json", self._handle, i)) for i in range(count)]
+        self.kernels = {info["name"]: Kernel(self, info) for info in infos}
 
     def kernel(self, name):
         """The kernel called `name`; KernelNotFoundError (from the runtime, listing the kernels) otherwise."""

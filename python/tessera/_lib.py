@@ -30,6 +30,7 @@ _SIGNATURES = {
     "tessera_bundle_target": (c_int, [_H, _OUT_S]),
     "tessera_bundle_kernel_count": (c_int, [_H, _OUT_I]),
     "tessera_bundle_kernel_name": (c_int, [_H, c_int, _OUT_S]),
+    "tessera_bundle_kernel_json": (c_int, [_H, c_int, _OUT_S]),
     "tessera_kernel_get": (c_int, [_H, c_char_p, _OUT_H]),
     "tessera_kernel_name": (c_int, [_H, _OUT_S]),
     "tessera_kernel_arg_count": (c_int, [_H, _OUT_I]),

@@ -141,6 +141,30 @@ def test_fake_cuda_bundle_errors(fake, tmp_path):
 
 
 @requires_fake
+def test_fake_cuda_kernels_load_on_first_use(fake, tmp_path):
+    """Loading a bundle and choosing kernels touch no driver; a kernel's first use loads it, once, and a JIT failure
+    is raised there with its log."""
+    manifest = support.write_gemm_bundle(tmp_path / "sm_90", "sm_90")
+    for entry in manifest["kernels"]:
+        support.write_ptx(tmp_path / "sm_90", entry)
+    bundle = tessera.Device("cuda").bundle(tmp_path / "sm_90")
+    kernel = bundle.find("wmma_gemm", dtype="f16", out_type="f32", transpose_b=True)
+    assert kernel.name == "gemm_f16_f32_nt" and "gemm_f16_f16_nn" in bundle.kernels and len(bundle.kernels) == 8
+    assert bundle.kernel("gemm_f16_f16_nn").args[0] == ("a", "ptr")
+    assert fake.lib.fake_calls(b"cuModuleLoadDataEx") == 0
+    values = dict(a=16, b=16, c=16, M=300, N=129, K=1, lda=1, ldb=1, ldc=129)
+    assert kernel.grid(**values) == (2, 3, 1)
+    kernel.launch(**values)
+    assert fake.lib.fake_calls(b"cuModuleLoadDataEx") == 1 and len(fake.launches()) == 1
+    fake.lib.fake_fail(b"cuModuleLoadDataEx", 218, 1)   # CUDA_ERROR_INVALID_PTX from now on
+    for _ in range(2):   # not cached: each use tries again
+        with pytest.raises(tessera.DriverError, match=r"^cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX .*\n"
+                                                      r"JIT log: .*fake JIT failure$"):
+            bundle.kernel("gemm_f16_f16_nn").launch(**values)
+    assert fake.lib.fake_calls(b"cuModuleLoadDataEx") == 3 and len(fake.launches()) == 1
+
+
+@requires_fake
 def test_fake_driver_failure_names_the_call(fake):
     dev = tessera.Device("cuda")
     fake.lib.fake_fail(b"cuMemAlloc_v2", 2, 0)   # CUDA_ERROR_OUT_OF_MEMORY

@@ -1,5 +1,9 @@
-// Runtime bundle tests: manifest checks, target checks before loading, code object checks, introspection.
+// Runtime bundle tests: manifest, target and code object checks at load, driver loads on first get, introspection.
 #include "TestSupport.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
 
 namespace tessera::runtime::test {
 namespace {
@@ -16,19 +20,43 @@ tessera_status loadFails(tessera_device *device, const TempDir &dir) {
   return s;
 }
 
+/// Gets `name` from `bundle`, expecting failure; returns the status.
+tessera_status getFails(const tessera_bundle *bundle, const char *name) {
+  tessera_kernel *k = nullptr;
+  tessera_status s = tessera_kernel_get(bundle, name, &k);
+  EXPECT_EQ(k, nullptr);
+  return s;
+}
+
+/// nvidiaManifest() with a second kernel, gemm2.
+json twoKernelManifest() {
+  json manifest = nvidiaManifest();
+  json second = manifest["kernels"][0];
+  second["name"] = second["entry"] = "gemm2";
+  second["code_object"] = "gemm2.ptx";
+  manifest["kernels"].push_back(second);
+  return manifest;
+}
+
 TEST_F(BundleTest, LoadsAndDescribesKernels) {
   ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
-  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 1);
-  const char *target = nullptr, *name = nullptr;
+  const char *target = nullptr, *name = nullptr, *entry = nullptr;
   int count = 0;
   ASSERT_TESSERA_OK(tessera_bundle_target(bundle, &target));
   ASSERT_TESSERA_OK(tessera_bundle_kernel_count(bundle, &count));
   ASSERT_TESSERA_OK(tessera_bundle_kernel_name(bundle, 0, &name));
+  ASSERT_TESSERA_OK(tessera_bundle_kernel_json(bundle, 0, &entry));
   EXPECT_STREQ(target, "sm_90");
   EXPECT_EQ(count, 1);
   EXPECT_STREQ(name, "gemm");
+  EXPECT_EQ(json::parse(entry)["directive"], "wmma_gemm");
   EXPECT_TESSERA_ERROR(tessera_bundle_kernel_name(bundle, 1, &name), TESSERA_ERROR_INVALID_ARGUMENT,
-                       "index 1 is outside \\[0, 1\\)");
+                       "^tessera_bundle_kernel_name: index 1 is outside \\[0, 1\\)$");
+  EXPECT_TESSERA_ERROR(tessera_bundle_kernel_json(bundle, -1, &entry), TESSERA_ERROR_INVALID_ARGUMENT,
+                       "^tessera_bundle_kernel_json: index -1 is outside \\[0, 1\\)$");
+  EXPECT_TESSERA_ERROR(tessera_bundle_kernel_json(bundle, 0, nullptr), TESSERA_ERROR_INVALID_ARGUMENT,
+                       "^tessera_bundle_kernel_json: out is NULL$");
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 0); // describing a bundle loads nothing
 
   tessera_kernel *k = kernel(bundle);
   int args = 0;
@@ -55,21 +83,60 @@ TEST_F(BundleTest, LoadsAndDescribesKernels) {
   // Directive attributes reach Python through the kernel's manifest entry.
   const char *text = nullptr;
   ASSERT_TESSERA_OK(tessera_kernel_json(k, &text));
-  json entry = json::parse(text);
-  EXPECT_EQ(entry["directive"], "wmma_gemm");
-  EXPECT_EQ(entry["attributes"]["tile"]["n"], 128);
+  EXPECT_STREQ(text, entry);
+  EXPECT_EQ(json::parse(text)["attributes"]["tile"]["n"], 128);
 }
 
-TEST_F(BundleTest, UnloadUnloadsModules) {
+// A bundle's kernels cost nothing until used: the driver (a PTX JIT on CUDA) sees a kernel on
+// its first get, and only then.
+TEST_F(BundleTest, KernelIsLoadedOnItsFirstGet) {
   ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 0);
+  tessera_kernel *first = kernel(bundle);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 1);
+  EXPECT_EQ(fake_calls("cuModuleGetFunction"), 1);
+  EXPECT_EQ(kernel(bundle), first);
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 1);
+}
+
+TEST_F(BundleTest, ConcurrentFirstGetsLoadOnce) {
+  ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
+  fake_set_jit_ms(50); // every thread asks while the first one's JIT runs
+  std::atomic<bool> go{false};
+  std::vector<tessera_kernel *> got(8, nullptr);
+  std::vector<tessera_status> status(got.size(), TESSERA_ERROR_INTERNAL);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < got.size(); ++i)
+    threads.emplace_back([&, i] {
+      while (!go)
+        std::this_thread::yield();
+      status[i] = tessera_kernel_get(bundle, "gemm", &got[i]);
+    });
+  go = true;
+  for (std::thread &t : threads)
+    t.join();
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(status[i], TESSERA_SUCCESS) << "thread " << i;
+    EXPECT_EQ(got[i], got[0]) << "thread " << i;
+  }
+  EXPECT_NE(got[0], nullptr);
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 1);
+}
+
+TEST_F(BundleTest, UnloadUnloadsOnlyTheKernelsGot) {
+  ASSERT_NE(load("cuda", twoKernelManifest()), nullptr);
+  ASSERT_NE(kernel(bundle, "gemm2"), nullptr);
   ASSERT_TESSERA_OK(tessera_bundle_unload(bundle));
   bundle = nullptr;
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 1);
   EXPECT_EQ(fake_calls("cuModuleUnload"), 1);
 }
 
 // Python may collect the device before its bundles: the bundle keeps the device open.
 TEST_F(BundleTest, BundleKeepsItsDeviceOpen) {
   ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
+  ASSERT_NE(kernel(bundle), nullptr);
   ASSERT_TESSERA_OK(tessera_device_close(device));
   device = nullptr;
   EXPECT_EQ(fake_calls("cuDevicePrimaryCtxRelease_v2"), 0);
@@ -286,46 +353,54 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(BundleTest, ValidHsacoIsHandedToHip) {
   ASSERT_NE(load("hip", amdManifest()), nullptr);
+  EXPECT_EQ(fake_calls("hipModuleLoadData"), 0);
+  ASSERT_NE(kernel(bundle), nullptr);
   EXPECT_EQ(fake_calls("hipModuleLoadData"), 1);
   EXPECT_EQ(fake_calls("hipModuleGetFunction"), 1);
 }
 
 TEST_F(BundleTest, MissingKernelHasItsOwnError) {
   ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
-  tessera_kernel *k = nullptr;
-  EXPECT_TESSERA_ERROR(tessera_kernel_get(bundle, "attention", &k), TESSERA_ERROR_KERNEL_NOT_FOUND,
+  EXPECT_TESSERA_ERROR(getFails(bundle, "attention"), TESSERA_ERROR_KERNEL_NOT_FOUND,
                        "^bundle .* has no kernel 'attention' \\(kernels: gemm\\)$");
-  EXPECT_EQ(k, nullptr);
 }
 
-TEST_F(BundleTest, JitFailureNamesTheCallAndCarriesTheLog) {
-  device = open("cuda");
-  writeBundle(dir, nvidiaManifest());
+// The JIT runs at the first get, so its failure is that get's. It is not cached: each get tries
+// again (a driver may have run out of memory only for a while) and reports its own attempt.
+TEST_F(BundleTest, JitFailureAtGetNamesTheCallAndCarriesTheLog) {
+  ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
   fake_fail("cuModuleLoadDataEx", 218, 0);
-  EXPECT_TESSERA_ERROR(loadFails(device, dir), TESSERA_ERROR_DRIVER,
-                       "^cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX \\(a PTX JIT compilation failed\\)\n"
-                       "JIT log: ptxas application ptx input, line 7; error   : fake JIT failure$");
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    EXPECT_TESSERA_ERROR(getFails(bundle, "gemm"), TESSERA_ERROR_DRIVER,
+                         "^cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX \\(a PTX JIT compilation failed\\)\n"
+                         "JIT log: ptxas application ptx input, line 7; error   : fake JIT failure$");
+    EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), attempt);
+  }
+  ASSERT_TESSERA_OK(tessera_bundle_unload(bundle));
+  bundle = nullptr;
+  EXPECT_EQ(fake_calls("cuModuleUnload"), 0);
 }
 
-TEST_F(BundleTest, HipLoadFailureNamesTheCall) {
-  device = open("hip");
-  writeBundle(dir, amdManifest());
+TEST_F(BundleTest, HipLoadFailureAtGetNamesTheCall) {
+  ASSERT_NE(load("hip", amdManifest()), nullptr);
   fake_fail("hipModuleLoadData", 200, 0);
-  EXPECT_TESSERA_ERROR(loadFails(device, dir), TESSERA_ERROR_DRIVER,
+  EXPECT_TESSERA_ERROR(getFails(bundle, "gemm"), TESSERA_ERROR_DRIVER,
                        "^hipModuleLoadData failed: hipErrorInvalidImage \\(invalid kernel file\\)$");
 }
 
-TEST_F(BundleTest, FailedLoadUnloadsWhatItLoaded) {
-  json manifest = nvidiaManifest();
-  json second = manifest["kernels"][0];
-  second["name"] = second["entry"] = "gemm2";
-  second["code_object"] = "gemm2.ptx";
-  manifest["kernels"].push_back(second);
-  device = open("cuda");
-  writeBundle(dir, manifest);
+// A kernel that fails to load leaves nothing behind, and the kernels loaded before it stay usable.
+TEST_F(BundleTest, FailedGetUnloadsItsModuleAndKeepsTheOthers) {
+  ASSERT_NE(load("cuda", twoKernelManifest()), nullptr);
+  tessera_kernel *gemm = kernel(bundle, "gemm");
+  ASSERT_NE(gemm, nullptr);
   fake_fail("cuModuleGetFunction", 500, 1);
-  EXPECT_TESSERA_ERROR(loadFails(device, dir), TESSERA_ERROR_DRIVER, "^cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND");
+  EXPECT_TESSERA_ERROR(getFails(bundle, "gemm2"), TESSERA_ERROR_DRIVER,
+                       "^cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND");
   EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 2);
+  EXPECT_EQ(fake_calls("cuModuleUnload"), 1);
+  EXPECT_EQ(kernel(bundle, "gemm"), gemm);
+  ASSERT_TESSERA_OK(tessera_bundle_unload(bundle));
+  bundle = nullptr;
   EXPECT_EQ(fake_calls("cuModuleUnload"), 2);
 }
 
@@ -333,6 +408,8 @@ TEST_F(BundleTest, LargeDynamicSharedMemoryIsOptedIn) {
   json manifest = nvidiaManifest();
   manifest["kernels"][0]["dynamic_lds_bytes"] = 200 * 1024;
   ASSERT_NE(load("cuda", manifest), nullptr);
+  EXPECT_EQ(fake_max_dynamic_shared(), -1); // with the module, at the first get
+  ASSERT_NE(kernel(bundle), nullptr);
   EXPECT_EQ(fake_max_dynamic_shared(), 200 * 1024);
 }
 
@@ -340,11 +417,15 @@ TEST_F(BundleTest, SmallSharedMemoryNeedsNoOptIn) {
   json manifest = nvidiaManifest();
   manifest["kernels"][0]["dynamic_lds_bytes"] = 32 * 1024; // + 16 KiB static = exactly 48 KiB
   ASSERT_NE(load("cuda", manifest), nullptr);
+  ASSERT_NE(kernel(bundle), nullptr);
+  EXPECT_EQ(fake_calls("cuModuleGetFunction"), 1);
   EXPECT_EQ(fake_calls("cuFuncSetAttribute"), 0);
 }
 
 TEST_F(BundleTest, SimPluginGetsTheKernelEntryAndDirectory) {
   ASSERT_NE(load("sim:gfx942", amdManifest()), nullptr);
+  EXPECT_EQ(fake_calls("sim_load_kernel"), 0);
+  ASSERT_NE(kernel(bundle), nullptr);
   EXPECT_EQ(fake_sim_bundle_dir(), dir.path());
   EXPECT_EQ(json::parse(fake_sim_kernel_json())["name"], "gemm");
   // The simulator reads the kernel IR itself; the runtime hands it no code object.

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -46,6 +47,7 @@ static int max_dynamic_shared = -1;
 static fake_tensor_map last_tensor_map;
 static char sim_bundle_dir[512], sim_kernel_json[4096];
 static int sim_code_object_given;
+static int jit_ms;
 
 EXPORT void fake_reset(void) {
   call_log_size = 0;
@@ -56,9 +58,11 @@ EXPORT void fake_reset(void) {
   memset(&last_tensor_map, 0, sizeof last_tensor_map);
   sim_bundle_dir[0] = sim_kernel_json[0] = 0;
   sim_code_object_given = 0;
+  jit_ms = 0;
 }
 EXPORT void fake_set_cuda_arch(int major, int minor) { cuda_major = major, cuda_minor = minor; }
 EXPORT void fake_set_hip_arch(const char *name) { snprintf(hip_arch, sizeof hip_arch, "%s", name); }
+EXPORT void fake_set_jit_ms(int ms) { jit_ms = ms; }
 EXPORT void fake_fail(const char *call, int code, int after) {
   call_entry *e = entry_for(call);
   e->fail_code = code, e->fail_after = after;
@@ -199,6 +203,8 @@ EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned co
     return e;
   }
   if (current_context != &the_context) return CUDA_ERROR_INVALID_CONTEXT;
+  struct timespec jit = {jit_ms / 1000, (jit_ms % 1000) * 1000000L};
+  nanosleep(&jit, NULL);
   cu_module *m = calloc(1, sizeof *m);
   size_t size = strlen(image) + 1; /* PTX is NUL-terminated text */
   m->image = memcpy(malloc(size), image, size);

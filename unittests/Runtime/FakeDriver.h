@@ -22,6 +22,8 @@ typedef struct fake_launch {
 void fake_reset(void);
 void fake_set_cuda_arch(int major, int minor);
 void fake_set_hip_arch(const char *gcn_arch_name);
+/* cuModuleLoadDataEx takes this long, as a real PTX JIT does: concurrent first gets overlap. */
+void fake_set_jit_ms(int ms);
 /* After `after` successful calls of the function `call`, every further call returns `code`
    (the sim plugin's functions are "sim_<name>"). */
 void fake_fail(const char *call, int code, int after);

@@ -146,21 +146,29 @@ TEST_F(SimBackend, HostPointersAndForeignRangesAreRejected) {
   tessera_free(device, dy);
 }
 
-TEST_F(SimBackend, KernelIrOutsideTheSupportedSetFailsTheBundleLoad) {
+// The plugin reads a kernel's IR when the runtime loads the kernel, on its first get. A failed
+// load is not cached, so the next get reads the directory again.
+TEST_F(SimBackend, KernelIrOutsideTheSupportedSetFailsTheFirstGet) {
   std::string ir = kScale;
   write("scale.kernel.mlir", ir.replace(ir.find("gpu.block_id x"), 14, "gpu.cluster_id x"));
-  EXPECT_EQ(tessera_bundle_load(device, dir.c_str(), &bundle), TESSERA_ERROR_CODE_OBJECT_CORRUPT);
+  ASSERT_OK(tessera_bundle_load(device, dir.c_str(), &bundle));
+  tessera_kernel *kernel = nullptr;
+  EXPECT_EQ(tessera_kernel_get(bundle, "scale", &kernel), TESSERA_ERROR_CODE_OBJECT_CORRUPT);
   EXPECT_THAT(tessera_last_error(), ContainsRegex("cannot simulate kernel scale: .*scale.kernel.mlir:5:12: error: "
                                                   "unsupported operation 'gpu.cluster_id'"));
   std::filesystem::remove(dir / "scale.kernel.mlir");
-  EXPECT_EQ(tessera_bundle_load(device, dir.c_str(), &bundle), TESSERA_ERROR_CODE_OBJECT_MISSING);
+  EXPECT_EQ(tessera_kernel_get(bundle, "scale", &kernel), TESSERA_ERROR_CODE_OBJECT_MISSING);
+  EXPECT_THAT(tessera_last_error(), ContainsRegex("^kernel IR .*scale.kernel.mlir of kernel scale does not exist"));
+  EXPECT_EQ(kernel, nullptr);
 }
 
 TEST_F(SimBackend, ManifestArgumentsMustMatchTheKernelIr) {
   std::string manifest = kManifest;
   manifest.replace(manifest.find(R"("type": "f32", "role": "scale")"), 13, R"("type": "i32")");
   write("manifest.json", manifest);
-  EXPECT_EQ(tessera_bundle_load(device, dir.c_str(), &bundle), TESSERA_ERROR_CODE_OBJECT_CORRUPT);
+  ASSERT_OK(tessera_bundle_load(device, dir.c_str(), &bundle));
+  tessera_kernel *kernel = nullptr;
+  EXPECT_EQ(tessera_kernel_get(bundle, "scale", &kernel), TESSERA_ERROR_CODE_OBJECT_CORRUPT);
   EXPECT_THAT(tessera_last_error(), HasSubstr("manifest argument 3 is i32 but kernel IR parameter 's' is f32"));
 }
 

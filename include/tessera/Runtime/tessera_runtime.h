@@ -63,14 +63,19 @@ TESSERA_API tessera_status tessera_synchronize(tessera_device *device);
 
 /* ---- Bundles and kernels ----------------------------------------------------------------- */
 /* Reads dir/manifest.json, refuses a bundle made for another chip before touching any code
-   object, validates every code object, then loads them all. */
+   object, then reads and validates every code object. Kernels are not loaded through the driver
+   yet: each is, on its first tessera_kernel_get. */
 TESSERA_API tessera_status tessera_bundle_load(tessera_device *device, const char *dir, tessera_bundle **out);
 /* Frees the bundle and its kernels; their handles and strings become invalid. */
 TESSERA_API tessera_status tessera_bundle_unload(tessera_bundle *bundle);
 TESSERA_API tessera_status tessera_bundle_target(const tessera_bundle *bundle, const char **out);
 TESSERA_API tessera_status tessera_bundle_kernel_count(const tessera_bundle *bundle, int *out);
 TESSERA_API tessera_status tessera_bundle_kernel_name(const tessera_bundle *bundle, int index, const char **out);
-/* The kernel is owned by the bundle. TESSERA_ERROR_KERNEL_NOT_FOUND if there is no such name. */
+/* Kernel `index`'s manifest entry, as tessera_kernel_json gives it, without loading the kernel. */
+TESSERA_API tessera_status tessera_bundle_kernel_json(const tessera_bundle *bundle, int index, const char **out);
+/* The kernel is owned by the bundle. TESSERA_ERROR_KERNEL_NOT_FOUND if there is no such name.
+   The first get of a kernel loads it through the driver (CUDA: a PTX JIT), once even when
+   threads race; a driver failure is returned here, and a later get tries again. */
 TESSERA_API tessera_status tessera_kernel_get(const tessera_bundle *bundle, const char *name, tessera_kernel **out);
 
 /* Introspection; strings are owned by the bundle. */

@@ -1,4 +1,4 @@
-// The "cuda" backend: the CUDA driver API through dlopen("libcuda.so.1"), PTX JIT-compiled at load.
+// The "cuda" backend: the CUDA driver API through dlopen("libcuda.so.1"), PTX JIT-compiled by load_kernel.
 #include "Device.h"
 #include "Error.h"
 
