@@ -51,15 +51,18 @@ bool persistentCode(tessera::FlashAttnOp op) {
 
 /// The tile plan of the sm_90a kernel.
 struct Sm90Plan {
-  int headDim = 0, blockN = 0, stages = 2; // stages: of the K and V rings
+  int headDim = 0, blockN = 0;
+  int stages = 2;  // of the K and V rings
+  int qStages = 1; // Q buffers: with 2 the next tile's Q loads during this one
   static constexpr int blockM = 128, consumerRows = 64, threads = 384;
   ElemType in = ElemType::BF16;
   Type elem;
   int panels() const { return headDim / hopper::kPanelElems; }
   int qBytesPerConsumer() const { return panels() * consumerRows * hopper::kSwizzleBytes; }
   int kvStageBytes() const { return panels() * blockN * hopper::kSwizzleBytes; }
+  int qStageBytes() const { return 2 * qBytesPerConsumer(); }
   int qOffset() const { return 0; }
-  int kOffset() const { return 2 * qBytesPerConsumer(); }
+  int kOffset() const { return qStages * qStageBytes(); }
   int vOffset() const { return kOffset() + stages * kvStageBytes(); }
   /// O is staged apart from Q, so the next tile's Q loads while this tile's O is stored.
   int oOffset() const { return vOffset() + stages * kvStageBytes(); }
@@ -188,7 +191,8 @@ private:
   Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
   Value rowQ0, rowK0; // varlen: the first packed row of this tile's sequence in q/o and k/v
   Value threadRow, colInTile; // this thread's first accumulator query row and key column
-  Value qDescBase16;        // this consumer's Q tile (>> 4, i64)
+  Value qDescBase16;        // this consumer's Q tile in Q buffer 0 (>> 4, i64)
+  Value qDesc16;            // ... in the current tile's Q buffer
   Value numM, numTiles, barMine, barOther;
   Value wholeLo, wholeHi; // this tile's key tiles that need no mask: [wholeLo, wholeHi)
   bool persistent = false; // workgroups loop over tiles (persistentCode)
@@ -201,11 +205,11 @@ void Sm90Emitter::emit() {
   // setmaxnreg, so each role computes what it needs after its own.
   Value wg = hb.uniformWarpgroupId();
   // Barriers: Q full, the K and V rings' full ones, their empty ones, Q empty.
-  const int n = p.stages;
-  bars = hb.createBarriers(2 + 4 * n);
-  qRing.emplace(kb, hb, bars, 0, 1 + 4 * n, 1, kConsumerThreads);
-  kRing.emplace(kb, hb, bars, 1, 1 + 2 * n, n, kConsumerThreads);
-  vRing.emplace(kb, hb, bars, 1 + n, 1 + 3 * n, n, kConsumerThreads);
+  const int n = p.stages, q = p.qStages;
+  bars = hb.createBarriers(2 * q + 4 * n);
+  qRing.emplace(kb, hb, bars, 0, q + 4 * n, q, kConsumerThreads);
+  kRing.emplace(kb, hb, bars, q, q + 2 * n, n, kConsumerThreads);
+  vRing.emplace(kb, hb, bars, q + n, q + 3 * n, n, kConsumerThreads);
   auto init = scf::IfOp::create(b, loc, eq(kb.threadId(), 0), false);
   {
     OpBuilder::InsertionGuard g(b);
@@ -333,11 +337,12 @@ void Sm90Emitter::emitProducer() {
     b.setInsertionPointToStart(work.thenBlock());
     // Q of both consumers, once they finished the previous tile's QK^T.
     auto qSlot = qRing->slot(qPhase);
-    qRing->acquire(qSlot, 2 * p.qBytesPerConsumer());
+    qRing->acquire(qSlot, p.qStageBytes());
+    Value qBuffer = kb.mul(qSlot.stage, p.qStageBytes());
     for (int w = 0; w < 2; ++w)
       for (int panel = 0; panel < p.panels(); ++panel) {
         int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
-        Value dst = hb.view(smem, kb.idx(offset), box(Sm90Plan::consumerRows), p.elem);
+        Value dst = hb.view(smem, kb.add(qBuffer, offset), box(Sm90Plan::consumerRows), p.elem);
         Value row = kb.add(q0, w * 64);
         if (varlen) row = kb.add(rowQ0, row);
         hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars, qRing->fullBarrier(qSlot));
@@ -435,7 +440,7 @@ Value Sm90Emitter::quadReduce(Value x, bool isMax) {
 SmallVector<Value> Sm90Emitter::issueQK(Value stage16) {
   SmallVector<Value> s(p.sValues(), kb.f32(0));
   for (int k = 0; k < p.headDim / 16; ++k) {
-    Value descQ = addI64(qDescBase16, i64(int64_t(hopper::kMajorDescriptor(
+    Value descQ = addI64(qDesc16, i64(int64_t(hopper::kMajorDescriptor(
                                           0, Sm90Plan::consumerRows, k))));
     Value descK = kMajorDesc(stage16, p.kOffset(), p.blockN, k);
     s = hb.wgmmaSS(s, descQ, descK, p.blockN, p.in, /*accumulate=*/k > 0);
@@ -555,6 +560,11 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
   b.setInsertionPointToStart(any.thenBlock());
   auto qSlot = qRing->slot(qPhase);
   qRing->waitFull(qSlot);
+  qDesc16 = qDescBase16;
+  if (p.qStages > 1) {
+    Value buffer = arith::IndexCastOp::create(b, loc, b.getI64Type(), qSlot.stage);
+    qDesc16 = addI64(qDesc16, arith::MulIOp::create(b, loc, buffer, i64(p.qStageBytes() >> 4)));
+  }
 
   // Prologue: S of the first key tile, its softmax.
   auto first = kRing->slot(ring);
@@ -763,7 +773,9 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
 FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const TargetInfo &target) {
   Sm90Plan p;
   p.headDim = op.getHeadDim();
-  p.blockN = 128;
+  // Key tiles of 192 for head_dim 64 without a mask: on the H200 0.99-1.03x cuDNN at S >= 4096
+  // against 0.92-0.96x with 128 (bench/NOTES.md, 2026-11-29); causal tiles gained nothing.
+  p.blockN = p.headDim == 64 && equalWorkTiles(op) ? 192 : 128;
   p.elem = op.getDtype();
   p.in = *toElemType(p.elem);
   OpBuilder b(op);
