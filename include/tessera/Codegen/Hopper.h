@@ -1,11 +1,13 @@
 // Hopper (sm_90a) IR builders, one concern per header under Hopper/: wgmma descriptors
 // (Descriptors.h), SS/RS wgmma and their fences (Wgmma.h), TMA, mbarriers and shared memory
-// (Tma.h), the buffer ring of the TMA pipeline (Pipeline.h) and warp
-// specialisation (WarpSpecialization.h). HopperBuilder gathers them for a kernel emitter.
+// (Tma.h), the buffer ring of the TMA pipeline (Pipeline.h), warp specialisation
+// (WarpSpecialization.h) and the accumulator epilogue (Epilogue.h). HopperBuilder gathers the
+// instruction builders for a kernel emitter.
 #ifndef TESSERA_CODEGEN_HOPPER_H
 #define TESSERA_CODEGEN_HOPPER_H
 
 #include "tessera/Codegen/Hopper/Descriptors.h"
+#include "tessera/Codegen/Hopper/Epilogue.h"
 #include "tessera/Codegen/Hopper/Pipeline.h"
 #include "tessera/Codegen/Hopper/Tma.h"
 #include "tessera/Codegen/Hopper/WarpSpecialization.h"

@@ -36,6 +36,7 @@ namespace tessera {
 namespace {
 
 using hopper::HopperBuilder;
+using Acc = hopper::AccumulatorLayout; // which query row and key column each S/O value is
 
 /// Every query block has the same key range (no causal mask, no window): such kernels are
 /// persistent, the others launch one workgroup per tile.
@@ -131,9 +132,8 @@ private:
   /// second is 8 further): consumer cw's 64 rows, 16 per warp, 8 lane groups of 4.
   Value firstRowOfThread(Value cw) {
     Value ltid = kb.remui(kb.threadId(), 128);
-    return kb.add(kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)),
-                         kb.mul(kb.divui(ltid, 32), 16)),
-                  kb.divui(kb.remui(ltid, 32), 4));
+    return kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)),
+                  hopper::AccumulatorLayout::firstRow(kb, ltid));
   }
   /// Per role, after its setmaxnreg: shared memory, tensor maps, sizes and the tile count.
   void setUpRole();
@@ -147,9 +147,7 @@ private:
   /// The key tiles of the current tile: first and count (none for a varlen query block past
   /// its sequence's end).
   std::pair<Value, Value> keyTiles();
-  /// O of this consumer's staged tile stored by its threads, 16 bytes each, rows inside the
-  /// sequence only (varlen).
-  void storeStagedO(Value tileBase, Value rowStart);
+
   /// Runs `body(tile, qPhase, ring)` (i32s; it returns the next qPhase and ring: the Q phases
   /// and ring iterations used so far) for this workgroup's tiles: blockIdx.x, + gridDim.x, ...
   /// when persistent, else blockIdx.x alone.
@@ -484,7 +482,7 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
     lowest[h] = rel(first), highest[h] = rel(last);
   }
   for (int i = 0; i < p.sValues(); ++i) {
-    int j = i / 4, h = (i / 2) % 2, e = i % 2;
+    int j = Acc::group(i), h = Acc::half(i), e = i % 2;
     Value column = hb.i32(8 * j + e);
     Value ok = kb.andb(
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lowest[h], column),
@@ -505,7 +503,7 @@ void Sm90Emitter::softmax(ArrayRef<Value> s, ArrayRef<Value> mOld, ArrayRef<Valu
   for (int h = 0; h < 2; ++h) {
     Value mx;
     for (int i = 0; i < p.sValues(); ++i)
-      if ((i / 2) % 2 == h) mx = mx ? kb.fmax(mx, s[i]) : s[i];
+      if (Acc::half(i) == h) mx = mx ? kb.fmax(mx, s[i]) : s[i];
     mx = quadReduce(mx, /*isMax=*/true);
     if (!first) mx = kb.fmax(mx, mOld[h]);
     // Scaled max to subtract; a row with nothing visible yet keeps -inf and subtracts 0.
@@ -517,7 +515,7 @@ void Sm90Emitter::softmax(ArrayRef<Value> s, ArrayRef<Value> mOld, ArrayRef<Valu
     mNew.push_back(mx);
     Value sum;
     for (int i = 0; i < p.sValues(); ++i) {
-      if ((i / 2) % 2 != h) continue;
+      if (Acc::half(i) != h) continue;
       probs[i] = math::Exp2Op::create(b, loc, math::FmaOp::create(b, loc, s[i], softmaxScale, negM));
       sum = sum ? kb.fadd(sum, probs[i]) : probs[i];
     }
@@ -543,7 +541,7 @@ SmallVector<Value> Sm90Emitter::packP(ArrayRef<Value> probs) {
 SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ring, Value qPhase,
                                                   Value cw) {
   threadRow = firstRowOfThread(cw);
-  colInTile = kb.mul(kb.remui(kb.remui(kb.remui(kb.threadId(), 128), 32), 4), 2);
+  colInTile = hopper::AccumulatorLayout::firstColumn(kb, kb.remui(kb.threadId(), 128));
   std::tie(wholeLo, wholeHi) =
       visibility->unmaskedTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
 
@@ -615,7 +613,7 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
     vRing->release(prev);
     SmallVector<Value> pPacked = packP(pNew); // after the wait: the old P is no longer read
     SmallVector<Value> next;
-    for (int idx = 0; idx < p.oValues(); ++idx) next.push_back(kb.fmul(o[idx], a[(idx / 2) % 2]));
+    for (int idx = 0; idx < p.oValues(); ++idx) next.push_back(kb.fmul(o[idx], a[Acc::half(idx)]));
     next.append(pPacked);
     next.append(mNew);
     next.append(lNew);
@@ -649,8 +647,7 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
     Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], kb.f32(0));
     inv[h] = kb.select(positive, arith::DivFOp::create(b, loc, kb.f32(1.0), l[h]), kb.f32(0));
   }
-  // O / l as 16-bit pairs into this consumer's O tile, 128-byte swizzled (16-byte chunk c of
-  // row r sits at chunk c ^ (r % 8)), once the previous tile's TMA store has read it.
+  // O / l into this consumer's staged O tile, once the previous tile's TMA store has read it.
   Value ltid = kb.remui(kb.threadId(), 128);
   Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
   Value epilogueBarrier = arith::AddIOp::create(b, loc, cw32, hb.i32(3)); // ids 3 and 4
@@ -661,45 +658,34 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
     hb.waitBulkStoresRead();
   }
   hb.namedBarrierSync(epilogueBarrier, 128);
-  Value lane = kb.remui(ltid, 32), warp = kb.divui(ltid, 32);
-  Value g = kb.divui(lane, 4), t = kb.remui(lane, 4);
-  auto words = MemRefType::get({p.sharedBytes() / 4}, b.getI32Type(), MemRefLayoutAttrInterface(),
-                               gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup));
-  Value smemWords = memref::ViewOp::create(b, loc, words, smem, kb.idx(0), ValueRange{});
-  Value tileBase = kb.add(kb.mul(cw, p.qBytesPerConsumer()), p.oOffset());
-  auto pair = VectorType::get({2}, b.getF32Type());
-  auto half = VectorType::get({2}, p.elem);
-  for (int h = 0; h < 2; ++h) {
-    Value row = kb.add(kb.add(kb.mul(warp, 16), g), h * 8);
-    Value rowBase = kb.add(kb.add(tileBase, kb.mul(row, hopper::kSwizzleBytes)), kb.mul(t, 4));
-    for (int j = 0; j < p.headDim / 8; ++j) {
-      int panel = j / 8, chunk = j % 8;
-      Value swizzled = kb.mul(kb.xori(kb.remui(row, 8), kb.idx(chunk)), 16);
-      Value byte = kb.add(kb.add(rowBase, swizzled), panel * 64 * hopper::kSwizzleBytes);
-      Value x0 = kb.fmul(o[4 * j + 2 * h], inv[h]), x1 = kb.fmul(o[4 * j + 2 * h + 1], inv[h]);
-      Value v = vector::FromElementsOp::create(b, loc, pair, ValueRange{x0, x1});
-      Value bits = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()),
-                                             arith::TruncFOp::create(b, loc, half, v));
-      memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, bits, int64_t(0)),
-                              smemWords, ValueRange{kb.divui(byte, 4)});
-    }
-  }
+  hopper::StagedTile tile{smem, kb.add(kb.mul(cw, p.qBytesPerConsumer()), p.oOffset()),
+                          p.sharedBytes(), p.headDim, p.elem};
+  hopper::EpilogueBuilder epilogue(kb, hb);
+  epilogue.stage(tile, o, inv, ltid);
   Value rowO = kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows));
   if (varlen) {
+    // By the threads: a TMA box would overwrite the next sequence's rows.
     hb.namedBarrierSync(epilogueBarrier, 128);
-    storeStagedO(tileBase, rowO);
+    Value out = arg("o");
+    // 16-byte stores need 16-byte aligned rows; Python picks the portable twin otherwise, and
+    // a caller of the runtime that does not gets element stores, not a misaligned fault.
+    Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, out);
+    Value aligned = kb.andb(kb.andb(eq(kb.remui(arg("o_stride_s"), 8), 0),
+                                    eq(kb.remui(arg("o_stride_h"), 8), 0)),
+                            eq(kb.remui(address, 16), 0));
+    Value base = kb.add(kb.mul(kb.add(rowQ0, rowO), arg("o_stride_s")),
+                        kb.mul(head, arg("o_stride_h")));
+    epilogue.storeByThreads(tile, ltid, kb.sub(seqQ, rowO), out, base, arg("o_stride_s"), aligned);
   } else {
     hb.fenceProxyAsyncShared();
     hb.namedBarrierSync(epilogueBarrier, 128);
     auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(leader.thenBlock());
-    for (int panel = 0; panel < p.panels(); ++panel) {
-      Value src = hb.view(smem, kb.add(tileBase, panel * 64 * hopper::kSwizzleBytes),
-                          box(Sm90Plan::consumerRows), p.elem);
-      hb.tmaStore(src, tmO, coords(kb.idx(panel * 64), rowO, head));
-    }
-    hb.commitBulkStores(); // waited for before the next write of the O tile, and at the end
+    // Waited for before the next write of the O tile, and at the end.
+    epilogue.storeByTma(tile, tmO, box(Sm90Plan::consumerRows), [&](int panel) {
+      return coords(kb.idx(panel * 64), rowO, head);
+    });
   }
   if (!op.getReturnLse()) return;
   // LSE (natural log) per row from the lanes holding column 0 of it.
@@ -712,50 +698,11 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
     Value value = kb.select(positive, kb.fmul(math::FmaOp::create(b, loc, m[h], softmaxScale, log2l),
                                         kb.f32(M_LN2)),
                          kb.f32(-INFINITY));
-    auto write = scf::IfOp::create(b, loc, kb.andb(eq(t, 0), kb.cmpLt(row, seqQ)), false);
+    Value writer = eq(hopper::AccumulatorLayout::firstColumn(kb, ltid), 0);
+    auto write = scf::IfOp::create(b, loc, kb.andb(writer, kb.cmpLt(row, seqQ)), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(write.thenBlock());
     memref::StoreOp::create(b, loc, value, arg("lse"), ValueRange{kb.add(base, row)});
-  }
-}
-
-void Sm90Emitter::storeStagedO(Value tileBase, Value rowStart) {
-  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  auto elems = MemRefType::get({p.sharedBytes() / 2}, p.elem, MemRefLayoutAttrInterface(), space);
-  Value staged = memref::ViewOp::create(b, loc, elems, smem, kb.idx(0), ValueRange{});
-  Value o = arg("o");
-  // 16-byte stores need 16-byte aligned rows; Python picks the portable twin otherwise, and
-  // a caller of the runtime that does not gets element stores, not a misaligned fault.
-  Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, o);
-  Value aligned = kb.andb(kb.andb(eq(kb.remui(arg("o_stride_s"), 8), 0),
-                                  eq(kb.remui(arg("o_stride_h"), 8), 0)),
-                          eq(kb.remui(address, 16), 0));
-  Value base = kb.add(kb.mul(kb.add(rowQ0, rowStart), arg("o_stride_s")),
-                      kb.mul(head, arg("o_stride_h")));
-  auto chunkType = VectorType::get({8}, p.elem);
-  const int chunksPerRow = p.headDim / 8;
-  Value ltid = kb.remui(kb.threadId(), 128);
-  // Consecutive threads take consecutive 16-byte chunks of a row: coalesced stores.
-  for (int pass = 0; pass < Sm90Plan::consumerRows * chunksPerRow / 128; ++pass) {
-    Value linear = kb.add(ltid, pass * 128);
-    Value row = kb.divui(linear, chunksPerRow), chunk = kb.remui(linear, chunksPerRow);
-    Value swizzled = kb.xori(kb.remui(chunk, 8), kb.remui(row, 8)); // as the staging wrote it
-    Value byte = kb.add(kb.add(tileBase, kb.mul(kb.divui(chunk, 8), 64 * hopper::kSwizzleBytes)),
-                        kb.add(kb.mul(row, hopper::kSwizzleBytes), kb.mul(swizzled, 16)));
-    Value data = vector::LoadOp::create(b, loc, chunkType, staged, ValueRange{kb.divui(byte, 2)},
-                                        /*nontemporal=*/false, llvm::Align(16));
-    auto inSequence = scf::IfOp::create(b, loc, kb.cmpLt(kb.add(rowStart, row), seqQ), false);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(inSequence.thenBlock());
-    Value at = kb.add(base, kb.add(kb.mul(row, arg("o_stride_s")), kb.mul(chunk, 8)));
-    auto vectorStore = scf::IfOp::create(b, loc, aligned, /*withElse=*/true);
-    b.setInsertionPointToStart(vectorStore.thenBlock());
-    vector::StoreOp::create(b, loc, data, o, ValueRange{at}, /*nontemporal=*/false,
-                            llvm::Align(16));
-    b.setInsertionPointToStart(vectorStore.elseBlock());
-    for (int e = 0; e < 8; ++e)
-      memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, data, int64_t(e)), o,
-                              ValueRange{kb.add(at, e)});
   }
 }
 
