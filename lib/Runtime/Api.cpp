@@ -271,6 +271,12 @@ TESSERA_API tessera_status tessera_args_set_i32(tessera_args *args, const char *
 TESSERA_API tessera_status tessera_args_set_f32(tessera_args *args, const char *name, float value) {
   return setArgOf(args, name, ArgType::F32, value, __func__);
 }
+TESSERA_API tessera_status tessera_args_set_all(tessera_args *args, const uint64_t *values, size_t count) {
+  TESSERA_REQUIRE(args);
+  if (!values && count)
+    return missing(__func__, "values");
+  return guard([&]() -> tessera_status { return setAllArgs(*args, values, count); });
+}
 
 /// Arguments belong to the kernel they were created for; launching them with another is misuse.
 static tessera_status checkArgsKernel(const tessera_kernel *kernel, const tessera_args *args, const char *function) {

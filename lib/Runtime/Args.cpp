@@ -1,4 +1,4 @@
-// Kernel arguments: set by name, validated before launch, grid evaluated from the manifest.
+// Kernel arguments: set by name or all at once, validated before launch, grid evaluated from the manifest.
 #include "Args.h"
 
 #include "Error.h"
@@ -154,15 +154,11 @@ tessera_status TensorMapCache::encode(const Device &device, int arg, const tesse
   return TESSERA_SUCCESS;
 }
 
-tessera_status setArg(tessera_args &args, const char *name, ArgType type, const void *value) {
+namespace {
+
+/// Stores `*value` (of `type`) as argument `index`, after the checks every setter applies.
+tessera_status storeArg(tessera_args &args, size_t index, ArgType type, const void *value) {
   const KernelInfo &kernel = *args.kernel.info;
-  int index = kernel.argIndex(name);
-  if (index < 0) {
-    std::string known;
-    for (const ArgInfo &arg : kernel.args)
-      appendToList(known, arg.name);
-    return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + " has no argument '" + name + "' (arguments: " + known + ")");
-  }
   const ArgInfo &arg = kernel.args[index];
   std::string label = argLabel(kernel, arg.name);
   if (arg.type == ArgType::TensorMap)
@@ -179,6 +175,39 @@ tessera_status setArg(tessera_args &args, const char *name, ArgType type, const 
                                             std::to_string(integerAt(type, value)) + ")");
   std::memcpy(args.pointers[index], value, argSize(type));
   args.isSet[index] = true;
+  return TESSERA_SUCCESS;
+}
+
+} // namespace
+
+tessera_status setArg(tessera_args &args, const char *name, ArgType type, const void *value) {
+  const KernelInfo &kernel = *args.kernel.info;
+  int index = kernel.argIndex(name);
+  if (index < 0) {
+    std::string known;
+    for (const ArgInfo &arg : kernel.args)
+      appendToList(known, arg.name);
+    return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + " has no argument '" + name + "' (arguments: " + known + ")");
+  }
+  return storeArg(args, static_cast<size_t>(index), type, value);
+}
+
+tessera_status setAllArgs(tessera_args &args, const uint64_t *values, size_t count) {
+  const KernelInfo &kernel = *args.kernel.info;
+  if (count != kernel.args.size())
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, "tessera_args_set_all: kernel " + kernel.name + " has " +
+                                                    std::to_string(kernel.args.size()) + " arguments, got " +
+                                                    std::to_string(count) + " values");
+  for (size_t i = 0; i < count; ++i) {
+    ArgType type = kernel.args[i].type;
+    if (type == ArgType::TensorMap)
+      continue;
+    // 4-byte arguments are the low 32 bits of their value, whatever the host's byte order.
+    uint32_t low = static_cast<uint32_t>(values[i]);
+    const void *value = argSize(type) == sizeof low ? static_cast<const void *>(&low) : &values[i];
+    if (tessera_status s = storeArg(args, i, type, value))
+      return s;
+  }
   return TESSERA_SUCCESS;
 }
 

@@ -1,4 +1,4 @@
-// Runtime launch tests: argument checks by name, grid expressions, and the packed arguments drivers see.
+// Runtime launch tests: argument checks by name and all at once, grid expressions, and the packed arguments drivers see.
 #include "TestSupport.h"
 
 #include <cstring>
@@ -28,17 +28,36 @@ template <typename T> T argAt(const fake_launch *l, size_t offset) {
   return value;
 }
 
-class PackingTest : public RuntimeTest, public ::testing::WithParamInterface<const char *> {};
+/// The 64-bit word tessera_args_set_all takes for a pointer or an f32.
+uint64_t word(const void *p) { return reinterpret_cast<uint64_t>(p); }
+uint64_t word(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+/// The mixed kernel loaded on the parameter's backend, with an empty argument set.
+class PackingTest : public RuntimeTest, public ::testing::WithParamInterface<const char *> {
+protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    ASSERT_NE(load(backend.c_str(), mixedManifest(backend == "cuda" ? "nvidia" : "amd")), nullptr);
+    k = kernel(bundle);
+    ASSERT_TESSERA_OK(tessera_args_create(k, &args));
+  }
+  void TearDown() override {
+    tessera_args_destroy(args);
+    RuntimeTest::TearDown();
+  }
+  std::string backend = GetParam();
+  tessera_kernel *k = nullptr;
+  tessera_args *args = nullptr;
+  void *a = reinterpret_cast<void *>(0x1000), *b = reinterpret_cast<void *>(0x2000);
+};
 
 // Each backend must deliver the arguments in manifest order at their C offsets:
 // a@0, n@8, b@16 (padded), scale@24, M@32 (padded), 40 bytes in all.
 TEST_P(PackingTest, DriverSeesArgumentsInCLayout) {
-  std::string backend = GetParam();
-  ASSERT_NE(load(backend.c_str(), mixedManifest(backend == "cuda" ? "nvidia" : "amd")), nullptr);
-  tessera_kernel *k = kernel(bundle);
-  tessera_args *args = nullptr;
-  ASSERT_TESSERA_OK(tessera_args_create(k, &args));
-  void *a = reinterpret_cast<void *>(0x1000), *b = reinterpret_cast<void *>(0x2000);
   void *stream = reinterpret_cast<void *>(0x77);
   ASSERT_TESSERA_OK(tessera_args_set_i64(args, "M", 300));
   ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "b", b));
@@ -60,7 +79,25 @@ TEST_P(PackingTest, DriverSeesArgumentsInCLayout) {
   EXPECT_EQ(std::vector<unsigned>(l->block, l->block + 3), (std::vector<unsigned>{256, 1, 1}));
   EXPECT_EQ(l->shared_bytes, 1024u);
   EXPECT_EQ(l->stream, stream);
-  ASSERT_TESSERA_OK(tessera_args_destroy(args));
+}
+
+// One call in manifest order packs what the named setters pack; 4-byte arguments take the low
+// 32 bits of their word (the high bits here are garbage that must not leak).
+TEST_P(PackingTest, SetAllPacksLikeTheNamedSetters) {
+  const uint64_t high = 0xdead000000000000u;
+  uint64_t values[] = {word(a), high | 3u, word(b), high | word(-0.375f), uint64_t{1} << 32};
+  ASSERT_TESSERA_OK(tessera_args_set_all(args, values, 5));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  ASSERT_EQ(fake_launch_count(), 1);
+  const fake_launch *l = fake_launch_at(0);
+  EXPECT_EQ(l->args_size, 40u);
+  EXPECT_EQ(argAt<void *>(l, 0), a);
+  EXPECT_EQ(argAt<int32_t>(l, 8), 3);
+  EXPECT_EQ(argAt<uint32_t>(l, 12), 0u); // padding stays zero
+  EXPECT_EQ(argAt<void *>(l, 16), b);
+  EXPECT_EQ(argAt<float>(l, 24), -0.375f);
+  EXPECT_EQ(argAt<int64_t>(l, 32), int64_t{1} << 32); // i64 uses all 64 bits
+  EXPECT_EQ(std::vector<unsigned>(l->grid, l->grid + 3), (std::vector<unsigned>{1u << 26, 6, 3}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, PackingTest, ::testing::Values("cuda", "hip", "sim:gfx942"),
@@ -177,6 +214,44 @@ TEST_F(LaunchTest, ArgsBelongToTheirKernel) {
   EXPECT_TESSERA_ERROR(tessera_launch(otherKernel, args, nullptr), TESSERA_ERROR_INVALID_ARGUMENT,
                        "^tessera_launch: args were created for kernel gemm, not other$");
   tessera_bundle_unload(other);
+}
+
+TEST_F(LaunchTest, SetAllTakesOneValuePerArgument) {
+  uint64_t values[7] = {word(buffer), word(buffer), word(buffer), 65, 257, 32, word(1.0f)};
+  EXPECT_TESSERA_ERROR(tessera_args_set_all(args, values, 6), TESSERA_ERROR_INVALID_ARGUMENT,
+                       "^tessera_args_set_all: kernel gemm has 7 arguments, got 6 values$");
+  EXPECT_TESSERA_ERROR(tessera_args_set_all(args, nullptr, 7), TESSERA_ERROR_INVALID_ARGUMENT,
+                       "^tessera_args_set_all: values is NULL$");
+  EXPECT_TESSERA_ERROR(tessera_args_set_all(nullptr, values, 7), TESSERA_ERROR_INVALID_ARGUMENT,
+                       "^tessera_args_set_all: args is NULL$");
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "arguments not set: a, b, c, M, N, K, alpha$"); // a refused call sets nothing
+  ASSERT_TESSERA_OK(tessera_args_set_all(args, values, 7));
+  uint32_t grid[3] = {};
+  ASSERT_TESSERA_OK(tessera_launch_grid(k, args, grid));
+  EXPECT_EQ(std::vector<uint32_t>(grid, grid + 3), (std::vector<uint32_t>{3, 2, 1}));
+}
+
+// The setters' checks, with their messages, stopping at the first rejected argument.
+TEST_F(LaunchTest, SetAllRejectsLikeTheSettersAndStops) {
+  uint64_t nullC[7] = {word(buffer), word(buffer), 0, 64, 128, 32, word(1.0f)};
+  EXPECT_TESSERA_ERROR(tessera_args_set_all(args, nullC, 7), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'c' of kernel gemm is a null pointer$");
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm: arguments not set: c, M, N, K, alpha$");
+  ASSERT_TESSERA_OK(tessera_args_reset(args));
+  uint64_t negativeN[7] = {word(buffer), word(buffer), word(buffer), 64, static_cast<uint64_t>(-1), 32, word(1.0f)};
+  EXPECT_TESSERA_ERROR(tessera_args_set_all(args, negativeN, 7), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'N' of kernel gemm is a size and must not be negative \\(got -1\\)$");
+  ASSERT_TESSERA_OK(tessera_args_reset(args));
+  ASSERT_TESSERA_OK(tessera_args_set_i64(args, "K", 32));
+  uint64_t fine[7] = {word(buffer), word(buffer), word(buffer), 64, 128, 32, word(1.0f)};
+  EXPECT_TESSERA_ERROR(tessera_args_set_all(args, fine, 7), TESSERA_ERROR_ARGUMENT,
+                       "^argument 'K' of kernel gemm is already set$");
+  ASSERT_TESSERA_OK(tessera_args_reset(args));
+  ASSERT_TESSERA_OK(tessera_args_set_all(args, fine, 7));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  EXPECT_EQ(fake_launch_count(), 1);
 }
 
 /// Grid expressions with operands that cannot give a grid.
@@ -350,6 +425,20 @@ TEST_F(TmaLaunchTest, TensorMapsAreNotSetByCallers) {
   ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "x", buffer));
   EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_ARGUMENT,
                        "^kernel tma_copy: arguments not set: rows, x_stride$");
+}
+
+TEST_F(TmaLaunchTest, SetAllIgnoresTheTensorMapEntry) {
+  uint64_t values[] = {word(buffer), 100, 72, 0xbad}; // x, rows, x_stride, x_tma (encoded at launch)
+  ASSERT_TESSERA_OK(tessera_args_set_all(args, values, 4));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  ASSERT_EQ(fake_calls("cuTensorMapEncodeTiled"), 1);
+  EXPECT_EQ(fake_last_tensor_map()->address, buffer);
+  EXPECT_EQ(fake_last_tensor_map()->strides[0], 144u);
+  ASSERT_EQ(fake_launch_count(), 1);
+  uint64_t words[2];
+  std::memcpy(words, fake_launch_at(0)->args + 64, sizeof words);
+  EXPECT_EQ(words[0], reinterpret_cast<uint64_t>(buffer));
+  EXPECT_EQ(words[1], 64u);
 }
 
 TEST_F(TmaLaunchTest, DriverFailureNamesTheCall) {

@@ -104,6 +104,14 @@ TESSERA_API tessera_status tessera_args_set_ptr(tessera_args *args, const char *
 TESSERA_API tessera_status tessera_args_set_i64(tessera_args *args, const char *name, int64_t value);
 TESSERA_API tessera_status tessera_args_set_i32(tessera_args *args, const char *name, int32_t value);
 TESSERA_API tessera_status tessera_args_set_f32(tessera_args *args, const char *name, float value);
+/* Sets every argument in one call (for callers where one call per argument costs, such as Python):
+   values[i] holds the bits of argument i in manifest order, count is the kernel's argument count
+   (tessera_kernel_arg_count). ptr and i64 use all 64 bits; i32 and f32 (its IEEE-754 bits) the
+   low 32. Entries of tensor_map arguments are ignored (the runtime encodes those at launch).
+   Each argument gets the checks of the setters above, in order; the first rejected one fails the
+   call with the same TESSERA_ERROR_ARGUMENT message, and the arguments before it stay set. A count
+   other than the kernel's is TESSERA_ERROR_INVALID_ARGUMENT and sets nothing. */
+TESSERA_API tessera_status tessera_args_set_all(tessera_args *args, const uint64_t *values, size_t count);
 /* Checks that every argument is set, evaluates the manifest's grid, and launches on `stream`
    (a CUstream / hipStream_t, or NULL for the default stream). Asynchronous. A grid with a zero
    dimension launches nothing and succeeds. */
