@@ -160,18 +160,18 @@ namespace {
 tessera_status storeArg(tessera_args &args, size_t index, ArgType type, const void *value) {
   const KernelInfo &kernel = *args.kernel.info;
   const ArgInfo &arg = kernel.args[index];
-  std::string label = argLabel(kernel, arg.name);
+  auto label = [&] { return argLabel(kernel, arg.name); }; // built for a message only, not per argument set
   if (arg.type == ArgType::TensorMap)
-    return fail(TESSERA_ERROR_ARGUMENT, label + " is a TMA tensor map the runtime encodes at launch; it is not set");
+    return fail(TESSERA_ERROR_ARGUMENT, label() + " is a TMA tensor map the runtime encodes at launch; it is not set");
   if (arg.type != type)
-    return fail(TESSERA_ERROR_ARGUMENT, label + " is " + argTypeName(arg.type) + ", not " + argTypeName(type));
+    return fail(TESSERA_ERROR_ARGUMENT, label() + " is " + argTypeName(arg.type) + ", not " + argTypeName(type));
   if (args.isSet[index])
-    return fail(TESSERA_ERROR_ARGUMENT, label + " is already set");
+    return fail(TESSERA_ERROR_ARGUMENT, label() + " is already set");
   if (type == ArgType::Ptr && *static_cast<void *const *>(value) == nullptr)
-    return fail(TESSERA_ERROR_ARGUMENT, label + " is a null pointer");
+    return fail(TESSERA_ERROR_ARGUMENT, label() + " is a null pointer");
   bool integer = type == ArgType::I32 || type == ArgType::I64;
   if (integer && arg.role == "size" && integerAt(type, value) < 0)
-    return fail(TESSERA_ERROR_ARGUMENT, label + " is a size and must not be negative (got " +
+    return fail(TESSERA_ERROR_ARGUMENT, label() + " is a size and must not be negative (got " +
                                             std::to_string(integerAt(type, value)) + ")");
   std::memcpy(args.pointers[index], value, argSize(type));
   args.isSet[index] = true;
