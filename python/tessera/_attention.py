@@ -193,6 +193,14 @@ def find_kernel(bundle, p):
     return min(fits)[2]
 
 
+def kernel_for(bundle, p):
+    """find_kernel(bundle, p), remembered per bundle and variant: a bundle's kernels never change, and scanning
+    them costs more per call than a short kernel runs. A missing variant is not remembered (each call raises)."""
+    variant, needed = _variant(p), _needed(p)
+    key = ("flash_attn", *variant.values(), *needed.values())
+    return bundle.remember(key, lambda: find_kernel(bundle, p))
+
+
 TMA_ALIGNMENT = 16   # bytes: TMA copies need 16-byte aligned bases and strides
 
 
@@ -216,19 +224,20 @@ def with_tma_fallback(bundle, kernel, p, infos):
 
 
 # ---- Launch -------------------------------------------------------------------------------------
+_STRIDE_ARGS = {name: tuple(f"{name}_stride_{axis}" for axis in "bsh") for name in "qkvo"}   # q_stride_b, ...
+
+
 def _values(p, ptrs, infos, lse_strides, kernel):
     """Every argument of the ABI by name, restricted to those the kernel takes."""
     values = dict(ptrs)
     values.update(B=p.B, Sq=p.Sq, Sk=p.Sk, Hq=p.Hq, Hkv=p.Hkv, scale=p.scale, window_left=p.window[0],
                   window_right=p.window[1], softcap=p.softcap, lse_stride_b=lse_strides[0],
                   lse_stride_h=lse_strides[1])
-    for name in ("q", "k", "v", "o"):
-        for axis, stride in zip("bsh", _strides(infos[name], p.varlen)):
-            values[f"{name}_stride_{axis}"] = stride
+    for name, stride_names in _STRIDE_ARGS.items():
+        values.update(zip(stride_names, _strides(infos[name], p.varlen)))
     if p.varlen:   # the packed row counts
         values.update(total_q=infos["q"].shape[0], total_k=infos["k"].shape[0])
-    takes = {name for name, _ in kernel.args}
-    return {name: value for name, value in values.items() if name in takes}
+    return {name: value for name, value in values.items() if name in kernel.settable}
 
 
 def _lse_strides(p, lse):
@@ -242,7 +251,7 @@ def _run(p, dev, kernel, infos, lse):
     """Launches the kernel: torch on the current stream (asynchronous), numpy through simulator memory."""
     q = infos["q"]
     lse_strides = _lse_strides(p, lse)
-    writes_lse = any(name == "lse" for name, _ in kernel.args)
+    writes_lse = "lse" in kernel.settable
     cu = [n for n in ("cu_seqlens_q", "cu_seqlens_k") if n in infos]
     if q.kind == "numpy":
         with _launch.SimMemory(dev) as mem:
@@ -269,14 +278,15 @@ def _run(p, dev, kernel, infos, lse):
 
 def _finish(p, dev, infos, out, lse, device_arrays):
     """Common tail: kernel choice, outputs, empty sizes, launch. Returns O or (O, LSE)."""
-    kernel = find_kernel(dev.bundle(), p)
+    bundle = dev.bundle()
+    kernel = kernel_for(bundle, p)
     q = infos["q"]
     if out is None:
         out = _arrays.empty(q, p.out_shape, p.dtype)
         infos["o"] = _arrays.describe(out, "out")
     else:
         infos["o"] = device_arrays["out"]
-    kernel = with_tma_fallback(dev.bundle(), kernel, p, infos)
+    kernel = with_tma_fallback(bundle, kernel, p, infos)
     lse_info = device_arrays.get("lse")
     if p.return_lse and lse is None:
         lse = _arrays.empty(q, p.lse_shape, "f32")

@@ -1,6 +1,7 @@
 """Devices, bundles and kernels over the runtime: one Device per backend string (cached), bundles cached per directory."""
 import ctypes
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -10,6 +11,25 @@ from ._errors import InputError
 # Python values for the manifest's scalar argument types.
 _SETTERS = {"ptr": ("tessera_args_set_ptr", ctypes.c_void_p), "i64": ("tessera_args_set_i64", ctypes.c_int64),
             "i32": ("tessera_args_set_i32", ctypes.c_int32), "f32": ("tessera_args_set_f32", ctypes.c_float)}
+
+
+def _values_struct(args):
+    """A ctypes Structure laid out as tessera_args_set_all's values (one 8-byte slot per argument, manifest order).
+    Each settable argument is a field of its by-name setter's ctypes type, named after it, so ArgValues(**values)
+    converts every value exactly as the setters do (None is NULL, a float is refused for an integer, an f32 is
+    rounded); a 4-byte field sits in its slot's low 32 bits, tensor-map slots stay 0 (the runtime ignores them)."""
+    fields = []
+    for name, kind in args:
+        if kind == "tensor_map":
+            fields.append((f"{name} (tensor map)", ctypes.c_uint64))
+            continue
+        slot = [(name, _SETTERS[kind][1])]
+        if ctypes.sizeof(slot[0][1]) == 4:
+            slot.append((f"{name} (high bits)", ctypes.c_uint32))
+            if sys.byteorder == "big":
+                slot.reverse()
+        fields += slot
+    return type("ArgValues", (ctypes.Structure,), {"_fields_": fields})
 
 
 class Kernel:
@@ -25,6 +45,8 @@ class Kernel:
         self.attributes = self.info.get("attributes", {})
         self.args = [(a["name"], a["type"]) for a in self.info["args"]]
         self._types = dict(self.args)
+        self.settable = frozenset(name for name, kind in self.args if kind != "tensor_map")   # what callers set
+        self._packing = None   # _values_struct(self.args), made on the first launch
 
     @property
     def _handle(self):
@@ -40,6 +62,13 @@ class Kernel:
             self.attributes.get(key, False) == value for key, value in attributes.items())
 
     def _fill(self, args, values):
+        if values.keys() == self.settable:   # every argument, no other name: one runtime call
+            if self._packing is None:
+                self._packing = _values_struct(self.args)
+            packed = self._packing(**values)
+            _lib.call("tessera_args_set_all", args, ctypes.byref(packed), len(self.args))
+            return
+        # By name, so that the runtime's messages name unknown and missing arguments.
         for name, value in values.items():
             setter, ctype = _SETTERS.get(self._types.get(name), _SETTERS["i64"])  # unknown names: the runtime names them
             _lib.call(setter, args, name.encode(), ctype(value))
@@ -78,6 +107,7 @@ class Bundle:
         count = _lib.call_int("tessera_bundle_kernel_count", self._handle)
         infos = [json.loads(_lib.call_str("tessera_bundle_kernel_json", self._handle, i)) for i in range(count)]
         self.kernels = {info["name"]: Kernel(self, info) for info in infos}
+        self._remembered = {}
 
     def kernel(self, name):
         """The kernel called `name`; KernelNotFoundError (from the runtime, listing the kernels) otherwise."""
@@ -88,6 +118,15 @@ class Bundle:
     def find(self, directive, **attributes):
         """The first kernel that is `directive` with these attributes, or None."""
         return next((k for k in self.kernels.values() if k.matches(directive, **attributes)), None)
+
+    def remember(self, key, choose):
+        """choose(), computed once per key for this bundle: an op's kernel choice for one variant (the bundle's
+        kernels never change). An exception is not remembered: the next call chooses, and raises, again."""
+        try:
+            return self._remembered[key]
+        except KeyError:
+            chosen = self._remembered[key] = choose()
+            return chosen
 
     def __repr__(self):
         return f"Bundle({str(self.directory)!r}, target={self.target!r}, kernels={list(self.kernels)})"
@@ -103,12 +142,19 @@ class Device:
         self.arch = _lib.call_str("tessera_device_arch", self._handle)
         self.backend = _lib.call_str("tessera_device_backend", self._handle)
         self._bundles = {}
+        self._found = {}   # search path -> the bundle found there for this device (the default bundle)
         self._lock = threading.Lock()
 
     def bundle(self, directory=None):
-        """The bundle in `directory` (default: the one found for this device's arch), loaded once per device."""
-        directory = (Path(directory) if directory is not None else
-                     _paths.find_bundle(self.arch, simulated=self.backend == "sim"))
+        """The bundle in `directory` (default: the one found for this device's arch, searched once per search path:
+        every op call asks for it), loaded once per device."""
+        if directory is None:
+            search = _paths.search_path()
+            found = self._found.get(search)
+            if found is None:
+                found = self._found[search] = self.bundle(_paths.find_bundle(self.arch, simulated=self.backend == "sim"))
+            return found
+        directory = Path(directory)
         key = directory.resolve()
         with self._lock:
             if key not in self._bundles:

@@ -94,15 +94,21 @@ def _runtime_device(arrays, device):
     return _launch.runtime_device("tessera.gemm", arrays, device, outputs=("out",))
 
 
-def _kernel(dev, p):
-    bundle = dev.bundle()
-    attrs = dict(dtype=p.dtype, out_type=p.out_dtype, transpose_a=False, transpose_b=p.transpose_b)
+def _find(bundle, attrs):
     kernel = bundle.find("wmma_gemm", **attrs)
     if kernel is None:
         raise KernelNotFoundError(
             f"bundle {bundle.directory} ({bundle.target}) has no wmma_gemm kernel with " +
             " ".join(f"{k}={v}" for k, v in attrs.items()) + f" (kernels: {', '.join(bundle.kernels)})")
     return kernel
+
+
+def _kernel(dev, p):
+    """The bundle's wmma_gemm kernel for p's variant, found once per bundle and variant (a missing one raises each
+    call)."""
+    bundle = dev.bundle()
+    attrs = dict(dtype=p.dtype, out_type=p.out_dtype, transpose_a=False, transpose_b=p.transpose_b)
+    return bundle.remember(("wmma_gemm", *attrs.values()), lambda: _find(bundle, attrs))
 
 
 def _launch_sim(dev, kernel, p, a, b, c):

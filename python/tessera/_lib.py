@@ -46,6 +46,7 @@ _SIGNATURES = {
     "tessera_args_set_i64": (c_int, [_H, c_char_p, c_int64]),
     "tessera_args_set_i32": (c_int, [_H, c_char_p, c_int32]),
     "tessera_args_set_f32": (c_int, [_H, c_char_p, c_float]),
+    "tessera_args_set_all": (c_int, [_H, c_void_p, c_size_t]),   # const uint64_t *values (a byref to 8-byte slots)
     "tessera_launch": (c_int, [_H, _H, c_void_p]),
     "tessera_launch_grid": (c_int, [_H, _H, POINTER(c_uint32 * 3)]),
 }
@@ -58,6 +59,8 @@ _lock = threading.Lock()
 def library():
     """The loaded runtime (ctypes.CDLL), loaded once per process from _paths.runtime_library()."""
     global _library, _library_path
+    if _library is not None:   # every runtime call comes here: no lock once loaded
+        return _library
     with _lock:
         if _library is None:
             path = _paths.runtime_library()
@@ -65,7 +68,7 @@ def library():
             for name, (restype, argtypes) in _SIGNATURES.items():
                 fn = getattr(lib, name)
                 fn.restype, fn.argtypes = restype, argtypes
-            _library, _library_path = lib, path
+            _library_path, _library = path, lib   # the library last: library() returns it without the lock
     return _library
 
 

@@ -35,6 +35,12 @@ def runtime_library():
     raise LibraryNotFoundError(f"{RUNTIME_LIBRARY} not found (tried {', '.join(map(str, tried))}; {hint})")
 
 
+def search_path():
+    """The environment variables the bundle search reads, as a key: the same key finds the same bundle while the
+    folders stay as they are."""
+    return tuple(os.environ.get(name) for name in ("TESSERA_HOME", "TESSERA_BUILD_DIR", "TESSERA_BUNDLE_PATH"))
+
+
 def bundle_dirs():
     """Folders holding one bundle per target (<dir>/<target>/manifest.json): TESSERA_BUNDLE_PATH
     (':'-separated) first, then <root>/bundles of every root."""

@@ -133,10 +133,16 @@ def write_bundle(directory, target, kernels):
     return manifest
 
 
+def _ptx_param(kernel, arg):
+    name = f"{kernel['entry']}_param_{arg['name']}"
+    if arg["type"] == "tensor_map":   # a TMA descriptor, passed by value
+        return f".align 64 .b8 {name}[128]"
+    return f"{'.u64' if arg['type'] in ('ptr', 'i64') else '.u32'} {name}"
+
+
 def write_ptx(directory, kernel):
     """A PTX stand-in the fake CUDA driver accepts: the entry with the kernel's parameters."""
-    params = ",\n".join(f"  .param {'.u64' if a['type'] in ('ptr', 'i64') else '.u32'} {kernel['entry']}_param_{a['name']}"
-                        for a in kernel["args"])
+    params = ",\n".join(f"  .param {_ptx_param(kernel, a)}" for a in kernel["args"])
     text = (f".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry {kernel['entry']}(\n{params}\n)\n"
             "{\n  ret;\n}\n")
     (Path(directory) / kernel["code_object"]).write_text(text)

@@ -262,6 +262,32 @@ def test_missing_variant_is_named(fake_sim):
     assert fake.launches() == []
 
 
+def test_kernel_choice_is_remembered_per_bundle(fake_sim, monkeypatch, tmp_path):
+    """The bundle is scanned once per variant (not per call), a missing variant raises on every call, and each
+    bundle answers for its own kernels."""
+    from tessera import _attention
+    fake, dev, entries = fake_sim
+    scans, find = [], _attention.find_kernel
+    monkeypatch.setattr(_attention, "find_kernel", lambda bundle, p: scans.append(p) or find(bundle, p))
+    q, k, v = qkv(D=64)
+    for causal in (False, False, True, False, True):
+        tessera.flash_attn(q, k, v, causal=causal, device=dev)
+    assert len(scans) == 2
+    assert [launch.entry for launch in fake.launches()] == [b"fa_f16_d64_none_plain"] * 2 + [b"fa_f16_d64_br"] + \
+        [b"fa_f16_d64_none_plain", b"fa_f16_d64_br"]
+    messages = []
+    for _ in range(2):
+        with pytest.raises(tessera.KernelNotFoundError) as error:
+            tessera.flash_attn(*qkv(D=32), return_lse=True, device=dev)
+        messages.append(str(error.value))
+    assert len(scans) == 4 and messages[0] == messages[1] and "head_dim=32" in messages[0]
+
+    support.write_bundle(tmp_path / "other", "gfx942", [entries["fa_f16_d64_none"]])
+    p = scans[0]
+    assert _attention.kernel_for(dev.bundle(tmp_path / "other"), p).name == "fa_f16_d64_none"
+    assert _attention.kernel_for(dev.bundle(), p).name == "fa_f16_d64_none_plain"
+
+
 def test_empty_sizes_launch_nothing(fake_sim):
     fake, dev, _ = fake_sim
     out = tessera.flash_attn(*qkv(B=0), device=dev)

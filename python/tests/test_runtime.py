@@ -1,6 +1,8 @@
 """Runtime bindings without a GPU: library loading, status codes, error translation, device specs, bundle discovery, and (with the fake driver of a build tree) every runtime error class."""
+import ctypes
 import json
 
+import numpy as np
 import pytest
 
 import support
@@ -190,6 +192,101 @@ def test_fake_kernel_lookup_and_argument_errors(fake, tmp_path):
         kernel.launch(a=16, b=16, c=16, M=1, N=1, K=1)
     assert kernel.grid(a=16, b=16, c=16, M=300, N=129, K=1, lda=1, ldb=1, ldc=129) == (2, 3, 1)
     assert fake.launches() == []
+
+
+def _copy_kernel_entry():
+    """An sm_90a kernel with every argument type: a (f16, copied with TMA through a_tma), n (i32), scale (f32), M, lda."""
+    args = [{"name": "a", "type": "ptr", "dtype": "f16", "role": "input"},
+            {"name": "n", "type": "i32", "role": "param"},
+            {"name": "scale", "type": "f32", "role": "scale"},
+            {"name": "M", "type": "i64", "role": "size"},
+            {"name": "lda", "type": "i64", "role": "stride"},
+            {"name": "a_tma", "type": "tensor_map", "role": "tensor_map"}]
+    return {"name": "copy", "entry": "copy", "directive": "copy", "code_object": "copy.ptx", "block": [128, 1, 1],
+            "grid": [["ceil_div", "M", 64], 1, 1], "args": args,
+            "tensor_maps": [{"arg": "a_tma", "tensor": "a", "dims": [64, "M"], "strides": ["lda"], "box": [64, 32],
+                             "swizzle": "128B"}]}
+
+
+def _launch_by_name(kernel, values):
+    """What Kernel.launch did before tessera_args_set_all: one runtime setter per argument."""
+    from tessera import _device
+    args = _lib.call_handle("tessera_args_create", kernel._handle)
+    try:
+        for name, value in values.items():
+            setter, ctype = _device._SETTERS[kernel._types[name]]
+            _lib.call(setter, args, name.encode(), ctype(value))
+        _lib.call("tessera_launch", kernel._handle, args, None)
+    finally:
+        _lib.library().tessera_args_destroy(args)
+
+
+@requires_fake
+def test_fake_launch_sets_every_argument_in_one_call(fake, monkeypatch, tmp_path):
+    """Kernel.launch given every argument sets them with one tessera_args_set_all: the driver sees the bytes the
+    by-name setters give (i32 and f32 in 4 bytes, f32 rounded, the tensor map encoded by the runtime), and a
+    rejected value gets the setters' message. Other names go by name (test_fake_kernel_lookup_and_argument_errors)."""
+    entry = _copy_kernel_entry()
+    support.write_bundle(tmp_path / "sm_90a", "sm_90a", [entry])
+    support.write_ptx(tmp_path / "sm_90a", entry)
+    kernel = tessera.Device("cuda").bundle(tmp_path / "sm_90a").kernel("copy")
+    values = dict(a=0x10000, n=-3, scale=0.1, M=300, lda=64)
+    called, call = [], _lib.call
+    monkeypatch.setattr(_lib, "call", lambda name, *args: called.append(name) or call(name, *args))
+    kernel.launch(**values)
+    assert [n for n in called if n.startswith("tessera_args_set")] == ["tessera_args_set_all"]
+    _launch_by_name(kernel, values)
+    fast, by_name = fake.launches()
+    assert fast.args_size == by_name.args_size == 64 + 128
+    assert bytes(fast.args) == bytes(by_name.args)
+    got = support.unpack_args({"args": entry["args"][:5]}, fast.args)
+    assert got == dict(values, scale=ctypes.c_float(0.1).value)
+    assert support.struct.unpack_from("<Q", bytes(fast.args), 64)[0] == 0x10000   # the encoded map's address
+    with pytest.raises(tessera.ArgumentError, match=r"^argument 'a' of kernel copy is a null pointer$"):
+        kernel.launch(**dict(values, a=0))
+    with pytest.raises(tessera.ArgumentError, match=r"^argument 'M' of kernel copy is a size and must not be "
+                                                    r"negative \(got -1\)$"):
+        kernel.launch(**dict(values, M=-1))
+    assert len(fake.launches()) == 2
+
+
+@requires_fake
+def test_fake_gemm_kernel_choice_is_remembered(fake, monkeypatch, tmp_path):
+    """tessera.gemm scans the bundle once per variant; a missing variant raises on every call."""
+    from tessera import _gemm
+    support.write_bundle(tmp_path / "gfx942", "gfx942", [support.gemm_kernel_entry("f16", o, False, "hsaco")
+                                                         for o in ("f16", "f32")])
+    monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path))
+    dev = tessera.Device("sim:gfx942")
+    scans, find = [], _gemm._find
+    monkeypatch.setattr(_gemm, "_find", lambda bundle, attrs: scans.append(attrs) or find(bundle, attrs))
+    a = np.ones((3, 4), np.float16)
+    for out_dtype in (None, None, "f32", None, "f32"):
+        tessera.gemm(a, a.T.copy(), out_dtype, device=dev)
+    assert len(scans) == 2
+    assert [launch.entry for launch in fake.launches()] == [b"gemm_f16_f16_nn"] * 2 + [b"gemm_f16_f32_nn"] + \
+        [b"gemm_f16_f16_nn", b"gemm_f16_f32_nn"]
+    for _ in range(2):
+        with pytest.raises(tessera.KernelNotFoundError, match="has no wmma_gemm kernel with dtype=f16 out_type=f16 "
+                                                              "transpose_a=False transpose_b=True"):
+            tessera.gemm(a, a.T, device=dev)
+    assert len(scans) == 4
+
+
+@requires_fake
+def test_fake_default_bundle_is_searched_once_per_search_path(fake, monkeypatch, tmp_path):
+    support.write_gemm_bundle(tmp_path / "one" / "gfx942", "gfx942")
+    support.write_gemm_bundle(tmp_path / "two" / "gfx942", "gfx942")
+    monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path / "one"))
+    dev = tessera.Device("sim:gfx942")
+    searches, find = [], _paths.find_bundle
+    monkeypatch.setattr(_paths, "find_bundle", lambda *args, **kw: searches.append(args) or find(*args, **kw))
+    first = dev.bundle()
+    assert dev.bundle() is first and first.directory == tmp_path / "one" / "gfx942" and len(searches) == 1
+    monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path / "two"))
+    assert dev.bundle().directory == tmp_path / "two" / "gfx942" and len(searches) == 2
+    monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path / "one"))
+    assert dev.bundle() is first and len(searches) == 2
 
 
 def test_default_bundles_have_every_gemm_variant():
