@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Attention forward benchmark on a CUDA GPU: tessera.flash_attn vs torch SDPA's FlashAttention-2 and cuDNN backends on
-the same inputs in one run, each output checked; table last, JSON to $TESSERA_BENCH_OUT."""
+the same inputs in one run, each output checked, after the host time per call of each; table last, JSON to
+$TESSERA_BENCH_OUT."""
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -20,6 +22,8 @@ SEQS = (1024, 2048, 4096, 8192, 16384)
 TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 SAMPLE_ROWS = 48   # query rows checked against float64 per case (first, last, random)
+HOST_CASE = (1, 128, 8, 128, "bf16")   # B, S, H, D, dtype: a kernel of a few µs, so each call costs its host time
+HOST_CALLS = 200
 
 
 def default_cases():
@@ -57,6 +61,45 @@ def peer_fn(backend, q, k, v, causal, gqa):
         with sdpa_kernel(PEERS[backend]):
             return sdpa(qt, kt, vt, is_causal=causal, **kwargs)
     return run
+
+
+def host_us(fn, calls=HOST_CALLS, warmup=20):
+    """Host µs per call of fn: `calls` back-to-back calls after a warm-up, timed with perf_counter without waiting for
+    the GPU (it runs behind), then one synchronize outside the timing. A case whose GPU time is below this measures
+    the host, not the kernel."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def host_overhead():
+    """{case, calls, <who>_us or <who>_error} for tessera.flash_attn and each SDPA backend on HOST_CASE (not causal),
+    called as the table times them. Unseeded inputs: the cases' generator stays as the seed gives it."""
+    B, S, H, D, dtype = HOST_CASE
+    q, k, v = (torch.randn(B, S, H, D, device="cuda").to(TORCH_DTYPES[dtype]) for _ in range(3))
+    out = torch.empty_like(q)
+    fns = {"tessera": lambda: tessera.flash_attn(q, k, v, out=out)}
+    fns.update((name, peer_fn(name, q, k, v, False, False)) for name in PEERS)
+    result = {"case": f"B{B} S{S} H{H} D{D} {dtype} full", "calls": HOST_CALLS}
+    for who, fn in fns.items():
+        try:
+            result[f"{who}_us"] = host_us(fn)
+        except (RuntimeError, tessera.TesseraError) as e:
+            result[f"{who}_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            torch.cuda.synchronize()
+    return result
+
+
+def host_line(h):
+    times = [f"{who} {h[who + '_us']:.1f} µs" if who + "_us" in h else f"{who} failed ({h[who + '_error']})"
+             for who in ("tessera", *PEERS)]
+    return f"Host time per call ({h['case']}, {h['calls']} calls back to back): " + ", ".join(times)
 
 
 def check(out, peer_out, q, k, v, causal, gen):
@@ -129,6 +172,7 @@ def table(meta, rows):
     lines = [f"Attention forward: tessera vs SDPA FlashAttention-2 (flash) and cuDNN, same inputs, TFLOP/s from the "
              f"median time ({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, "
              f"{meta['date']}); FLOPs = 4·B·Hq·S²·D, halved for causal",
+             host_line(meta["host_us_per_call"]),
              f"{'B x S x Hq/Hkv x D':>22} {'dtype':>5} {'mask':>6} {'tessera':>8} {'flash':>7} {'cudnn':>7} "
              f"{'t/flash':>7} {'t/cudnn':>7}  check"]
     for r in rows:
@@ -155,6 +199,8 @@ def main():
         return 2
     seed = int.from_bytes(os.urandom(4), "little")
     meta["seed"] = seed
+    meta["host_us_per_call"] = host_overhead()
+    print(host_line(meta["host_us_per_call"]), flush=True)
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
     rows = []
     for B, S, Hq, Hkv, D, dtype, causal in args.cases:
