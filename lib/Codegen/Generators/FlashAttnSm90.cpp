@@ -54,7 +54,9 @@ bool persistentCode(tessera::FlashAttnOp op) {
 struct Sm90Plan {
   int headDim = 0, blockN = 0;
   int stages = 2;  // of the K and V rings
-  int qStages = 1; // Q buffers: with 2 the next tile's Q loads during this one
+  // Q buffers: with 2 the next tile's Q loads during this one (short causal tiles: D128 S 1-4k
+  // 0.89-0.97x -> 0.95-0.99x cuDNN on the H200, bench/NOTES.md 2026-11-29).
+  int qStages = 2;
   static constexpr int blockM = 128, consumerRows = 64, threads = 384;
   ElemType in = ElemType::BF16;
   Type elem;
