@@ -93,3 +93,18 @@ tessera.flash_attn @fa_bf16_d128_br_lse {dtype = bf16, head_dim = 128, mask = #t
 tessera.flash_attn @fa_bf16_d256_none_lse {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, return_lse}
 tessera.flash_attn @fa_bf16_d256_tl_lse {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, return_lse}
 tessera.flash_attn @fa_bf16_d256_br_lse {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, return_lse}
+// GQA-packed lean twins (head_dim 128): pack_gqa query heads of one KV head share a tile, all
+// reading one K/V stream. With few queries a 128-row tile goes mostly unused; Python packs when
+// that fills tiles better (_attention.pack_for). Packed on sm_90a; elsewhere one head per tile.
+tessera.flash_attn @fa_f16_d128_none_lse_gqa4 {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, return_lse, pack_gqa = 4}
+tessera.flash_attn @fa_f16_d128_none_lse_gqa8 {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, return_lse, pack_gqa = 8}
+tessera.flash_attn @fa_f16_d128_tl_lse_gqa4 {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse, pack_gqa = 4}
+tessera.flash_attn @fa_f16_d128_tl_lse_gqa8 {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse, pack_gqa = 8}
+tessera.flash_attn @fa_f16_d128_br_lse_gqa4 {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 4}
+tessera.flash_attn @fa_f16_d128_br_lse_gqa8 {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 8}
+tessera.flash_attn @fa_bf16_d128_none_lse_gqa4 {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, return_lse, pack_gqa = 4}
+tessera.flash_attn @fa_bf16_d128_none_lse_gqa8 {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, return_lse, pack_gqa = 8}
+tessera.flash_attn @fa_bf16_d128_tl_lse_gqa4 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse, pack_gqa = 4}
+tessera.flash_attn @fa_bf16_d128_tl_lse_gqa8 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse, pack_gqa = 8}
+tessera.flash_attn @fa_bf16_d128_br_lse_gqa4 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 4}
+tessera.flash_attn @fa_bf16_d128_br_lse_gqa8 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 8}

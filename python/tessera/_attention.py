@@ -169,10 +169,10 @@ def _needed(p):
     return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0, "return_lse": p.return_lse}
 
 
-def find_kernel(bundle, p):
-    """The flash_attn kernel of `bundle` for plan p: its dtype, head_dim, mask and varlen, with every feature p
-    uses (a kernel with more features is fine: unused ones get neutral values); the one with the fewest extra
-    features wins. KernelNotFoundError names the variant otherwise."""
+def find_kernel(bundle, p, pack=1):
+    """The flash_attn kernel of `bundle` for plan p: its dtype, head_dim, mask and varlen, pack_gqa `pack`, with
+    every feature p uses (a kernel with more features is fine: unused ones get neutral values); the one with the
+    fewest extra features wins. KernelNotFoundError names the variant otherwise."""
     variant, needed = _variant(p), _needed(p)
     fits = []
     for kernel in bundle.kernels.values():
@@ -180,25 +180,64 @@ def find_kernel(bundle, p):
             continue
         have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
                     mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
-        if have != variant or _attribute(kernel, "pack_gqa", 1) != 1:
+        if have != variant or _attribute(kernel, "pack_gqa", 1) != pack:
             continue
         features = {f: bool(_attribute(kernel, f, False)) for f in FEATURES}
         if all(features[f] for f, want in needed.items() if want):
             fits.append((sum(features.values()), kernel.name, kernel))
     if not fits:
         wanted = " ".join(f"{k}={v}" for k, v in variant.items()) + "".join(f" {f}" for f, w in needed.items() if w)
+        wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn kernel with "
                                   f"{wanted} (flash_attn kernels: {', '.join(names) or 'none'})")
     return min(fits)[2]
 
 
-def kernel_for(bundle, p):
-    """find_kernel(bundle, p), remembered per bundle and variant: a bundle's kernels never change, and scanning
-    them costs more per call than a short kernel runs. A missing variant is not remembered (each call raises)."""
+PACK_TILE_ROWS = 128   # query rows of the tile of the kernels that pack GQA heads (sm_90a wgmma)
+
+
+def _packings(bundle, p):
+    """The pack_gqa values > 1 of the bundle's kernels for p's variant and features that really pack: not a
+    portable fallback, which takes one query head per tile whatever its attribute says."""
     variant, needed = _variant(p), _needed(p)
-    key = ("flash_attn", *variant.values(), *needed.values())
-    return bundle.remember(key, lambda: find_kernel(bundle, p))
+    packs = set()
+    for kernel in bundle.kernels.values():
+        g = _attribute(kernel, "pack_gqa", 1)
+        if kernel.directive != "flash_attn" or g == 1 or "fallback" in kernel.info or "twin_of" in kernel.info:
+            continue
+        have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
+                    mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
+        if have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want):
+            packs.add(g)
+    return tuple(sorted(packs))
+
+
+def pack_for(p, packs):
+    """How many query heads of one KV head a tile takes (FlashAttention-3's rule): with few queries a tile's
+    128 rows mostly go unused, and packing g heads (g dividing Hq / Hkv) fills them; pack when the unpacked
+    fill is under 0.9 of the best packed one."""
+    ratio = p.Hq // p.Hkv if p.Hkv else 1
+    if p.varlen or ratio == 1 or p.Sq == 0:
+        return 1
+
+    def fill(g):
+        rows = PACK_TILE_ROWS // g
+        return p.Sq / (-(-p.Sq // rows) * rows)
+    best = max((g for g in packs if ratio % g == 0), key=lambda g: (fill(g), -g), default=1)
+    return best if best > 1 and fill(1) < 0.9 * fill(best) else 1
+
+
+def kernel_for(bundle, p):
+    """find_kernel(bundle, p, pack_for(...)), remembered per bundle and variant: a bundle's kernels never change,
+    and scanning them costs more per call than a short kernel runs. A missing variant is not remembered (each call
+    raises)."""
+    variant, needed = _variant(p), _needed(p)
+    packs = bundle.remember(("flash_attn_packings", *variant.values(), *needed.values()),
+                            lambda: _packings(bundle, p))
+    pack = pack_for(p, packs) if packs else 1
+    key = ("flash_attn", *variant.values(), *needed.values(), pack)
+    return bundle.remember(key, lambda: find_kernel(bundle, p, pack))
 
 
 TMA_ALIGNMENT = 16   # bytes: TMA copies need 16-byte aligned bases and strides

@@ -87,6 +87,14 @@ FEATURES = [
 ]
 
 
+# Few queries per KV head (decode-like Sq): with an sm_90a bundle these run the kernels that pack GQA query heads into
+# one tile (pack 8 for ratios 8 and 16, 4 for ratio 4), elsewhere the unpacked ones; Sq > Sk leaves rows masked.
+PACKED_GQA = [Case(Sq, Sk, ("bf16", "f16")[n % 2], 128, mask, group, B=2)
+              for n, (Sq, Sk, group) in enumerate([(1, 4097, 8), (5, 1000, 4), (16, 257, 8), (33, 1000, 4),
+                                                   (100, 4097, 16), (40, 17, 8)])
+              for mask in MASKS]
+
+
 def make_qkv(rand, c):
     Hq, Hkv = c.Hkv * c.group, c.Hkv
     if c.packed and c.Sq == c.Sk:
@@ -258,6 +266,11 @@ def test_rejected_on_the_gpu():
         tessera.flash_attn_varlen(q[0, ..., :64], q[0, ..., :64], q[0, ..., :64], cu, cu.int(), 64, 64)
 
 
+@pytest.mark.parametrize("case", PACKED_GQA, ids=str)
+def test_packed_gqa_matches_float64(case):
+    run_case(case)
+
+
 def test_hopper_lane_serves_head_dim_64_and_128():
     """On an sm_90 GPU with an sm_90a bundle, D 64/128 calls, varlen or not, run the wgmma/TMA kernel (tensor_maps
     in its manifest) and inputs with strides TMA cannot copy run its portable twin, both correct."""
@@ -276,6 +289,12 @@ def test_hopper_lane_serves_head_dim_64_and_128():
         run_case(c)
         packed = p._replace(varlen=True, B=3)   # varlen batches take it too (test_varlen_matches_float64 runs them)
         assert _attention.find_kernel(bundle, packed).info.get("tensor_maps"), kernel.name
+    # Few queries per KV head: a kernel that packs 8 query heads per tile; many queries: none.
+    for Sq, pack in ((1, 8), (16, 8), (1000, 1)):
+        gqa = _attention.Plan("t", False, "bf16", 128, 1, Sq, 777, 16, 2, "causal_bottom_right", 0.088, (-1, -1),
+                              0.0, True, (1, Sq, 16, 128), (1, 16, Sq))
+        chosen = _attention.kernel_for(bundle, gqa)
+        assert chosen.attributes.get("pack_gqa", 1) == pack and chosen.info.get("tensor_maps"), (Sq, chosen.name)
     q = rand((1, 300, 4, 64 + 4), "f16")[..., :64]      # a 136-byte head stride: not for TMA
     infos = {n: _arrays_describe(q, n) for n in "qkvo"}
     assert _attention.with_tma_fallback(bundle, kernel, p, infos).name.endswith("_portable")

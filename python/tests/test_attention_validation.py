@@ -268,7 +268,8 @@ def test_kernel_choice_is_remembered_per_bundle(fake_sim, monkeypatch, tmp_path)
     from tessera import _attention
     fake, dev, entries = fake_sim
     scans, find = [], _attention.find_kernel
-    monkeypatch.setattr(_attention, "find_kernel", lambda bundle, p: scans.append(p) or find(bundle, p))
+    monkeypatch.setattr(_attention, "find_kernel",
+                        lambda bundle, p, pack=1: scans.append(p) or find(bundle, p, pack))
     q, k, v = qkv(D=64)
     for causal in (False, False, True, False, True):
         tessera.flash_attn(q, k, v, causal=causal, device=dev)
@@ -286,6 +287,52 @@ def test_kernel_choice_is_remembered_per_bundle(fake_sim, monkeypatch, tmp_path)
     p = scans[0]
     assert _attention.kernel_for(dev.bundle(tmp_path / "other"), p).name == "fa_f16_d64_none"
     assert _attention.kernel_for(dev.bundle(), p).name == "fa_f16_d64_none_plain"
+
+
+def test_gqa_packing_rule():
+    """pack_for: pack query heads of one KV head into a tile when few queries leave its 128 rows mostly unused
+    (FlashAttention-3's 0.9 fill rule), with the largest fill among the packings that divide Hq / Hkv."""
+    from tessera import _attention
+
+    def plan(Sq, Hq, Hkv, varlen=False):
+        return _attention.Plan("t", varlen, "f16", 128, 1, Sq, 100, Hq, Hkv, "none", 1.0, (-1, -1), 0.0, False,
+                               (1, Sq, Hq, 128), (1, Hq, Sq))
+    packs = (4, 8)
+    assert _attention.pack_for(plan(1, 16, 2), packs) == 8      # 8 of 128 rows used instead of 1
+    assert _attention.pack_for(plan(1, 8, 2), packs) == 4       # ratio 4: 8 heads would span two KV heads
+    assert _attention.pack_for(plan(1, 6, 2), packs) == 1       # ratio 3: no packing divides it
+    assert _attention.pack_for(plan(16, 16, 2), packs) == 8     # 16 queries x 8 heads fill a tile exactly
+    assert _attention.pack_for(plan(100, 16, 2), packs) == 8    # fill 0.78 unpacked, 0.89 packed by 8
+    assert _attention.pack_for(plan(1000, 16, 2), packs) == 1   # 0.98 unpacked already
+    assert _attention.pack_for(plan(1, 16, 2, varlen=True), packs) == 1
+    assert _attention.pack_for(plan(0, 16, 2), packs) == 1
+    assert _attention.pack_for(plan(1, 16, 2), ()) == 1
+
+
+def test_gqa_packed_kernel_launched_only_where_it_packs(fake_sim, tmp_path):
+    """A bundle kernel with pack_gqa > 1 is launched for few queries per KV head, with its own grid; a portable
+    fallback with the same attribute (one head per tile anyway) is not preferred."""
+    fake, dev, entries = fake_sim
+    packed = support.flash_attn_kernel_entry("fa_f16_d64_none_gqa4", "f16", 64, features=("return_lse",))
+    packed["attributes"]["pack_gqa"] = 4
+    packed["grid"] = [["ceil_div", "Sq", 32], ["div", "Hq", 4], "B"]
+    fallback = dict(packed, name="fa_f16_d64_none_gqa4_fallback", entry="fa_f16_d64_none_gqa4_fallback",
+                    code_object="fa_f16_d64_none_gqa4_fallback.hsaco", fallback="portable kernel: one head per tile")
+    support.write_bundle(tmp_path / "packs", "gfx942", [entries["fa_f16_d64_none_lse"], packed])
+    support.write_bundle(tmp_path / "fallback", "gfx942", [entries["fa_f16_d64_none_lse"], fallback])
+    from tessera import _attention
+    for folder, Sq, expected in (("packs", 3, "fa_f16_d64_none_gqa4"), ("packs", 1000, "fa_f16_d64_none_lse"),
+                                 ("fallback", 3, "fa_f16_d64_none_lse")):
+        p = _attention.Plan("t", False, "f16", 64, 1, Sq, 50, 8, 2, "none", 1.0, (-1, -1), 0.0, True,
+                            (1, Sq, 8, 64), (1, 8, Sq))
+        assert _attention.kernel_for(dev.bundle(tmp_path / folder), p).name == expected, (folder, Sq)
+    bundle = dev.bundle(tmp_path / "packs")
+    q, k, v = qkv(Sq=3, Sk=50, Hq=8, Hkv=2)
+    tessera.flash_attn(q, k, v, return_lse=True, device=dev)   # the default bundle: no packed kernel
+    name, grid, _ = _one_launch(fake, entries)
+    assert name == "fa_f16_d64_none_lse" and grid == (1, 8, 1)
+    kernel = _attention.kernel_for(bundle, p._replace(Sq=3))
+    assert kernel.grid(**{**{n: 1 for n in kernel.settable}, "Sq": 3, "Hq": 8}) == (1, 2, 1)
 
 
 def test_empty_sizes_launch_nothing(fake_sim):

@@ -33,3 +33,9 @@ tessera.flash_attn @fa_none {dtype = bf16, head_dim = 128}
 // CHECK: tessera.arg_names = ["q", "k", "v", "o", "cu_seqlens_q", "cu_seqlens_k", "B"
 // CHECK: memref.load %{{.+}} : memref<?xi32>
 tessera.flash_attn @fa_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, varlen}
+
+// pack_gqa is packed on the sm_90a wgmma path only: here one query head per tile, and the
+// manifest's fallback says so.
+// CHECK-LABEL: gpu.func @fa_gqa8(
+// CHECK-SAME: tessera.fallback = "portable kernel: pack_gqa is generated on the sm_90a wgmma path only; one query head per tile"
+tessera.flash_attn @fa_gqa8 {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, return_lse, pack_gqa = 8}

@@ -83,3 +83,12 @@ tessera.flash_attn @fa_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mas
 // CHECK: gpu.func @fa_d96(
 // CHECK-SAME: tessera.fallback = "portable kernel: head_dim 96 does not fit the wgmma kernel's registers (64 and 128 do)"
 tessera.flash_attn @fa_d96 {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>}
+
+// Packed GQA (pack_gqa = 8): a consumer's 64 rows are 8 query heads x 8 queries of one KV head,
+// Q and O boxes [64, 8 queries, 8 heads, 1], tiles over ceil(Sq / 16) x Hq / 8 x B.
+// CHECK-LABEL: gpu.func @fa_gqa8(
+// CHECK-SAME: tessera.grid = "{{\[\[}}\22min\22, [\22mul\22, [\22ceil_div\22, \22Sq\22, 16], [\22mul\22, [\22div\22, \22Hq\22, 8], \22B\22]]
+// CHECK-SAME: \22box\22: [64, 8, 8, 1]
+// CHECK: nvgpu.tma.async.load {{.+}} : <tensor = memref<1x8x8x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.tma.async.store {{.+}} : memref<1x8x8x64xbf16
+tessera.flash_attn @fa_gqa8 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 8}

@@ -31,11 +31,6 @@ tessera.paged_decode @d {dtype = bf16, kv_dtype = f8E4M3FN, head_dim = 128, bloc
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn' op 'pack_gqa' > 1 is not generated yet for gfx942}}
-tessera.flash_attn @fa {dtype = bf16, head_dim = 128, pack_gqa = 4}
-
-// -----
-
 // expected-error @+1 {{'tessera.flash_attn' op no tile configuration of gfx942 atoms fits head_dim 256 in 65536 bytes of LDS with the given tile}}
 tessera.flash_attn @fa {dtype = bf16, head_dim = 256, tile = #tessera.tile<m = 256, n = 128, k = 64, waves = 4, stages = 1>}
 

@@ -53,6 +53,11 @@ bool persistentCode(tessera::FlashAttnOp op) {
 /// The tile plan of the sm_90a kernel.
 struct Sm90Plan {
   int headDim = 0, blockN = 0;
+  // Query heads per tile (pack_gqa): a consumer's 64 rows are `pack` heads x 64 / pack
+  // queries, head-major, all reading one KV head.
+  int pack = 1;
+  int queriesPerConsumer() const { return consumerRows / pack; }
+  int tileQueries() const { return blockM / pack; }
   int stages = 2;  // of the K and V rings
   // Q buffers: with 2 the next tile's Q loads during this one (short causal tiles: D128 S 1-4k
   // 0.89-0.97x -> 0.95-0.99x cuDNN on the H200, bench/NOTES.md 2026-11-29).
@@ -130,13 +135,26 @@ private:
   /// workgroups running together share K/V in L2; with a causal mask or a window the longest
   /// tiles (last query blocks) go first, within sections of heads whose K/V fit in L2.
   void decodeTile(Value t);
-  /// The first query row this consumer thread's accumulators hold in the current tile (its
-  /// second is 8 further): consumer cw's 64 rows, 16 per warp, 8 lane groups of 4.
-  Value firstRowOfThread(Value cw) {
+  /// The queries (and with packing, heads) of this consumer thread's two accumulator rows
+  /// (the second 8 below the first) in the current tile: consumer cw's 64 rows, 16 per warp,
+  /// 8 lane groups of 4; packed, row r is query r % (64 / pack) of head r / (64 / pack).
+  void setThreadRows(Value cw) {
     Value ltid = kb.remui(kb.threadId(), 128);
-    return kb.add(kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows)),
-                  hopper::AccumulatorLayout::firstRow(kb, ltid));
+    Value first = hopper::AccumulatorLayout::firstRow(kb, ltid);
+    Value consumerQ0 = kb.add(q0, kb.mul(cw, p.queriesPerConsumer()));
+    for (int h = 0; h < 2; ++h) {
+      if (p.pack == 1) {
+        threadQuery[h] = kb.add(kb.add(consumerQ0, first), h * 8);
+        threadHead[h] = head;
+        continue;
+      }
+      Value row = kb.add(first, h * 8);
+      threadQuery[h] = kb.add(consumerQ0, kb.remui(row, p.queriesPerConsumer()));
+      threadHead[h] = kb.add(head, kb.divui(row, p.queriesPerConsumer()));
+    }
   }
+  /// The last query of the current tile.
+  Value lastQuery() { return kb.add(q0, p.tileQueries() - 1); }
   /// Per role, after its setmaxnreg: shared memory, tensor maps, sizes and the tile count.
   void setUpRole();
   /// The visibility rule of the current (batch, head) (per tile for varlen batches).
@@ -145,6 +163,8 @@ private:
   /// (innermost first) of a box at (col, row, head): maps over (D, S, H, B), or (D, rows, H)
   /// for varlen batches, whose `row` includes the sequence's first row.
   SmallVector<int64_t> box(int rows) const;
+  /// The box of a consumer's Q or O tile: 64 rows, or `pack` heads of 64 / pack queries.
+  SmallVector<int64_t> qoBox() const;
   SmallVector<Value> coords(Value col, Value row, Value h);
   /// The key tiles of the current tile: first and count (none for a varlen query block past
   /// its sequence's end).
@@ -190,7 +210,8 @@ private:
   std::optional<hopper::MbarrierRing> qRing, kRing, vRing;
   Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
   Value rowQ0, rowK0; // varlen: the first packed row of this tile's sequence in q/o and k/v
-  Value threadRow, colInTile; // this thread's first accumulator query row and key column
+  Value threadQuery[2], threadHead[2]; // of this thread's two accumulator rows (setThreadRows)
+  Value colInTile;                      // this thread's first accumulator key column
   Value qDescBase16;        // this consumer's Q tile in Q buffer 0 (>> 4, i64)
   Value qDesc16;            // ... in the current tile's Q buffer
   Value numM, numTiles, barMine, barOther;
@@ -238,16 +259,21 @@ void Sm90Emitter::setUpRole() {
     Type t = hb.tensorMapType(box(rows), p.elem);
     return UnrealizedConversionCastOp::create(b, loc, t, arg(name)).getResult(0);
   };
-  tmQ = map("q_tma", Sm90Plan::consumerRows);
+  auto mapOf = [&](StringRef name, ArrayRef<int64_t> shape) -> Value {
+    Type t = hb.tensorMapType(shape, p.elem);
+    return UnrealizedConversionCastOp::create(b, loc, t, arg(name)).getResult(0);
+  };
+  tmQ = mapOf("q_tma", qoBox());
   tmK = map("k_tma", p.blockN);
   tmV = map("v_tma", p.blockN);
-  if (!varlen) tmO = map("o_tma", Sm90Plan::consumerRows);
+  if (!varlen) tmO = mapOf("o_tma", qoBox());
   // Varlen: the longest sequences; decodeTile sets each tile's own.
   seqQ = arg("Sq");
   seqK = arg("Sk");
   if (!varlen) setVisibility();
-  numM = kb.ceilDiv(seqQ, Sm90Plan::blockM);
-  numTiles = kb.mul(numM, kb.mul(arg("Hq"), arg("B")));
+  numM = kb.ceilDiv(seqQ, p.tileQueries());
+  Value headGroups = p.pack == 1 ? arg("Hq") : kb.divui(arg("Hq"), p.pack);
+  numTiles = kb.mul(numM, kb.mul(headGroups, arg("B")));
 }
 
 void Sm90Emitter::setVisibility() {
@@ -262,13 +288,18 @@ SmallVector<int64_t> Sm90Emitter::box(int rows) const {
   return {1, 1, rows, hopper::kPanelElems};
 }
 
+SmallVector<int64_t> Sm90Emitter::qoBox() const {
+  if (p.pack == 1) return box(Sm90Plan::consumerRows);
+  return {1, p.pack, p.queriesPerConsumer(), hopper::kPanelElems};
+}
+
 SmallVector<Value> Sm90Emitter::coords(Value col, Value row, Value h) {
   if (varlen) return {col, row, h};
   return {col, row, h, batch};
 }
 
 std::pair<Value, Value> Sm90Emitter::keyTiles() {
-  auto [lo, hi] = visibility->keyTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
+  auto [lo, hi] = visibility->keyTileRange(q0, lastQuery(), p.blockN);
   Value n = kb.sub(hi, lo);
   // The grid covers the longest sequence: shorter ones have query blocks with nothing to do.
   if (varlen) n = kb.select(kb.cmpLt(q0, seqQ), n, kb.idx(0));
@@ -288,7 +319,8 @@ void Sm90Emitter::decodeTile(Value t) {
   auto umin = [&](Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); };
   auto umax = [&](Value x, Value y) { return arith::MaxUIOp::create(b, loc, x, y); };
   Value tile = t, blocks = i32(numM), hq = i32(arg("Hq")); // t is i32 already
-  Value heads = mul(hq, i32(arg("B")));
+  Value groups = p.pack == 1 ? hq : div(hq, c32(p.pack));    // of `pack` query heads
+  Value heads = mul(groups, i32(arg("B")));
   Value mBlock, headBatch;
   if (equalWorkTiles(op)) {
     mBlock = rem(tile, blocks);
@@ -305,11 +337,12 @@ void Sm90Emitter::decodeTile(Value t) {
     mBlock = sub(sub(blocks, c32(1)), div(r, width));
     headBatch = arith::AddIOp::create(b, loc, first, rem(r, width));
   }
-  Value head32 = rem(headBatch, hq);
+  Value head32 = rem(headBatch, groups); // the tile's first query head
+  if (p.pack > 1) head32 = mul(head32, c32(p.pack));
   head = idx(head32);
-  batch = idx(div(headBatch, hq));
+  batch = idx(div(headBatch, groups));
   kvHead = idx(div(head32, div(hq, i32(arg("Hkv")))));
-  q0 = kb.mul(idx(mBlock), Sm90Plan::blockM);
+  q0 = kb.mul(idx(mBlock), p.tileQueries());
   if (!varlen) return;
   Value next = kb.add(batch, 1);
   rowQ0 = kb.loadIndex(arg("cu_seqlens_q"), batch);
@@ -342,8 +375,8 @@ void Sm90Emitter::emitProducer() {
     for (int w = 0; w < 2; ++w)
       for (int panel = 0; panel < p.panels(); ++panel) {
         int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
-        Value dst = hb.view(smem, kb.add(qBuffer, offset), box(Sm90Plan::consumerRows), p.elem);
-        Value row = kb.add(q0, w * 64);
+        Value dst = hb.view(smem, kb.add(qBuffer, offset), qoBox(), p.elem);
+        Value row = kb.add(q0, w * p.queriesPerConsumer());
         if (varlen) row = kb.add(rowQ0, row);
         hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars, qRing->fullBarrier(qSlot));
       }
@@ -415,7 +448,7 @@ void Sm90Emitter::emitConsumers() {
     // the key loop (the consumers are at their register limit); the asm keeps CSE from
     // merging the two decodes.
     decodeTile(hb.registerFence({tile})[0]);
-    threadRow = firstRowOfThread(cw);
+    setThreadRows(cw);
     emitEpilogue(state, cw);
     Value used = arith::SelectOp::create(b, loc, kb.cmpLt(kb.idx(0), nIter), c32(1), c32(0));
     return {add32(qPhase, used), add32(ring, toI32(nIter))};
@@ -480,7 +513,7 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
   };
   Value lowest[2], highest[2];
   for (int h = 0; h < 2; ++h) {
-    auto [first, last] = visibility->keyInterval(kb.add(threadRow, h * 8));
+    auto [first, last] = visibility->keyInterval(threadQuery[h]);
     lowest[h] = rel(first), highest[h] = rel(last);
   }
   for (int i = 0; i < p.sValues(); ++i) {
@@ -542,10 +575,10 @@ SmallVector<Value> Sm90Emitter::packP(ArrayRef<Value> probs) {
 
 SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ring, Value qPhase,
                                                   Value cw) {
-  threadRow = firstRowOfThread(cw);
+  setThreadRows(cw);
   colInTile = hopper::AccumulatorLayout::firstColumn(kb, kb.remui(kb.threadId(), 128));
   std::tie(wholeLo, wholeHi) =
-      visibility->unmaskedTileRange(q0, kb.add(q0, Sm90Plan::blockM - 1), p.blockN);
+      visibility->unmaskedTileRange(q0, lastQuery(), p.blockN);
 
   SmallVector<Type> stateTypes(p.oValues() + 4, b.getF32Type());
   auto any = scf::IfOp::create(b, loc, stateTypes, kb.cmpLt(kb.idx(0), nIter), true);
@@ -664,7 +697,7 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
                           p.sharedBytes(), p.headDim, p.elem};
   hopper::EpilogueBuilder epilogue(kb, hb);
   epilogue.stage(tile, o, inv, ltid);
-  Value rowO = kb.add(q0, kb.mul(cw, Sm90Plan::consumerRows));
+  Value rowO = kb.add(q0, kb.mul(cw, p.queriesPerConsumer()));
   if (varlen) {
     // By the threads: a TMA box would overwrite the next sequence's rows.
     hb.namedBarrierSync(epilogueBarrier, 128);
@@ -685,16 +718,16 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(leader.thenBlock());
     // Waited for before the next write of the O tile, and at the end.
-    epilogue.storeByTma(tile, tmO, box(Sm90Plan::consumerRows), [&](int panel) {
+    epilogue.storeByTma(tile, tmO, qoBox(), [&](int panel) {
       return coords(kb.idx(panel * 64), rowO, head);
     });
   }
   if (!op.getReturnLse()) return;
   // LSE (natural log) per row from the lanes holding column 0 of it.
-  Value base = kb.mul(head, arg("lse_stride_h"));
-  base = varlen ? kb.add(base, rowQ0) : kb.add(kb.mul(batch, arg("lse_stride_b")), base);
   for (int h = 0; h < 2; ++h) {
-    Value row = kb.add(threadRow, h * 8);
+    Value base = kb.mul(threadHead[h], arg("lse_stride_h"));
+    base = varlen ? kb.add(base, rowQ0) : kb.add(kb.mul(batch, arg("lse_stride_b")), base);
+    Value row = threadQuery[h];
     Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, l[h], kb.f32(0));
     Value log2l = math::Log2Op::create(b, loc, l[h]);
     Value value = kb.select(positive, kb.fmul(math::FmaOp::create(b, loc, m[h], softmaxScale, log2l),
@@ -725,6 +758,7 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   // Key tiles of 192 for head_dim 64 without a mask: on the H200 0.99-1.03x cuDNN at S >= 4096
   // against 0.92-0.96x with 128 (bench/NOTES.md, 2026-11-29); causal tiles gained nothing.
   p.blockN = p.headDim == 64 && equalWorkTiles(op) ? 192 : 128;
+  p.pack = int(op.getPackGqa());
   p.elem = op.getDtype();
   p.in = *toElemType(p.elem);
   OpBuilder b(op);
@@ -734,13 +768,13 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   Type ptr = LLVM::LLVMPointerType::get(op.getContext());
   const bool varlen = op.getVarlen();
   auto tensor = [&](const std::string &t, const char *seq, const char *rows, const char *heads,
-                    int boxRows) {
+                    int boxRows, int boxHeads) {
     std::string mapName = t + "_tma";
     sig.args.push_back({mapName, ptr, ArgRole::TensorMap});
     std::vector<GridExpr> dims = {GridExpr::constant(p.headDim),
                                   GridExpr::arg(varlen ? rows : seq), GridExpr::arg(heads)};
     std::vector<GridExpr> strides = {GridExpr::arg(t + "_stride_s"), GridExpr::arg(t + "_stride_h")};
-    std::vector<int> boxShape = {hopper::kPanelElems, boxRows, 1};
+    std::vector<int> boxShape = {hopper::kPanelElems, boxRows, boxHeads};
     if (!varlen) {
       dims.push_back(GridExpr::arg("B"));
       strides.push_back(GridExpr::arg(t + "_stride_b"));
@@ -748,10 +782,10 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
     }
     sig.tensorMaps.push_back(TensorMapRecipe::tiled(mapName, t, dims, strides, boxShape));
   };
-  tensor("q", "Sq", "total_q", "Hq", Sm90Plan::consumerRows);
-  tensor("k", "Sk", "total_k", "Hkv", p.blockN);
-  tensor("v", "Sk", "total_k", "Hkv", p.blockN);
-  if (!varlen) tensor("o", "Sq", "total_q", "Hq", Sm90Plan::consumerRows);
+  tensor("q", "Sq", "total_q", "Hq", p.queriesPerConsumer(), p.pack);
+  tensor("k", "Sk", "total_k", "Hkv", p.blockN, 1);
+  tensor("v", "Sk", "total_k", "Hkv", p.blockN, 1);
+  if (!varlen) tensor("o", "Sq", "total_q", "Hq", p.queriesPerConsumer(), p.pack);
   // Every plan sm90FlashAttnUnsupported admits fits (D 128: 192 KiB).
   assert(p.sharedBytes() <= TargetInfo::hopperSharedBytes && "sm_90a plan exceeds shared memory");
   sig.dynamicSharedBytes = p.sharedBytes();
@@ -760,9 +794,12 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   // tiles differ in work; beyond 4096 keys one workgroup per tile, longest first, balanced by
   // the hardware, measured better (S 16384: 580 vs 527 TFLOP/s static), so the grid switches:
   // min(tiles, max(SMs, div(Sk, 4097) * tiles)). Window kernels launch one per tile.
+  GridExpr headGroups = p.pack == 1 ? GridExpr::arg("Hq")
+                                    : GridExpr::floorDiv(GridExpr::arg("Hq"),
+                                                         GridExpr::constant(p.pack));
   GridExpr tiles = GridExpr::mul(
-      GridExpr::ceilDiv(GridExpr::arg("Sq"), GridExpr::constant(Sm90Plan::blockM)),
-      GridExpr::mul(GridExpr::arg("Hq"), GridExpr::arg("B")));
+      GridExpr::ceilDiv(GridExpr::arg("Sq"), GridExpr::constant(p.tileQueries())),
+      GridExpr::mul(headGroups, GridExpr::arg("B")));
   if (!persistentCode(op))
     sig.grid[0] = tiles;
   else if (equalWorkTiles(op))

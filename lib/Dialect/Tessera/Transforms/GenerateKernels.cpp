@@ -45,6 +45,8 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
   if (!target.hasWgmma || !unsupported.empty()) {
     FailureOr<gpu::GPUFuncOp> func = generateFlashAttn(attn, target);
     if (failed(func)) return failure();
+    if (unsupported.empty() && attn.getPackGqa() > 1)
+      unsupported = "pack_gqa is generated on the sm_90a wgmma path only; one query head per tile";
     if (!unsupported.empty())
       (*func)->setAttr("tessera.fallback", StringAttr::get(ctx, "portable kernel: " + unsupported));
     return success();
