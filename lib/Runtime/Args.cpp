@@ -161,8 +161,10 @@ tessera_status storeArg(tessera_args &args, size_t index, ArgType type, const vo
   const KernelInfo &kernel = *args.kernel.info;
   const ArgInfo &arg = kernel.args[index];
   auto label = [&] { return argLabel(kernel, arg.name); }; // built for a message only, not per argument set
-  if (arg.type == ArgType::TensorMap)
-    return fail(TESSERA_ERROR_ARGUMENT, label() + " is a TMA tensor map the runtime encodes at launch; it is not set");
+  if (arg.runtimeFilled)
+    return fail(TESSERA_ERROR_ARGUMENT, label() + (arg.type == ArgType::TensorMap
+                                                       ? " is a TMA tensor map the runtime encodes at launch; it is not set"
+                                                       : " is the tile counter the runtime passes at launch; it is not set"));
   if (arg.type != type)
     return fail(TESSERA_ERROR_ARGUMENT, label() + " is " + argTypeName(arg.type) + ", not " + argTypeName(type));
   if (args.isSet[index])
@@ -200,7 +202,7 @@ tessera_status setAllArgs(tessera_args &args, const uint64_t *values, size_t cou
                                                     std::to_string(count) + " values");
   for (size_t i = 0; i < count; ++i) {
     ArgType type = kernel.args[i].type;
-    if (type == ArgType::TensorMap)
+    if (kernel.args[i].runtimeFilled)
       continue;
     // 4-byte arguments are the low 32 bits of their value, whatever the host's byte order.
     uint32_t low = static_cast<uint32_t>(values[i]);
@@ -215,10 +217,20 @@ tessera_status evaluateGrid(const tessera_args &args, uint32_t grid[3]) {
   const KernelInfo &kernel = *args.kernel.info;
   std::string unset;
   for (size_t i = 0; i < kernel.args.size(); ++i)
-    if (!args.isSet[i] && kernel.args[i].type != ArgType::TensorMap)
+    if (!args.isSet[i] && !kernel.args[i].runtimeFilled)
       appendToList(unset, kernel.args[i].name);
   if (!unset.empty())
     return fail(TESSERA_ERROR_ARGUMENT, "kernel " + kernel.name + ": arguments not set: " + unset);
+  for (const DivisibleInfo &rule : kernel.divisible) {
+    const ArgInfo &arg = kernel.args[rule.arg];
+    int64_t value = integerAt(arg.type, args.pointers[rule.arg]), by = 0;
+    std::string where = "kernel " + kernel.name + ": '" + arg.name + "'";
+    if (tessera_status s = evaluate(args, rule.by, where, by))
+      return s;
+    if (by == 0 ? value != 0 : value % by != 0)
+      return fail(TESSERA_ERROR_ARGUMENT, where + " = " + std::to_string(value) + " must be a multiple of " +
+                                              rule.byText + " = " + std::to_string(by));
+  }
   for (int d = 0; d < 3; ++d) {
     std::string where = "kernel " + kernel.name + ": grid[" + std::to_string(d) + "]";
     int64_t value = 0;
@@ -248,6 +260,12 @@ tessera_status launch(const tessera_args &args, void *stream) {
   for (const TensorMapInfo &map : kernel.tensorMaps)
     if (tessera_status s = encodeTensorMap(args, device, map, pointers[map.arg]))
       return s;
+  if (kernel.tileCounterArg >= 0) {
+    void *counter = nullptr;
+    if (tessera_status s = device.tileCounter(stream, counter))
+      return s;
+    std::memcpy(pointers[kernel.tileCounterArg], &counter, sizeof counter);
+  }
   std::copy(kernel.block, kernel.block + 3, l.block);
   l.dynamic_lds_bytes = kernel.dynamicLdsBytes;
   l.arg_buffer = buffer.data();

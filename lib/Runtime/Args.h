@@ -22,7 +22,7 @@ namespace tessera::runtime {
 tessera_status setArg(tessera_args &args, const char *name, ArgType type, const void *value);
 
 /// Sets every argument in manifest order from `values` (one 64-bit word per argument, 4-byte
-/// ones in the low 32 bits, tensor maps skipped) with setArg's checks, stopping at the first
+/// ones in the low 32 bits, those the runtime fills skipped) with setArg's checks, stopping at the first
 /// rejected one; `count` must be the kernel's argument count.
 tessera_status setAllArgs(tessera_args &args, const uint64_t *values, size_t count);
 

@@ -17,8 +17,36 @@ const tessera_backend_host &backendHost() {
 }
 
 Device::~Device() {
-  if (handle)
-    backend->close(handle);
+  if (!handle)
+    return;
+  for (auto [stream, counter] : counters)
+    backend->free(handle, counter);
+  backend->close(handle);
+}
+
+tessera_status Device::tileCounter(void *stream, void *&out) const {
+  std::lock_guard<std::mutex> lock(countersMutex);
+  auto found = counters.find(stream);
+  if (found != counters.end()) {
+    out = found->second;
+    return TESSERA_SUCCESS;
+  }
+  // Two 32-bit words (next tile, workgroups done); a whole 128-byte line of its own.
+  constexpr size_t bytes = 128;
+  void *counter = nullptr;
+  if (tessera_status s = backend->alloc(handle, bytes, &counter))
+    return s;
+  // Synchronised: a memset may run on another stream than the first launch using it.
+  tessera_status s = backend->memset(handle, counter, 0, bytes);
+  if (!s)
+    s = backend->synchronize(handle);
+  if (s) {
+    backend->free(handle, counter);
+    return s;
+  }
+  counters.emplace(stream, counter);
+  out = counter;
+  return TESSERA_SUCCESS;
 }
 
 tessera_status openDevice(const std::string &backend, int ordinal, std::shared_ptr<Device> &out) {

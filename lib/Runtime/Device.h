@@ -6,7 +6,9 @@
 
 #include "tessera/Runtime/tessera_backend.h"
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace tessera::runtime {
@@ -18,6 +20,16 @@ struct Device {
   std::unique_ptr<SharedLibrary> plugin;  ///< keeps a plugin's code loaded while the device lives
   std::string arch;
   uint32_t processorCount = 0;            ///< SMs / CUs; 0 when the backend does not say
+
+  /// The tile counter of `stream`: device memory, zeroed when first handed out, that a
+  /// dynamically scheduled kernel claims tiles from and leaves zeroed when it ends. Launches
+  /// on one stream run in order and share it; each stream has its own, so launches that may
+  /// overlap do not. Thread-safe.
+  tessera_status tileCounter(void *stream, void *&out) const;
+
+private:
+  mutable std::mutex countersMutex;
+  mutable std::map<void *, void *> counters; ///< stream -> its counter
 };
 
 /// Opens `backend` ("cuda", "hip", "sim" or "sim:<options>") device `ordinal`.

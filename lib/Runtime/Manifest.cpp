@@ -126,9 +126,13 @@ ArgInfo parseArg(const Object &o) {
                                     : ArgType::F32;
   if (o.has("dtype"))
     arg.dtype = o.string("dtype");
-  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param", "tensor_map"});
+  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param", "tensor_map",
+                              "tile_counter"});
   if ((arg.role == "tensor_map") != (arg.type == ArgType::TensorMap))
     throw ManifestError{o.at("role"), "an argument has type tensor_map exactly when its role is tensor_map"};
+  if (arg.role == "tile_counter" && arg.type != ArgType::Ptr)
+    throw ManifestError{o.at("role"), "a tile_counter argument has type ptr"};
+  arg.runtimeFilled = arg.type == ArgType::TensorMap || arg.role == "tile_counter";
   return arg;
 }
 
@@ -233,6 +237,11 @@ KernelInfo parseKernel(const Object &o) {
     ArgInfo arg = parseArg(Object(args[i], indexed(o.at("args"), i)));
     if (k.argIndex(arg.name) >= 0)
       throw ManifestError{indexed(o.at("args"), i), "duplicate argument '" + arg.name + "'"};
+    if (arg.role == "tile_counter") {
+      if (k.tileCounterArg >= 0)
+        throw ManifestError{indexed(o.at("args"), i), "a kernel has at most one tile_counter argument"};
+      k.tileCounterArg = int(i);
+    }
     k.args.push_back(std::move(arg));
   }
   layoutArgs(k);
@@ -246,6 +255,21 @@ KernelInfo parseKernel(const Object &o) {
     const json &maps = o.array("tensor_maps");
     for (size_t i = 0; i < maps.size(); ++i)
       k.tensorMaps.push_back(parseTensorMap(Object(maps[i], indexed(o.at("tensor_maps"), i)), k));
+  }
+  if (o.has("divisible")) {
+    const json &rules = o.array("divisible");
+    for (size_t i = 0; i < rules.size(); ++i) {
+      Object rule(rules[i], indexed(o.at("divisible"), i));
+      DivisibleInfo d;
+      // The argument as a grid expression: the same name and integer-type checks.
+      GridExpr arg = parseGridExpr(json(rule.string("arg")), rule.at("arg"), k);
+      if (arg.op != GridExpr::Op::Arg)
+        throw ManifestError{rule.at("arg"), "expected the name of an integer argument"};
+      d.arg = arg.arg;
+      d.by = parseGridExpr(rule.field("by"), rule.at("by"), k);
+      d.byText = rule.field("by").dump();
+      k.divisible.push_back(std::move(d));
+    }
   }
   for (size_t i = 0; i < k.args.size(); ++i)
     if (k.args[i].type == ArgType::TensorMap &&

@@ -23,8 +23,12 @@ struct ArgInfo {
   std::string name;
   ArgType type;
   std::optional<std::string> dtype; ///< element type of a ptr argument
-  std::string role;                 ///< input, output, inout, size, stride, scale, param, tensor_map
+  std::string role;                 ///< input, output, inout, size, stride, scale, param, tensor_map, tile_counter
   size_t offset = 0;                ///< where the C ABI puts it in the packed argument buffer
+  /// Filled by the runtime at launch, never by callers: tensor maps, and tile counters (a ptr
+  /// to the per-stream counter a persistent kernel claims tiles from). Set once when parsed:
+  /// every launch asks.
+  bool runtimeFilled = false;
 };
 
 /// A grid dimension: an integer, an integer argument's value, the device's processor count
@@ -46,6 +50,15 @@ struct TensorMapInfo {
   std::vector<uint32_t> box;         ///< elements per TMA copy, innermost first
 };
 
+/// A launch precondition (manifest "divisible"): the integer argument `arg` must be a multiple
+/// of `by` (0 only of 0), e.g. a kernel packing query heads of one KV head needs Hq to be a
+/// multiple of Hkv x pack.
+struct DivisibleInfo {
+  int arg = -1;
+  GridExpr by;
+  std::string byText;                ///< the expression as written, for the error message
+};
+
 struct KernelInfo {
   std::string name;
   std::string entry;
@@ -57,6 +70,8 @@ struct KernelInfo {
   uint32_t ldsBytes = 0;
   uint32_t dynamicLdsBytes = 0;
   std::vector<TensorMapInfo> tensorMaps;
+  int tileCounterArg = -1;           ///< the tile_counter argument, or -1
+  std::vector<DivisibleInfo> divisible;
   std::string json;                  ///< the manifest entry, for tessera_kernel_json
 
   /// Index of the argument called `name`, or -1.

@@ -13,15 +13,16 @@ _SETTERS = {"ptr": ("tessera_args_set_ptr", ctypes.c_void_p), "i64": ("tessera_a
             "i32": ("tessera_args_set_i32", ctypes.c_int32), "f32": ("tessera_args_set_f32", ctypes.c_float)}
 
 
-def _values_struct(args):
+def _values_struct(args, settable):
     """A ctypes Structure laid out as tessera_args_set_all's values (one 8-byte slot per argument, manifest order).
     Each settable argument is a field of its by-name setter's ctypes type, named after it, so ArgValues(**values)
     converts every value exactly as the setters do (None is NULL, a float is refused for an integer, an f32 is
-    rounded); a 4-byte field sits in its slot's low 32 bits, tensor-map slots stay 0 (the runtime ignores them)."""
+    rounded); a 4-byte field sits in its slot's low 32 bits, the slots of what the runtime fills (tensor maps, tile
+    counters) stay 0 (it ignores them)."""
     fields = []
     for name, kind in args:
-        if kind == "tensor_map":
-            fields.append((f"{name} (tensor map)", ctypes.c_uint64))
+        if name not in settable:
+            fields.append((f"{name} (runtime)", ctypes.c_uint64))
             continue
         slot = [(name, _SETTERS[kind][1])]
         if ctypes.sizeof(slot[0][1]) == 4:
@@ -45,8 +46,10 @@ class Kernel:
         self.attributes = self.info.get("attributes", {})
         self.args = [(a["name"], a["type"]) for a in self.info["args"]]
         self._types = dict(self.args)
-        self.settable = frozenset(name for name, kind in self.args if kind != "tensor_map")   # what callers set
-        self._packing = None   # _values_struct(self.args), made on the first launch
+        # What callers set: not what the runtime fills at launch.
+        self.settable = frozenset(a["name"] for a in self.info["args"]
+                                  if a["type"] != "tensor_map" and a.get("role") != "tile_counter")
+        self._packing = None   # _values_struct(self.args, self.settable), made on the first launch
 
     @property
     def _handle(self):
@@ -64,7 +67,7 @@ class Kernel:
     def _fill(self, args, values):
         if values.keys() == self.settable:   # every argument, no other name: one runtime call
             if self._packing is None:
-                self._packing = _values_struct(self.args)
+                self._packing = _values_struct(self.args, self.settable)
             packed = self._packing(**values)
             _lib.call("tessera_args_set_all", args, ctypes.byref(packed), len(self.args))
             return

@@ -251,6 +251,27 @@ def test_fake_launch_sets_every_argument_in_one_call(fake, monkeypatch, tmp_path
 
 
 @requires_fake
+def test_fake_tile_counter_is_the_runtimes(fake, monkeypatch, tmp_path):
+    """A tile_counter argument is not the caller's: Kernel.launch sets the others in one tessera_args_set_all and the
+    runtime passes the stream's counter (the same one on the next launch)."""
+    entry = _copy_kernel_entry()
+    entry["args"].append({"name": "tile_counter", "type": "ptr", "dtype": "i32", "role": "tile_counter"})
+    support.write_bundle(tmp_path / "sm_90a", "sm_90a", [entry])
+    support.write_ptx(tmp_path / "sm_90a", entry)
+    kernel = tessera.Device("cuda").bundle(tmp_path / "sm_90a").kernel("copy")
+    assert kernel.settable == {"a", "n", "scale", "M", "lda"}
+    called, call = [], _lib.call
+    monkeypatch.setattr(_lib, "call", lambda name, *args: called.append(name) or call(name, *args))
+    for _ in range(2):
+        kernel.launch(a=0x10000, n=1, scale=1.0, M=300, lda=64)
+    assert [n for n in called if n.startswith("tessera_args_set")] == ["tessera_args_set_all"] * 2
+    first, second = (support.struct.unpack_from("<Q", bytes(launch.args), 64 + 128)[0] for launch in fake.launches())
+    assert first != 0 and first == second
+    with pytest.raises(tessera.ArgumentError, match="is the tile counter the runtime passes at launch"):
+        kernel.launch(a=0x10000, n=1, scale=1.0, M=300, lda=64, tile_counter=0x20000)
+
+
+@requires_fake
 def test_fake_gemm_kernel_choice_is_remembered(fake, monkeypatch, tmp_path):
     """tessera.gemm scans the bundle once per variant; a missing variant raises on every call."""
     from tessera import _gemm

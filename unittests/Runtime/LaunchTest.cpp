@@ -105,18 +105,30 @@ INSTANTIATE_TEST_SUITE_P(Backends, PackingTest, ::testing::Values("cuda", "hip",
                            return std::string(info.param).substr(0, 3) == "sim" ? "sim" : info.param;
                          });
 
-/// Fixture with the gemm kernel (a, b, c, M, N, K, alpha) loaded on the fake CUDA driver.
-class LaunchTest : public RuntimeTest {
+/// Fixture with kernel `name` of `manifest` loaded on the fake CUDA driver and its arguments.
+class KernelTest : public RuntimeTest {
 protected:
-  void SetUp() override {
-    RuntimeTest::SetUp();
-    ASSERT_NE(load("cuda", nvidiaManifest()), nullptr);
-    k = kernel(bundle);
+  void loadKernel(const json &manifest, const char *name) {
+    ASSERT_NE(load("cuda", manifest), nullptr);
+    k = kernel(bundle, name);
     ASSERT_TESSERA_OK(tessera_args_create(k, &args));
   }
   void TearDown() override {
-    tessera_args_destroy(args);
+    if (args)
+      tessera_args_destroy(args);
     RuntimeTest::TearDown();
+  }
+  tessera_kernel *k = nullptr;
+  tessera_args *args = nullptr;
+  alignas(16) char buffer[64];
+};
+
+/// Fixture with the gemm kernel (a, b, c, M, N, K, alpha).
+class LaunchTest : public KernelTest {
+protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(loadKernel(nvidiaManifest(), "gemm"));
   }
   /// Sets every argument; sizes M, N, K.
   void setAll(int64_t m, int64_t n, int64_t kk) {
@@ -128,9 +140,6 @@ protected:
     ASSERT_TESSERA_OK(tessera_args_set_i64(args, "K", kk));
     ASSERT_TESSERA_OK(tessera_args_set_f32(args, "alpha", 1.0f));
   }
-  tessera_kernel *k = nullptr;
-  tessera_args *args = nullptr;
-  char buffer[16];
 };
 
 TEST_F(LaunchTest, GridFollowsTheManifestExpressions) {
@@ -254,6 +263,20 @@ TEST_F(LaunchTest, SetAllRejectsLikeTheSettersAndStops) {
   EXPECT_EQ(fake_launch_count(), 1);
 }
 
+/// Arguments of the gemm kernel of nvidiaManifest(): a, b, c at `buffer`, M = m, N = n, K = 1,
+/// alpha = 1.
+static tessera_args *gemmArgs(tessera_kernel *k, int64_t m, int64_t n, void *buffer) {
+  tessera_args *args = nullptr;
+  EXPECT_EQ(tessera_args_create(k, &args), TESSERA_SUCCESS);
+  for (const char *p : {"a", "b", "c"})
+    tessera_args_set_ptr(args, p, buffer);
+  tessera_args_set_i64(args, "M", m);
+  tessera_args_set_i64(args, "N", n);
+  tessera_args_set_i64(args, "K", 1);
+  tessera_args_set_f32(args, "alpha", 1);
+  return args;
+}
+
 /// Grid expressions with operands that cannot give a grid.
 class GridErrorTest : public RuntimeTest {
 protected:
@@ -262,20 +285,68 @@ protected:
     manifest["kernels"][0]["args"][3]["role"] = "param"; // allow negative values through
     manifest["kernels"][0]["grid"] = grid;
     tessera_bundle *b = load("cuda", manifest);
-    tessera_args *args = nullptr;
-    EXPECT_EQ(tessera_args_create(kernel(b), &args), TESSERA_SUCCESS);
     char buffer[4];
-    for (const char *p : {"a", "b", "c"})
-      tessera_args_set_ptr(args, p, buffer);
-    tessera_args_set_i64(args, "M", m);
-    tessera_args_set_i64(args, "N", n);
-    tessera_args_set_i64(args, "K", 1);
-    tessera_args_set_f32(args, "alpha", 1);
+    tessera_args *args = gemmArgs(kernel(b), m, n, buffer);
     tessera_status s = tessera_launch(kernel(b), args, nullptr);
     tessera_args_destroy(args);
     return s;
   }
 };
+
+/// The gemm kernel with the launch precondition "M is a multiple of N x 4" and grid [M, 1, 1].
+class DivisibleTest : public RuntimeTest {
+protected:
+  json manifest() {
+    json m = nvidiaManifest();
+    m["kernels"][0]["grid"] = json::parse(R"(["M", 1, 1])");
+    m["kernels"][0]["divisible"] = json::parse(R"([{"arg": "M", "by": ["mul", "N", 4]}])");
+    return m;
+  }
+  tessera_status launch(int64_t m, int64_t n) {
+    tessera_kernel *k = kernel(load("cuda", manifest()));
+    tessera_args *args = gemmArgs(k, m, n, buffer);
+    tessera_status s = tessera_launch(k, args, nullptr);
+    tessera_args_destroy(args);
+    return s;
+  }
+  char buffer[4];
+};
+
+TEST_F(DivisibleTest, MultiplesLaunch) {
+  EXPECT_EQ(launch(24, 3), TESSERA_SUCCESS);
+  ASSERT_EQ(fake_launch_count(), 1);
+  EXPECT_EQ(fake_launch_at(0)->grid[0], 24u);
+  EXPECT_EQ(launch(0, 3), TESSERA_SUCCESS); // 0 is a multiple; an empty grid launches nothing
+  EXPECT_EQ(fake_launch_count(), 1);
+}
+
+TEST_F(DivisibleTest, OtherValuesAreRefusedBeforeTheDriver) {
+  EXPECT_TESSERA_ERROR(launch(20, 3), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm: 'M' = 20 must be a multiple of \\[\"mul\",\"N\",4\\] = 12$");
+  EXPECT_TESSERA_ERROR(launch(5, 0), TESSERA_ERROR_ARGUMENT, "'M' = 5 must be a multiple of .* = 0$");
+  EXPECT_EQ(fake_launch_count(), 0);
+  // tessera_launch_grid checks the same.
+  tessera_kernel *k = kernel(load("cuda", manifest()));
+  tessera_args *args = gemmArgs(k, 20, 3, buffer);
+  uint32_t grid[3];
+  EXPECT_TESSERA_ERROR(tessera_launch_grid(k, args, grid), TESSERA_ERROR_ARGUMENT, "must be a multiple of");
+  tessera_args_destroy(args);
+}
+
+TEST_F(DivisibleTest, ManifestErrors) {
+  tessera_device *dev = open("cuda");
+  tessera_bundle *b = nullptr;
+  for (auto [rule, message] : {std::pair{R"([{"arg": "Q", "by": 4}])", "divisible\\[0\\].arg: 'Q' is not an argument of kernel gemm"},
+                               std::pair{R"([{"arg": "a", "by": 4}])", "divisible\\[0\\].arg: argument 'a' is ptr"},
+                               std::pair{R"([{"arg": "$sm_count", "by": 4}])", "divisible\\[0\\].arg: expected the name of an integer argument"},
+                               std::pair{R"([{"arg": "M"}])", "divisible\\[0\\]: missing field 'by'"},
+                               std::pair{R"([{"arg": "M", "by": ["mod", "N", 2]}])", "unknown operator 'mod'"}}) {
+    json m = manifest();
+    m["kernels"][0]["divisible"] = json::parse(rule);
+    writeBundle(dir, m);
+    EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST, message);
+  }
+}
 
 TEST_F(GridErrorTest, DivisionByZero) {
   EXPECT_TESSERA_ERROR(launchWithGrid(json::parse(R"([["ceil_div", "M", "N"], 1, 1])"), 10, 0), TESSERA_ERROR_ARGUMENT,
@@ -339,17 +410,11 @@ static json tmaManifest() {
   return m;
 }
 
-class TmaLaunchTest : public RuntimeTest {
+class TmaLaunchTest : public KernelTest {
 protected:
   void SetUp() override {
     RuntimeTest::SetUp();
-    ASSERT_NE(load("cuda", tmaManifest()), nullptr);
-    k = kernel(bundle, "tma_copy");
-    ASSERT_TESSERA_OK(tessera_args_create(k, &args));
-  }
-  void TearDown() override {
-    tessera_args_destroy(args);
-    RuntimeTest::TearDown();
+    ASSERT_NO_FATAL_FAILURE(loadKernel(tmaManifest(), "tma_copy"));
   }
   void set(void *x, int64_t rows, int64_t stride) {
     ASSERT_TESSERA_OK(tessera_args_reset(args));
@@ -357,9 +422,6 @@ protected:
     ASSERT_TESSERA_OK(tessera_args_set_i64(args, "rows", rows));
     ASSERT_TESSERA_OK(tessera_args_set_i64(args, "x_stride", stride));
   }
-  tessera_kernel *k = nullptr;
-  tessera_args *args = nullptr;
-  alignas(16) char buffer[64];
 };
 
 TEST_F(TmaLaunchTest, EncodesTensorMapsAtLaunchIntoTheParameter) {
@@ -466,6 +528,95 @@ TEST_F(RuntimeTest, TensorMapManifestErrors) {
   writeBundle(dir, m);
   EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST,
                        "type tensor_map exactly when its role is tensor_map");
+}
+
+/// A dynamically scheduled kernel: the runtime passes tile_counter, one per stream.
+static json tileCounterManifest() {
+  json m = nvidiaManifest("sm_90a");
+  m["kernels"] = {json::parse(R"({
+    "name": "claim", "directive": "flash_attn", "entry": "claim", "code_object": "claim.ptx",
+    "block": [384, 1, 1], "grid": [["min", "tiles", "$sm_count"], 1, 1],
+    "args": [
+      {"name": "x", "type": "ptr", "dtype": "f16", "role": "input"},
+      {"name": "tiles", "type": "i64", "role": "size"},
+      {"name": "tile_counter", "type": "ptr", "dtype": "i32", "role": "tile_counter"}
+    ]})")};
+  return m;
+}
+
+class TileCounterTest : public KernelTest {
+protected:
+  void SetUp() override {
+    RuntimeTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(loadKernel(tileCounterManifest(), "claim"));
+    ASSERT_TESSERA_OK(tessera_args_set_ptr(args, "x", buffer));
+    ASSERT_TESSERA_OK(tessera_args_set_i64(args, "tiles", 1000));
+  }
+  /// The tile_counter the kernel of launch `i` received.
+  uint64_t counterOf(int i) {
+    uint64_t word = 0;
+    std::memcpy(&word, fake_launch_at(i)->args + 16, sizeof word);
+    return word;
+  }
+};
+
+TEST_F(TileCounterTest, OneZeroedCounterPerStream) {
+  auto *a = reinterpret_cast<void *>(0x1000), *b = reinterpret_cast<void *>(0x2000);
+  for (void *stream : {a, a, b, a})
+    ASSERT_TESSERA_OK(tessera_launch(k, args, stream));
+  ASSERT_EQ(fake_launch_count(), 4);
+  EXPECT_NE(counterOf(0), 0u);
+  EXPECT_EQ(counterOf(1), counterOf(0));
+  EXPECT_NE(counterOf(2), counterOf(0));
+  EXPECT_EQ(counterOf(3), counterOf(0));
+  EXPECT_EQ(fake_calls("cuMemAlloc_v2"), 2);
+  EXPECT_EQ(fake_calls("cuMemsetD8_v2"), 2); // zeroed once; each launch leaves it zero
+  uint32_t words[2] = {1, 1};
+  std::memcpy(words, reinterpret_cast<const void *>(counterOf(2)), sizeof words);
+  EXPECT_EQ(words[0], 0u);
+  EXPECT_EQ(words[1], 0u);
+  // The counters live as long as the device.
+  EXPECT_EQ(fake_live_allocations(), 2);
+  tessera_args_destroy(args);
+  args = nullptr;
+  ASSERT_TESSERA_OK(tessera_bundle_unload(bundle));
+  bundle = nullptr;
+  ASSERT_TESSERA_OK(tessera_device_close(device));
+  device = nullptr;
+  EXPECT_EQ(fake_live_allocations(), 0);
+}
+
+TEST_F(TileCounterTest, IsNotSetByCallers) {
+  EXPECT_TESSERA_ERROR(tessera_args_set_ptr(args, "tile_counter", buffer), TESSERA_ERROR_ARGUMENT,
+                       "argument 'tile_counter' of kernel claim is the tile counter the runtime passes at launch");
+  uint64_t values[] = {word(buffer), 1000, 0xbad}; // x, tiles, tile_counter (the runtime's)
+  ASSERT_TESSERA_OK(tessera_args_reset(args));
+  ASSERT_TESSERA_OK(tessera_args_set_all(args, values, 3));
+  ASSERT_TESSERA_OK(tessera_launch(k, args, nullptr));
+  ASSERT_EQ(fake_launch_count(), 1);
+  EXPECT_NE(counterOf(0), 0xbadu);
+  EXPECT_NE(counterOf(0), 0u);
+}
+
+TEST_F(TileCounterTest, AllocationFailureNamesTheCallAndLaunchesNothing) {
+  fake_fail("cuMemAlloc_v2", 2, 0); // CUDA_ERROR_OUT_OF_MEMORY
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_DRIVER, "cuMemAlloc");
+  EXPECT_EQ(fake_launch_count(), 0);
+}
+
+TEST_F(RuntimeTest, TileCounterManifestErrors) {
+  tessera_device *dev = open("cuda");
+  tessera_bundle *b = nullptr;
+  json m = tileCounterManifest();
+  m["kernels"][0]["args"][1]["role"] = "tile_counter";
+  writeBundle(dir, m);
+  EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST,
+                       "args\\[1\\].role: a tile_counter argument has type ptr");
+  m = tileCounterManifest();
+  m["kernels"][0]["args"][0]["role"] = "tile_counter";
+  writeBundle(dir, m);
+  EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST,
+                       "a kernel has at most one tile_counter argument");
 }
 
 TEST_F(RuntimeTest, BackendWithoutTmaSaysSo) {

@@ -107,7 +107,8 @@ TESSERA_API tessera_status tessera_args_set_f32(tessera_args *args, const char *
 /* Sets every argument in one call (for callers where one call per argument costs, such as Python):
    values[i] holds the bits of argument i in manifest order, count is the kernel's argument count
    (tessera_kernel_arg_count). ptr and i64 use all 64 bits; i32 and f32 (its IEEE-754 bits) the
-   low 32. Entries of tensor_map arguments are ignored (the runtime encodes those at launch).
+   low 32. Entries of tensor_map and tile_counter arguments are ignored (the runtime fills those
+   at launch).
    Each argument gets the checks of the setters above, in order; the first rejected one fails the
    call with the same TESSERA_ERROR_ARGUMENT message, and the arguments before it stay set. A count
    other than the kernel's is TESSERA_ERROR_INVALID_ARGUMENT and sets nothing. */
