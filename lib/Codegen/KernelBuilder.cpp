@@ -28,6 +28,7 @@ const char *argRoleName(ArgRole r) {
   case ArgRole::Scale: return "scale";
   case ArgRole::Param: return "param";
   case ArgRole::TensorMap: return "tensor_map";
+  case ArgRole::TileCounter: return "tile_counter";
   }
   return "param";
 }
@@ -115,6 +116,12 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
     std::string maps;
     for (const TensorMapRecipe &m : sig.tensorMaps) maps += (maps.empty() ? "" : ", ") + m.json;
     func->setAttr("tessera.tensor_maps", b.getStringAttr("[" + maps + "]"));
+  }
+  if (!sig.divisible.empty()) {
+    std::string rules;
+    for (const auto &[arg, by] : sig.divisible)
+      rules += (rules.empty() ? "" : ", ") + ("{\"arg\": \"" + arg + "\", \"by\": " + by.json + "}");
+    func->setAttr("tessera.divisible", b.getStringAttr("[" + rules + "]"));
   }
   if (sig.dynamicSharedBytes)
     func->setAttr("tessera.dynamic_lds_bytes", b.getI64IntegerAttr(sig.dynamicSharedBytes));

@@ -128,8 +128,9 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
   };
   if (auto dynamic = func->getAttrOfType<IntegerAttr>("tessera.dynamic_lds_bytes"))
     entry["dynamic_lds_bytes"] = dynamic.getInt();
-  if (auto maps = func->getAttrOfType<StringAttr>("tessera.tensor_maps"))
-    if (auto parsed = json::parse(maps.getValue())) entry["tensor_maps"] = std::move(*parsed);
+  for (const char *key : {"tensor_maps", "divisible"})
+    if (auto text = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
+      if (auto parsed = json::parse(text.getValue())) entry[key] = std::move(*parsed);
   for (const char *key : {"fallback", "portable_twin", "twin_of"})
     if (auto value = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
       entry[key] = value.str();

@@ -165,6 +165,16 @@ def _variant(p):
     return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen)
 
 
+def _serves(kernel, variant, needed):
+    """True when `kernel` is a flash_attn kernel (not a portable twin: see with_tma_fallback) of this variant
+    (_variant) with every feature `needed` asks for."""
+    if kernel.directive != "flash_attn" or "twin_of" in kernel.info:
+        return False
+    have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
+                mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
+    return have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want)
+
+
 def _needed(p):
     return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0, "return_lse": p.return_lse}
 
@@ -176,15 +186,9 @@ def find_kernel(bundle, p, pack=1):
     variant, needed = _variant(p), _needed(p)
     fits = []
     for kernel in bundle.kernels.values():
-        if kernel.directive != "flash_attn" or "twin_of" in kernel.info:   # twins: see with_tma_fallback
-            continue
-        have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
-                    mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
-        if have != variant or _attribute(kernel, "pack_gqa", 1) != pack:
-            continue
-        features = {f: bool(_attribute(kernel, f, False)) for f in FEATURES}
-        if all(features[f] for f, want in needed.items() if want):
-            fits.append((sum(features.values()), kernel.name, kernel))
+        if _serves(kernel, variant, needed) and _attribute(kernel, "pack_gqa", 1) == pack:
+            extra = sum(bool(_attribute(kernel, f, False)) for f in FEATURES)
+            fits.append((extra, kernel.name, kernel))
     if not fits:
         wanted = " ".join(f"{k}={v}" for k, v in variant.items()) + "".join(f" {f}" for f, w in needed.items() if w)
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
@@ -204,11 +208,7 @@ def _packings(bundle, p):
     packs = set()
     for kernel in bundle.kernels.values():
         g = _attribute(kernel, "pack_gqa", 1)
-        if kernel.directive != "flash_attn" or g == 1 or "fallback" in kernel.info or "twin_of" in kernel.info:
-            continue
-        have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
-                    mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
-        if have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want):
+        if g > 1 and "fallback" not in kernel.info and _serves(kernel, variant, needed):
             packs.add(g)
     return tuple(sorted(packs))
 

@@ -206,6 +206,25 @@ def test_strided_output_and_odd_strides():
     assert wide[..., D:].isnan().all(), "the kernel wrote into the gaps"
 
 
+def test_causal_partial_block_writes_only_its_rows():
+    """Causal kernels put the partial query block first (rows before query 0, which TMA reads as zero and never
+    stores): an output inside a larger buffer keeps the rows before and after it untouched, and LSE likewise."""
+    rand = Inputs()
+    for D, dtype in ((64, "bf16"), (128, "f16")):
+        B, Sq, Sk, H = 2, 1000, 1500, 4
+        q, k, v = rand((B, Sq, H, D), dtype), rand((B, Sk, H, D), dtype), rand((B, Sk, H, D), dtype)
+        wide = poisoned((B, Sq + 400, H, D), dtype)
+        out = wide[:, 200:200 + Sq]
+        lse_wide = poisoned((B, H, Sq + 400), "f32")
+        lse = lse_wide[..., 200:200 + Sq]
+        tessera.flash_attn(q, k, v, causal=True, return_lse=True, out=out, lse=lse)
+        torch.cuda.synchronize()
+        result, _ = check(out, lse, q, k, v, causal=True)
+        assert result.ok, f"seed {rand.seed} D{D}: {result}"
+        for gap in (wide[:, :200], wide[:, 200 + Sq:], lse_wide[..., :200], lse_wide[..., 200 + Sq:]):
+            assert gap.isnan().all(), f"D{D}: the kernel wrote outside the output"
+
+
 def test_sk0_and_empty_sizes():
     rand = Inputs()
     q, k = rand((2, 17, 4, 64), "f16"), rand((2, 0, 2, 64), "f16")
@@ -250,6 +269,35 @@ def test_runs_on_the_current_stream():
     side.synchronize()
     result, _ = check(out, None, q_new, k, v)
     assert result.ok, "flash_attn did not run on torch's current stream"
+
+
+def test_causal_tiles_claimed_per_stream():
+    """Causal kernels that claim tiles from the runtime's per-stream counter (sm_90a) give, run many times on two
+    busy streams at once, exactly the outputs of one call each on the current stream: launches on one stream leave
+    the counter zero for the next, and concurrent streams do not share one (a shared counter would leave tiles
+    unvisited: NaN from the poisoned outputs)."""
+    rand = Inputs()
+    shape = (4, 2048, 8, 128)
+    inputs = [[rand(shape, "bf16") for _ in range(3)] for _ in range(2)]
+    expected = [tessera.flash_attn(q, k, v, causal=True) for q, k, v in inputs]
+    outs = [[poisoned(shape, "bf16") for _ in range(12)] for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    for stream in streams:
+        stream.wait_stream(torch.cuda.current_stream())
+    for i in range(12):
+        for (q, k, v), out, stream in zip(inputs, outs, streams):
+            with torch.cuda.stream(stream):
+                tessera.flash_attn(q, k, v, causal=True, out=out[i])
+    torch.cuda.synchronize()
+    for want, got in zip(expected, outs):
+        for out in got:
+            assert torch.equal(out, want)
+    from tessera import _attention, _device
+    bundle = _device.device("cuda:0").bundle()
+    if bundle.target == "sm_90a":   # the test exercised the counter: the kernel has one
+        p = _attention.Plan("t", False, "bf16", 128, 4, 2048, 2048, 8, 8, "causal_bottom_right", 128 ** -0.5,
+                            (-1, -1), 0.0, False, shape, (4, 8, 2048))
+        assert "tile_counter" in dict(_attention.kernel_for(bundle, p).args)
 
 
 def test_rejected_on_the_gpu():

@@ -17,8 +17,10 @@ namespace tessera {
 
 /// The role of a kernel argument, recorded in the manifest.
 /// TensorMap: a 128-byte TMA descriptor the runtime encodes at launch from a recipe
-/// (TensorMapRecipe); callers never set it.
-enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param, TensorMap };
+/// (TensorMapRecipe); TileCounter: a pointer to the per-stream tile counter of a dynamically
+/// scheduled persistent kernel (two i32, zero at launch, left zero at exit). Callers set
+/// neither: the runtime does.
+enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param, TensorMap, TileCounter };
 const char *argRoleName(ArgRole r);
 
 /// One kernel parameter: pointers are `memref<?xT>` (bare pointers after lowering), scalars
@@ -63,6 +65,9 @@ struct KernelSignature {
   GridExpr grid[3];
   int blockThreads = 0;
   std::vector<TensorMapRecipe> tensorMaps;
+  /// Launch preconditions the runtime checks: argument `first` must be a multiple of `second`
+  /// (manifest "divisible").
+  std::vector<std::pair<std::string, GridExpr>> divisible;
   int dynamicSharedBytes = 0; ///< passed at every launch (manifest "dynamic_lds_bytes")
 };
 

@@ -131,6 +131,8 @@ KernelSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int bloc
     a.push_back({"window_right", index, ArgRole::Param});
   }
   if (op.getSoftcap()) a.push_back({"softcap", f32, ArgRole::Param});
+  // Query head h reads KV head h / (Hq / Hkv): Hq must be a multiple of Hkv.
+  sig.divisible.push_back({"Hq", GridExpr::arg("Hkv")});
   sig.grid[0] = GridExpr::ceilDiv(GridExpr::arg("Sq"), GridExpr::constant(blockM));
   sig.grid[1] = GridExpr::arg("Hq");
   sig.grid[2] = GridExpr::arg("B");

@@ -1,13 +1,14 @@
 // The flash_attn generator for sm_90a: a FlashAttention-3-style forward kernel.
 //
-// One workgroup of 3 warpgroups owns 128 queries of one (batch, head):
-//  - warpgroup 0 (producer, 24 registers): one elected thread issues TMA loads of Q once and of
-//    K and V into a two-stage ring, guarded by full (transaction-count) and empty mbarriers;
-//  - warpgroups 1 and 2 (consumers, 240 registers), 64 queries each: S = Q K^T by SS wgmma, the
+// One workgroup of 3 warpgroups owns 128 queries of one (batch, head) (4 warpgroups and 192
+// queries at head_dim 64 without a window or softcap):
+//  - warpgroup 0 (producer, 24 registers): one elected thread issues TMA loads of Q and of K and
+//    V into two-stage rings, guarded by full (transaction-count) and empty mbarriers;
+//  - the consumers (240 registers; 160 with three), 64 queries each: S = Q K^T by SS wgmma, the
 //    online softmax in registers, O += P V by RS wgmma with P straight from the S registers.
-//    QK^T of tile n is in flight with PV of tile n-1 (intra-warpgroup overlap), and named
-//    barriers alternate the two consumers' wgmma issue (pingpong) so one's softmax hides under
-//    the other's GEMMs. The epilogue stages O through shared memory and stores it with TMA.
+//    QK^T of tile n is in flight with PV of tile n-1 (intra-warpgroup overlap), and with two
+//    consumers named barriers alternate their wgmma issue (pingpong) so one's softmax hides
+//    under the other's GEMMs. The epilogue stages O through shared memory and stores it by TMA.
 // Visibility, key-tile ranges, edge-tile masking and scores are the shared AttnCommon rules;
 // Q/K/V/O tails read as zero / are clipped by TMA bounds. Varlen batches: the tensor maps span
 // the packed rows (total_q, total_k); rows a tile reads past its sequence's end belong to the
@@ -38,16 +39,22 @@ namespace {
 using hopper::HopperBuilder;
 using Acc = hopper::AccumulatorLayout; // which query row and key column each S/O value is
 
-/// Every query block has the same key range (no causal mask, no window): such kernels are
-/// persistent, the others launch one workgroup per tile.
+/// Every query block has the same key range (no causal mask, no window).
 bool equalWorkTiles(tessera::FlashAttnOp op) {
   return op.getMask() == tessera::MaskKind::None && !op.getSlidingWindow();
 }
 
-/// Kernels with a tile loop: not with a window, nor a causal mask with softcap, whose extra
-/// live values spill at 240 registers (ptxas gate).
+/// Kernels with a tile loop (persistent), not with a window, varlen, nor a causal mask with
+/// softcap, whose extra live values spill in it (ptxas gate: varlen D64 56-160 bytes, D128
+/// 8-96); the others launch one workgroup per tile. Each workgroup's producer claims its next tile from the runtime's counter
+/// `tile_counter` (FlashAttention-3's dynamic persistent scheduler): tiles differ in work (causal
+/// tiles; the partial query block, whose idle consumers step over their key tiles), and any
+/// static order leaves some workgroups idle at the end (bench shapes: 4096 tiles on 132 SMs,
+/// 31 or 32 each; at D64 S 1024 a stride of 132 tiles gave every partial block, one in six,
+/// to the same 22 workgroups).
 bool persistentCode(tessera::FlashAttnOp op) {
-  return !op.getSlidingWindow() && (op.getMask() == tessera::MaskKind::None || !op.getSoftcap());
+  return !op.getSlidingWindow() && !op.getVarlen() &&
+         (op.getMask() == tessera::MaskKind::None || !op.getSoftcap());
 }
 
 /// The tile plan of the sm_90a kernel.
@@ -57,35 +64,44 @@ struct Sm90Plan {
   // queries, head-major, all reading one KV head.
   int pack = 1;
   int queriesPerConsumer() const { return consumerRows / pack; }
-  int tileQueries() const { return blockM / pack; }
+  int tileQueries() const { return blockM() / pack; }
   int stages = 2;  // of the K and V rings
   // Q buffers: with 2 the next tile's Q loads during this one (short causal tiles: D128 S 1-4k
   // 0.89-0.97x -> 0.95-0.99x cuDNN on the H200, bench/NOTES.md 2026-11-29).
   int qStages = 2;
-  static constexpr int blockM = 128, consumerRows = 64, threads = 384;
+  // Consumer warpgroups of 64 rows each, and the producer's.
+  int consumers = 2;
+  static constexpr int consumerRows = 64;
+  int blockM() const { return consumers * consumerRows; }
+  int threads() const { return (consumers + 1) * 128; }
+  int consumerThreads() const { return consumers * 128; }
+  /// setmaxnreg split. The workgroup starts at 64K / threads registers per thread (rounded down
+  /// to 8); the consumers' increase is served from what the producer's decrease frees: 2
+  /// consumers, (168 - 24) x 128 = 2 x (240 - 168) x 128 exactly; 3, (128 - 24) x 128 >=
+  /// 3 x (160 - 128) x 128. A producer above 24 starves the consumers' allocation, which then
+  /// spins forever (measured: a hang at 32 with 2 consumers).
+  static constexpr int producerRegisters = 24;
+  int consumerRegisters() const { return consumers == 2 ? 240 : 160; }
+  int startRegisters() const { return 65536 / threads() / 8 * 8; }
   ElemType in = ElemType::BF16;
   Type elem;
   int panels() const { return headDim / hopper::kPanelElems; }
   int qBytesPerConsumer() const { return panels() * consumerRows * hopper::kSwizzleBytes; }
   int kvStageBytes() const { return panels() * blockN * hopper::kSwizzleBytes; }
-  int qStageBytes() const { return 2 * qBytesPerConsumer(); }
+  int qStageBytes() const { return consumers * qBytesPerConsumer(); }
   int qOffset() const { return 0; }
   int kOffset() const { return qStages * qStageBytes(); }
   int vOffset() const { return kOffset() + stages * kvStageBytes(); }
   /// O is staged apart from Q, so the next tile's Q loads while this tile's O is stored.
   int oOffset() const { return vOffset() + stages * kvStageBytes(); }
-  int sharedBytes() const { return oOffset() + 2 * qBytesPerConsumer(); }
+  /// The tile index each Q buffer holds (i32), or past the last tile when the producer is
+  /// done: the consumers learn their tiles from it.
+  int tileIdOffset() const { return oOffset() + consumers * qBytesPerConsumer(); }
+  int sharedBytes() const { return tileIdOffset() + 16; }
   int sValues() const { return blockN / 2; }  // f32 S accumulators per thread
   int oValues() const { return headDim / 2; } // f32 O accumulators per thread
 };
 
-constexpr int kConsumerThreads = 256;
-// setmaxnreg split: the workgroup starts at 168 registers per thread (64K / 384, rounded down
-// to 8); the consumers' increase to 240 is served from what the producer's decrease frees,
-// (168 - 24) x 128 = 2 x (240 - 168) x 128 exactly. A producer above 24 starves the consumers'
-// allocation, which then spins forever (measured: a hang at 32).
-constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
-static_assert((168 - kProducerRegisters) >= 2 * (kConsumerRegisters - 168), "register pool");
 
 class Sm90Emitter {
 public:
@@ -153,27 +169,50 @@ private:
       threadHead[h] = kb.add(head, kb.divui(row, p.queriesPerConsumer()));
     }
   }
+  /// The first query block is the partial one (decodeTile): causal without a window, and not
+  /// varlen (whose O rows are stored by the threads, counted from the block's first). Consumers
+  /// whose rows are all before query 0 load no Q, store no O and (three consumers) walk no key
+  /// tile: no TMA box starts before row 0.
+  bool partialBlockFirst() {
+    return op.getMask() != tessera::MaskKind::None && !op.getSlidingWindow() && !varlen;
+  }
   /// The last query of the current tile.
   Value lastQuery() { return kb.add(q0, p.tileQueries() - 1); }
   /// Per role, after its setmaxnreg: shared memory, tensor maps, sizes and the tile count.
   void setUpRole();
   /// The visibility rule of the current (batch, head) (per tile for varlen batches).
   void setVisibility();
-  /// The TMA box of `rows` rows of one 64-column panel (outermost first) and the coordinates
-  /// (innermost first) of a box at (col, row, head): maps over (D, S, H, B), or (D, rows, H)
-  /// for varlen batches, whose `row` includes the sequence's first row.
-  SmallVector<int64_t> box(int rows) const;
-  /// The box of a consumer's Q or O tile: 64 rows, or `pack` heads of 64 / pack queries.
-  SmallVector<int64_t> qoBox() const;
+  /// TMA boxes (outermost first) of one 64-column panel: `heads` x `rows`, and the
+  /// coordinates (innermost first) of a box at (col, row, head). The maps are over (D, S, H, B),
+  /// or (D, rows, H) for varlen batches (one head per box), whose `row` includes the sequence's
+  /// first row.
+  SmallVector<int64_t> boxOf(int rows, int heads) const;
+  /// A K or V stage; a consumer's Q or O tile (64 rows, or `pack` heads of 64 / pack queries).
+  SmallVector<int64_t> kvBox() const { return boxOf(p.blockN, 1); }
+  SmallVector<int64_t> qoBox() const { return boxOf(p.queriesPerConsumer(), p.pack); }
   SmallVector<Value> coords(Value col, Value row, Value h);
   /// The key tiles of the current tile: first and count (none for a varlen query block past
   /// its sequence's end).
   std::pair<Value, Value> keyTiles();
 
-  /// Runs `body(tile, qPhase, ring)` (i32s; it returns the next qPhase and ring: the Q phases
-  /// and ring iterations used so far) for this workgroup's tiles: blockIdx.x, + gridDim.x, ...
-  /// when persistent, else blockIdx.x alone.
-  void forEachTile(llvm::function_ref<std::pair<Value, Value>(Value, Value, Value)> body);
+  /// The next tile (i32) of this workgroup: claimed when persistent, else past the last.
+  Value nextTile();
+  /// The tile index slot of Q buffer `stage` (index), as memref<1xi32>.
+  Value tileIdSlot(Value stage) {
+    Value at = kb.add(kb.mul(stage, 4), p.tileIdOffset());
+    return hb.view(smem, at, {1}, b.getI32Type());
+  }
+  /// Persistent: `tile_counter` holds {tiles claimed, workgroups done}; the last workgroup to
+  /// finish leaves it zero for the next launch.
+  void resetTileCounter();
+  /// Of the tile's `nIter` key tiles, how many consumer `cw`'s rows see (a prefix: no window).
+  /// With three consumers each walks only its own: in a 192-row tile the last consumer's
+  /// diagonal is 1-2 key tiles past the first's, and at S 1024 the last tile of each head has
+  /// one consumer of rows. With two, the pingpong pairs their key loops: all walk all.
+  Value ownKeyTiles(Value cw, Value nIter);
+  /// Consumer side of ring iterations [start, start + count) this consumer does not compute:
+  /// waits for each K and V stage and frees it, so the ring's phases stay in step.
+  void stepOver(Value start, Value count);
   /// The producer's and consumers' loops over this workgroup's tiles.
   void emitProducer();
   void emitConsumers();
@@ -205,8 +244,8 @@ private:
   gpu::GPUFuncOp func;
   std::optional<AttnVisibility> visibility;
   Value smem, smemBase16, bars, tmQ, tmK, tmV, tmO;
-  // The Q buffer (one stage: a phase per tile) and the K and V rings, which advance together
-  // (their ring iterations are the key tiles walked so far).
+  // The Q buffers (the next tile's Q loads during this one; a phase per tile) and the K and V
+  // rings, which advance together (their ring iterations are the key tiles walked so far).
   std::optional<hopper::MbarrierRing> qRing, kRing, vRing;
   Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
   Value rowQ0, rowK0; // varlen: the first packed row of this tile's sequence in q/o and k/v
@@ -216,7 +255,8 @@ private:
   Value qDesc16;            // ... in the current tile's Q buffer
   Value numM, numTiles, barMine, barOther;
   Value wholeLo, wholeHi; // this tile's key tiles that need no mask: [wholeLo, wholeHi)
-  bool persistent = false; // workgroups loop over tiles (persistentCode)
+  bool persistent = false; // persistentCode
+  bool pingpong() const { return p.consumers == 2; }
   bool varlen = false;
 };
 
@@ -228,9 +268,10 @@ void Sm90Emitter::emit() {
   // Barriers: Q full, the K and V rings' full ones, their empty ones, Q empty.
   const int n = p.stages, q = p.qStages;
   bars = hb.createBarriers(2 * q + 4 * n);
-  qRing.emplace(kb, hb, bars, 0, q + 4 * n, q, kConsumerThreads);
-  kRing.emplace(kb, hb, bars, q, q + 2 * n, n, kConsumerThreads);
-  vRing.emplace(kb, hb, bars, q + n, q + 3 * n, n, kConsumerThreads);
+  const int arrivals = p.consumerThreads();
+  qRing.emplace(kb, hb, bars, 0, q + 4 * n, q, arrivals);
+  kRing.emplace(kb, hb, bars, q, q + 2 * n, n, arrivals);
+  vRing.emplace(kb, hb, bars, q + n, q + 3 * n, n, arrivals);
   auto init = scf::IfOp::create(b, loc, eq(kb.threadId(), 0), false);
   {
     OpBuilder::InsertionGuard g(b);
@@ -243,11 +284,14 @@ void Sm90Emitter::emit() {
   auto roles = scf::IfOp::create(b, loc, eq(wg, 0), /*withElse=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(roles.thenBlock());
-  hb.setMaxRegisters(kProducerRegisters, /*increase=*/false);
+  assert(p.startRegisters() - Sm90Plan::producerRegisters >=
+             p.consumers * (p.consumerRegisters() - p.startRegisters()) &&
+         "setmaxnreg: the consumers' increase exceeds what the producer frees");
+  hb.setMaxRegisters(Sm90Plan::producerRegisters, /*increase=*/false);
   setUpRole();
   emitProducer();
   b.setInsertionPointToStart(roles.elseBlock());
-  hb.setMaxRegisters(kConsumerRegisters, /*increase=*/true);
+  hb.setMaxRegisters(p.consumerRegisters(), /*increase=*/true);
   setUpRole();
   emitConsumers();
 }
@@ -255,18 +299,14 @@ void Sm90Emitter::emit() {
 void Sm90Emitter::setUpRole() {
   smem = hb.dynamicSharedMemory(func, p.sharedBytes());
   smemBase16 = hb.descriptorBase(smem);
-  auto map = [&](StringRef name, int rows) -> Value {
-    Type t = hb.tensorMapType(box(rows), p.elem);
+  auto map = [&](StringRef name, ArrayRef<int64_t> box) -> Value {
+    Type t = hb.tensorMapType(box, p.elem);
     return UnrealizedConversionCastOp::create(b, loc, t, arg(name)).getResult(0);
   };
-  auto mapOf = [&](StringRef name, ArrayRef<int64_t> shape) -> Value {
-    Type t = hb.tensorMapType(shape, p.elem);
-    return UnrealizedConversionCastOp::create(b, loc, t, arg(name)).getResult(0);
-  };
-  tmQ = mapOf("q_tma", qoBox());
-  tmK = map("k_tma", p.blockN);
-  tmV = map("v_tma", p.blockN);
-  if (!varlen) tmO = mapOf("o_tma", qoBox());
+  tmQ = map("q_tma", qoBox());
+  tmK = map("k_tma", kvBox());
+  tmV = map("v_tma", kvBox());
+  if (!varlen) tmO = map("o_tma", qoBox());
   // Varlen: the longest sequences; decodeTile sets each tile's own.
   seqQ = arg("Sq");
   seqK = arg("Sk");
@@ -283,14 +323,10 @@ void Sm90Emitter::setVisibility() {
     visibility.emplace(op, kb, seqQ, seqK);
 }
 
-SmallVector<int64_t> Sm90Emitter::box(int rows) const {
+SmallVector<int64_t> Sm90Emitter::boxOf(int rows, int heads) const {
+  assert((!varlen || heads == 1) && "varlen maps have no head dimension in a box");
   if (varlen) return {1, rows, hopper::kPanelElems};
-  return {1, 1, rows, hopper::kPanelElems};
-}
-
-SmallVector<int64_t> Sm90Emitter::qoBox() const {
-  if (p.pack == 1) return box(Sm90Plan::consumerRows);
-  return {1, p.pack, p.queriesPerConsumer(), hopper::kPanelElems};
+  return {1, heads, rows, hopper::kPanelElems};
 }
 
 SmallVector<Value> Sm90Emitter::coords(Value col, Value row, Value h) {
@@ -308,19 +344,16 @@ std::pair<Value, Value> Sm90Emitter::keyTiles() {
 
 void Sm90Emitter::decodeTile(Value t) {
   // In 32 bits: 64-bit division by a runtime value is a long subroutine that spills in the
-  // producer's 32 registers. Every quantity here (tiles, heads, sequence positions) fits.
-  auto i32 = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), v); };
-  auto idx = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v); };
-  auto c32 = [&](int64_t v) { return hb.i32(v); };
+  // producer's 24 registers. Every quantity here (tiles, heads, sequence positions) fits.
   auto div = [&](Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); };
   auto rem = [&](Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); };
   auto mul = [&](Value x, Value y) { return arith::MulIOp::create(b, loc, x, y); };
   auto sub = [&](Value x, Value y) { return arith::SubIOp::create(b, loc, x, y); };
   auto umin = [&](Value x, Value y) { return arith::MinUIOp::create(b, loc, x, y); };
   auto umax = [&](Value x, Value y) { return arith::MaxUIOp::create(b, loc, x, y); };
-  Value tile = t, blocks = i32(numM), hq = i32(arg("Hq")); // t is i32 already
+  Value tile = t, blocks = toI32(numM), hq = toI32(arg("Hq")); // t is i32 already
   Value groups = p.pack == 1 ? hq : div(hq, c32(p.pack));    // of `pack` query heads
-  Value heads = mul(groups, i32(arg("B")));
+  Value heads = mul(groups, toI32(arg("B")));
   Value mBlock, headBatch;
   if (equalWorkTiles(op)) {
     mBlock = rem(tile, blocks);
@@ -328,7 +361,7 @@ void Sm90Emitter::decodeTile(Value t) {
   } else {
     // Sections of `group` (batch, head) pairs whose K/V take about 32 MiB of L2; in a section
     // the query blocks run from the last (most keys) to the first, heads fastest.
-    Value kvKiB = umax(div(mul(i32(arg("Sk")), c32(4 * p.headDim)), c32(1024)), c32(1));
+    Value kvKiB = umax(div(mul(toI32(arg("Sk")), c32(4 * p.headDim)), c32(1024)), c32(1));
     Value group = umin(umax(div(c32(32 << 10), kvKiB), c32(1)), heads);
     Value sectionTiles = mul(group, blocks);
     Value section = div(tile, sectionTiles), r = rem(tile, sectionTiles);
@@ -339,10 +372,18 @@ void Sm90Emitter::decodeTile(Value t) {
   }
   Value head32 = rem(headBatch, groups); // the tile's first query head
   if (p.pack > 1) head32 = mul(head32, c32(p.pack));
-  head = idx(head32);
-  batch = idx(div(headBatch, groups));
-  kvHead = idx(div(head32, div(hq, i32(arg("Hkv")))));
-  q0 = kb.mul(idx(mBlock), p.tileQueries());
+  head = toIndex(head32);
+  batch = toIndex(div(headBatch, groups));
+  kvHead = toIndex(div(head32, div(hq, toI32(arg("Hkv")))));
+  q0 = kb.mul(toIndex(mBlock), p.tileQueries());
+  // Under a causal mask the query blocks start before query 0 by the whole consumers the last
+  // block would have past Sq: the partial block is the first, whose idle consumers then idle
+  // through the fewest key tiles instead of the most (D64 S 1024: 192-row tiles, 1024 = 64 +
+  // 5 x 192). Rows past Sq short of a consumer stay in the last block.
+  if (partialBlockFirst()) {
+    Value idleRows = kb.sub(kb.mul(numM, p.tileQueries()), seqQ);
+    q0 = kb.sub(q0, kb.mul(kb.divui(idleRows, p.queriesPerConsumer()), p.queriesPerConsumer()));
+  }
   if (!varlen) return;
   Value next = kb.add(batch, 1);
   rowQ0 = kb.loadIndex(arg("cu_seqlens_q"), batch);
@@ -359,65 +400,137 @@ void Sm90Emitter::emitProducer() {
   b.setInsertionPointToStart(ifWarp.thenBlock());
   auto elected = scf::IfOp::create(b, loc, hb.electOne(), false);
   b.setInsertionPointToStart(elected.thenBlock());
-  forEachTile([&](Value tile, Value qPhase, Value ring) -> std::pair<Value, Value> {
-  decodeTile(tile);
-  auto [lo, nIter] = keyTiles();
-  Value nIter32 = toI32(nIter);
-  Value busy = kb.cmpLt(kb.idx(0), nIter);
-  auto work = scf::IfOp::create(b, loc, busy, false);
+  // Each tile goes to the consumers through a Q buffer: its index in the buffer's slot, then Q
+  // itself (nothing for a tile without keys). (tile, Q phases used, ring iterations used).
+  Type i32 = b.getI32Type();
+  Value numTiles32 = toI32(numTiles);
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{i32, i32, i32},
+                                   ValueRange{toI32(kb.blockId(gpu::Dimension::x)), c32(0), c32(0)});
   {
     OpBuilder::InsertionGuard g2(b);
-    b.setInsertionPointToStart(work.thenBlock());
-    // Q of both consumers, once they finished the previous tile's QK^T.
+    Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32, i32}, {loc, loc, loc});
+    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, before->getArgument(0),
+                                       numTiles32);
+    scf::ConditionOp::create(b, loc, more, before->getArguments());
+    Block *after = b.createBlock(&loop.getAfter(), {}, {i32, i32, i32}, {loc, loc, loc});
+    Value tile = after->getArgument(0), qPhase = after->getArgument(1);
+    Value ring = after->getArgument(2);
+    Value next = nextTile(); // the counter's round trip overlaps this tile's loads
+    decodeTile(tile);
+    auto [lo, nIter] = keyTiles();
+    Value busy = kb.cmpLt(kb.idx(0), nIter);
+    // Q of the consumers, once they finished the previous tile's QK^T: of those whose rows
+    // start at or after query 0 (partialBlockFirst).
     auto qSlot = qRing->slot(qPhase);
-    qRing->acquire(qSlot, p.qStageBytes());
-    Value qBuffer = kb.mul(qSlot.stage, p.qStageBytes());
-    for (int w = 0; w < 2; ++w)
-      for (int panel = 0; panel < p.panels(); ++panel) {
-        int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
-        Value dst = hb.view(smem, kb.add(qBuffer, offset), qoBox(), p.elem);
-        Value row = kb.add(q0, w * p.queriesPerConsumer());
-        if (varlen) row = kb.add(rowQ0, row);
-        hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars, qRing->fullBarrier(qSlot));
+    qRing->waitEmpty(qSlot);
+    memref::StoreOp::create(b, loc, tile, tileIdSlot(qSlot.stage), ValueRange{kb.idx(0)});
+    SmallVector<Value> firstRow, loadsQ;
+    Value qBytes = kb.idx(0);
+    for (int w = 0; w < p.consumers; ++w) {
+      firstRow.push_back(kb.add(q0, w * p.queriesPerConsumer()));
+      loadsQ.push_back(kb.cmpLe(kb.idx(0), firstRow[w]));
+      qBytes = kb.add(qBytes, kb.select(loadsQ[w], kb.idx(p.qBytesPerConsumer()), kb.idx(0)));
+    }
+    qRing->announce(qSlot, kb.select(busy, qBytes, kb.idx(0)));
+    auto work = scf::IfOp::create(b, loc, busy, false);
+    {
+      OpBuilder::InsertionGuard g3(b);
+      b.setInsertionPointToStart(work.thenBlock());
+      Value qBuffer = kb.mul(qSlot.stage, p.qStageBytes());
+      for (int w = 0; w < p.consumers; ++w) {
+        auto load = scf::IfOp::create(b, loc, loadsQ[w], false);
+        OpBuilder::InsertionGuard g4(b);
+        b.setInsertionPointToStart(load.thenBlock());
+        for (int panel = 0; panel < p.panels(); ++panel) {
+          int offset = p.qOffset() + w * p.qBytesPerConsumer() + panel * 64 * hopper::kSwizzleBytes;
+          Value dst = hb.view(smem, kb.add(qBuffer, offset), qoBox(), p.elem);
+          Value row = varlen ? kb.add(rowQ0, firstRow[w]) : firstRow[w];
+          hb.tmaLoad(tmQ, coords(kb.idx(panel * 64), row, head), dst, bars,
+                     qRing->fullBarrier(qSlot));
+        }
       }
-    // K and V through the two-stage ring, each stage once the consumers freed it.
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), nIter, kb.idx(1));
-    b.setInsertionPointToStart(loop.getBody());
-    Value i = loop.getInductionVar();
-    auto slot = kRing->slot(add32(ring, toI32(i))); // the V ring's too
-    Value row = kb.mul(kb.add(lo, i), p.blockN);
-    if (varlen) row = kb.add(rowK0, row);
-    for (auto [tm, r, base] : {std::tuple{tmK, &*kRing, p.kOffset()},
-                               std::tuple{tmV, &*vRing, p.vOffset()}}) {
-      r->acquire(slot, p.kvStageBytes());
-      Value fullBar = r->fullBarrier(slot);
-      Value stageBase = kb.add(kb.mul(slot.stage, p.kvStageBytes()), base);
-      for (int panel = 0; panel < p.panels(); ++panel) {
-        Value dst = hb.view(smem, kb.add(stageBase, panel * p.blockN * hopper::kSwizzleBytes),
-                            box(p.blockN), p.elem);
-        hb.tmaLoad(tm, coords(kb.idx(panel * 64), row, kvHead), dst, bars, fullBar);
+      // K and V through the two-stage ring, each stage once the consumers freed it.
+      auto kv = scf::ForOp::create(b, loc, kb.idx(0), nIter, kb.idx(1));
+      b.setInsertionPointToStart(kv.getBody());
+      Value i = kv.getInductionVar();
+      auto slot = kRing->slot(add32(ring, toI32(i))); // the V ring's too
+      Value row = kb.mul(kb.add(lo, i), p.blockN);
+      if (varlen) row = kb.add(rowK0, row);
+      for (auto [tm, r, base] : {std::tuple{tmK, &*kRing, p.kOffset()},
+                                 std::tuple{tmV, &*vRing, p.vOffset()}}) {
+        r->acquire(slot, p.kvStageBytes());
+        Value fullBar = r->fullBarrier(slot);
+        Value stageBase = kb.add(kb.mul(slot.stage, p.kvStageBytes()), base);
+        for (int panel = 0; panel < p.panels(); ++panel) {
+          Value dst = hb.view(smem, kb.add(stageBase, panel * p.blockN * hopper::kSwizzleBytes),
+                              kvBox(), p.elem);
+          hb.tmaLoad(tm, coords(kb.idx(panel * 64), row, kvHead), dst, bars, fullBar);
+        }
       }
     }
+    scf::YieldOp::create(b, loc, ValueRange{next, add32(qPhase, c32(1)), add32(ring, toI32(nIter))});
   }
-  Value used = arith::SelectOp::create(b, loc, busy, c32(1), c32(0));
-  return {add32(qPhase, used), add32(ring, nIter32)};
-  });
+  if (!persistent) return;
+  // No more tiles: the consumers read an index past the last.
+  auto qSlot = qRing->slot(loop.getResult(1));
+  qRing->waitEmpty(qSlot);
+  memref::StoreOp::create(b, loc, numTiles32, tileIdSlot(qSlot.stage), ValueRange{kb.idx(0)});
+  qRing->announce(qSlot, kb.idx(0));
+  resetTileCounter();
 }
 
-void Sm90Emitter::forEachTile(
-    llvm::function_ref<std::pair<Value, Value>(Value, Value, Value)> body) {
-  Value first = toI32(kb.blockId(gpu::Dimension::x));
-  if (!persistent) {
-    (void)body(first, c32(0), c32(0)); // one tile per workgroup: fresh barriers
-    return;
-  }
-  Value step = toI32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-  auto loop = scf::ForOp::create(b, loc, first, toI32(numTiles), step, ValueRange{c32(0), c32(0)});
+Value Sm90Emitter::nextTile() {
+  if (!persistent) return toI32(numTiles);
+  Value grid = toI32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  // The first tiles are the workgroups' own (blockIdx.x); claims count on from the grid.
+  Value claimed = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, c32(1),
+                                              arg("tile_counter"), ValueRange{kb.idx(0)});
+  return add32(claimed, grid);
+}
+
+void Sm90Emitter::resetTileCounter() {
+  // Every workgroup made its last claim before counting itself done (the fences order the
+  // relaxed atomics), so the last to count itself done may zero both.
+  Value counter = arg("tile_counter");
+  NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+  Value done = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, c32(1), counter,
+                                           ValueRange{kb.idx(1)});
+  Value grid = toI32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  auto last = scf::IfOp::create(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                                              add32(done, c32(1)), grid),
+                                false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(last.thenBlock());
+  NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+  for (int i : {0, 1})
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::assign, c32(0), counter,
+                                ValueRange{kb.idx(i)});
+}
+
+Value Sm90Emitter::ownKeyTiles(Value cw, Value nIter) {
+  if (p.consumers == 2) return nIter;
+  assert(!op.getSlidingWindow() && p.pack == 1 && "three consumers: no window, one head per tile");
+  Value first = kb.add(q0, kb.mul(cw, p.queriesPerConsumer()));
+  Value last = kb.minsi(kb.add(first, p.queriesPerConsumer() - 1), kb.sub(seqQ, kb.idx(1)));
+  // Without a window every range starts at key tile 0.
+  Value own = visibility->keyTileRange(first, last, p.blockN).second;
+  own = kb.minsi(own, nIter);
+  // Rows in [0, Sq) only: past the last query, or before the first (partialBlockFirst).
+  Value rows = kb.andb(kb.cmpLt(first, seqQ), kb.cmpLe(kb.idx(0), last));
+  return kb.select(rows, own, kb.idx(0));
+}
+
+void Sm90Emitter::stepOver(Value start, Value count) {
+  if (p.consumers == 2) return;
+  auto loop = scf::ForOp::create(b, loc, kb.idx(0), count, kb.idx(1));
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(loop.getBody());
-  auto [qPhase, ring] = body(loop.getInductionVar(), loop.getRegionIterArgs()[0],
-                             loop.getRegionIterArgs()[1]);
-  scf::YieldOp::create(b, loc, ValueRange{qPhase, ring});
+  Value at = add32(start, toI32(loop.getInductionVar()));
+  for (hopper::MbarrierRing *r : {&*kRing, &*vRing}) {
+    auto slot = r->slot(at);
+    r->waitFull(slot);
+    r->release(slot);
+  }
 }
 
 void Sm90Emitter::emitConsumers() {
@@ -428,31 +541,59 @@ void Sm90Emitter::emitConsumers() {
   Value cw64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), cw);
   qDescBase16 = addI64(smemBase16, arith::MulIOp::create(b, loc, cw64,
                                                           i64(p.qBytesPerConsumer() >> 4)));
-  // Pingpong: named barriers 1 and 2 order the consumers' GEMM issue; consumer 0 goes first.
-  // A tile's key loop pairs each consumer's syncs with the other's arrives, so exactly one
-  // arrive (this first one, then consumer 1's last) is pending between tiles.
-  Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
-  barMine = arith::AddIOp::create(b, loc, cw32, hb.i32(1));
-  barOther = arith::SubIOp::create(b, loc, hb.i32(2), cw32);
-  auto first = scf::IfOp::create(b, loc, eq(cw, 0), false);
-  {
+  // Pingpong (two consumers): named barriers 1 and 2 order the consumers' GEMM issue; consumer
+  // 0 goes first. A tile's key loop pairs each consumer's syncs with the other's arrives, so
+  // exactly one arrive (this first one, then consumer 1's last) is pending between tiles. Three
+  // consumers interleave without it (FlashAttention-3 pingpongs two).
+  if (pingpong()) {
+    Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
+    barMine = arith::AddIOp::create(b, loc, cw32, hb.i32(1));
+    barOther = arith::SubIOp::create(b, loc, hb.i32(2), cw32);
+    auto first = scf::IfOp::create(b, loc, eq(cw, 0), false);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(first.thenBlock());
-    hb.namedBarrierArrive(hb.i32(1), kConsumerThreads);
+    hb.namedBarrierArrive(hb.i32(1), p.consumerThreads());
   }
-  forEachTile([&](Value tile, Value qPhase, Value ring) -> std::pair<Value, Value> {
+  // One tile (i32) from Q phase and ring iteration qPhase, ring (i32); returns the ring
+  // iterations it used.
+  auto tileBody = [&](Value tile, Value qPhase, Value ring) {
     decodeTile(tile);
     auto [lo, nIter] = keyTiles();
-    SmallVector<Value> state = emitTileMainLoop(lo, nIter, ring, qPhase, cw);
+    SmallVector<Value> state = emitTileMainLoop(lo, ownKeyTiles(cw, nIter), ring, qPhase, cw);
     // Decode the tile again for the epilogue rather than keep its coordinates live through
     // the key loop (the consumers are at their register limit); the asm keeps CSE from
     // merging the two decodes.
     decodeTile(hb.registerFence({tile})[0]);
+    std::tie(lo, nIter) = keyTiles();
+    Value own = ownKeyTiles(cw, nIter);
+    stepOver(add32(ring, toI32(own)), kb.sub(nIter, own));
     setThreadRows(cw);
     emitEpilogue(state, cw);
-    Value used = arith::SelectOp::create(b, loc, kb.cmpLt(kb.idx(0), nIter), c32(1), c32(0));
-    return {add32(qPhase, used), add32(ring, toI32(nIter))};
-  });
+    return toI32(nIter);
+  };
+  if (!persistent) {
+    // The workgroup's own tile, straight: a tile index loaded from shared memory would stay
+    // live through the key loop, where blockIdx.x is re-read (spills at 240 registers).
+    qRing->waitFull(qRing->slot(c32(0)));
+    (void)tileBody(toI32(kb.blockId(gpu::Dimension::x)), c32(0), c32(0));
+  } else {
+    // Tiles as the producer hands them over: each Q buffer's phase brings its tile's index,
+    // the last one an index past the last tile. (Q phases used, ring iterations used).
+    Type i32 = b.getI32Type();
+    auto loop = scf::WhileOp::create(b, loc, TypeRange{i32, i32, i32}, ValueRange{c32(0), c32(0)});
+    OpBuilder::InsertionGuard g2(b);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {i32, i32}, {loc, loc});
+    auto qSlot = qRing->slot(before->getArgument(0));
+    qRing->waitFull(qSlot);
+    Value tile = memref::LoadOp::create(b, loc, tileIdSlot(qSlot.stage), ValueRange{kb.idx(0)});
+    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tile, toI32(numTiles));
+    scf::ConditionOp::create(b, loc, more,
+                             ValueRange{tile, before->getArgument(0), before->getArgument(1)});
+    Block *after = b.createBlock(&loop.getAfter(), {}, {i32, i32, i32}, {loc, loc, loc});
+    Value qPhase = after->getArgument(1), ring = after->getArgument(2);
+    Value used = tileBody(after->getArgument(0), qPhase, ring);
+    scf::YieldOp::create(b, loc, ValueRange{add32(qPhase, c32(1)), add32(ring, used)});
+  }
   if (varlen) return; // O was stored by the threads
   // The last O stores must have read shared memory before the workgroup exits.
   auto leader = scf::IfOp::create(b, loc, eq(kb.remui(kb.threadId(), 128), 0), false);
@@ -516,12 +657,14 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
     auto [first, last] = visibility->keyInterval(threadQuery[h]);
     lowest[h] = rel(first), highest[h] = rel(last);
   }
+  // Without a window the first visible key is 0, which every column is past.
+  const bool lowerBound = bool(op.getSlidingWindow());
   for (int i = 0; i < p.sValues(); ++i) {
     int j = Acc::group(i), h = Acc::half(i), e = i % 2;
     Value column = hb.i32(8 * j + e);
-    Value ok = kb.andb(
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lowest[h], column),
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, column, highest[h]));
+    Value ok = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, column, highest[h]);
+    if (lowerBound)
+      ok = kb.andb(ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, lowest[h], column));
     out.push_back(kb.select(ok, s[i], negInf));
   }
   scf::YieldOp::create(b, loc, out);
@@ -585,19 +728,17 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(any.elseBlock());
+    qRing->release(qRing->slot(qPhase)); // Q was never read
     SmallVector<Value> empty(p.oValues(), kb.f32(0));
     empty.append({kb.f32(-INFINITY), kb.f32(-INFINITY), kb.f32(0), kb.f32(0)});
     scf::YieldOp::create(b, loc, empty);
   }
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(any.thenBlock());
-  auto qSlot = qRing->slot(qPhase);
-  qRing->waitFull(qSlot);
-  qDesc16 = qDescBase16;
-  if (p.qStages > 1) {
-    Value buffer = arith::IndexCastOp::create(b, loc, b.getI64Type(), qSlot.stage);
-    qDesc16 = addI64(qDesc16, arith::MulIOp::create(b, loc, buffer, i64(p.qStageBytes() >> 4)));
-  }
+  auto qSlot = qRing->slot(qPhase); // waited for by the tile loop
+  Value buffer = arith::IndexCastOp::create(b, loc, b.getI64Type(), qSlot.stage);
+  qDesc16 = addI64(qDescBase16,
+                   arith::MulIOp::create(b, loc, buffer, i64(p.qStageBytes() >> 4)));
 
   // Prologue: S of the first key tile, its softmax.
   auto first = kRing->slot(ring);
@@ -630,13 +771,13 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
     auto cur = kRing->slot(at);
     auto prev = vRing->slot(arith::SubIOp::create(b, loc, at, c32(1)));
     kRing->waitFull(cur);
-    hb.namedBarrierSync(barMine, 256);
+    if (pingpong()) hb.namedBarrierSync(barMine, p.consumerThreads());
     hb.fence();
     SmallVector<Value> sNext = issueQK(stageOffset16(cur.stage));
     vRing->waitFull(prev);
     hb.fence();
     o = issuePV(o, pIn, stageOffset16(prev.stage));
-    hb.namedBarrierArrive(barOther, 256);
+    if (pingpong()) hb.namedBarrierArrive(barOther, p.consumerThreads());
     hb.waitGroup(1); // S ready, PV still running
     sNext = hb.registerFence(sNext);
     kRing->release(cur);
@@ -685,7 +826,7 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   // O / l into this consumer's staged O tile, once the previous tile's TMA store has read it.
   Value ltid = kb.remui(kb.threadId(), 128);
   Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
-  Value epilogueBarrier = arith::AddIOp::create(b, loc, cw32, hb.i32(3)); // ids 3 and 4
+  Value epilogueBarrier = arith::AddIOp::create(b, loc, cw32, hb.i32(3)); // ids 3, 4 (and 5)
   if (!varlen) {
     auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
     OpBuilder::InsertionGuard guard(b);
@@ -714,7 +855,8 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   } else {
     hb.fenceProxyAsyncShared();
     hb.namedBarrierSync(epilogueBarrier, 128);
-    auto leader = scf::IfOp::create(b, loc, eq(ltid, 0), false);
+    auto leader = scf::IfOp::create(
+        b, loc, kb.andb(eq(ltid, 0), kb.cmpLe(kb.idx(0), rowO)), false); // rows from query 0
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(leader.thenBlock());
     // Waited for before the next write of the O tile, and at the end.
@@ -734,7 +876,8 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
                                         kb.f32(M_LN2)),
                          kb.f32(-INFINITY));
     Value writer = eq(hopper::AccumulatorLayout::firstColumn(kb, ltid), 0);
-    auto write = scf::IfOp::create(b, loc, kb.andb(writer, kb.cmpLt(row, seqQ)), false);
+    Value inside = kb.andb(kb.cmpLe(kb.idx(0), row), kb.cmpLt(row, seqQ));
+    auto write = scf::IfOp::create(b, loc, kb.andb(writer, inside), false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(write.thenBlock());
     memref::StoreOp::create(b, loc, value, arg("lse"), ValueRange{kb.add(base, row)});
@@ -755,14 +898,25 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
 FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const TargetInfo &target) {
   Sm90Plan p;
   p.headDim = op.getHeadDim();
-  // Key tiles of 192 for head_dim 64 without a mask: on the H200 0.99-1.03x cuDNN at S >= 4096
-  // against 0.92-0.96x with 128 (bench/NOTES.md, 2026-11-29); causal tiles gained nothing.
-  p.blockN = p.headDim == 64 && equalWorkTiles(op) ? 192 : 128;
+  p.blockN = 128;
+  // Three consumers (192 query rows) at head_dim 64 without a window or softcap: a D64 GEMM is
+  // too short to hide a softmax behind one other warpgroup (FlashAttention-3 runs D64 with 192
+  // rows). On the H200, non-causal 0.92-0.95x cuDNN at S 1024 and 0.98-1.07x from S 2048,
+  // against 0.85-0.91x and 0.93-1.02x with two consumers and 192 keys; causal, with tiles
+  // claimed dynamically and each consumer walking only its own key tiles, +2% at S 1024 and
+  // +7-9% from S 2048 over two consumers (bench/NOTES.md, 2026-11-29). Softcap and window
+  // spill at 160 registers.
+  if (p.headDim == 64 && !op.getSlidingWindow() && !op.getSoftcap() && op.getPackGqa() == 1)
+    p.consumers = 3;
   p.pack = int(op.getPackGqa());
   p.elem = op.getDtype();
   p.in = *toElemType(p.elem);
   OpBuilder b(op);
-  KernelSignature sig = flashAttnSignature(op, Sm90Plan::blockM, Sm90Plan::threads);
+  KernelSignature sig = flashAttnSignature(op, p.blockM(), p.threads());
+  // A tile's `pack` query heads must share their KV head.
+  if (p.pack > 1)
+    sig.divisible.push_back(
+        {"Hq", GridExpr::mul(GridExpr::arg("Hkv"), GridExpr::constant(p.pack))});
   // TMA tensor maps over (D, S, H, B), or for varlen batches over the packed (D, rows, H);
   // strides in elements (innermost first). Varlen O is stored without one (emitEpilogue).
   Type ptr = LLVM::LLVMPointerType::get(op.getContext());
@@ -786,30 +940,23 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   tensor("k", "Sk", "total_k", "Hkv", p.blockN, 1);
   tensor("v", "Sk", "total_k", "Hkv", p.blockN, 1);
   if (!varlen) tensor("o", "Sq", "total_q", "Hq", p.queriesPerConsumer(), p.pack);
-  // Every plan sm90FlashAttnUnsupported admits fits (D 128: 192 KiB).
+  // Every plan sm90FlashAttnUnsupported admits fits (D 128: 224 KiB of 227).
   assert(p.sharedBytes() <= TargetInfo::hopperSharedBytes && "sm_90a plan exceeds shared memory");
   sig.dynamicSharedBytes = p.sharedBytes();
-  // Persistent kernels (no window) launch min(tiles, SMs) workgroups that walk the tiles, so the
-  // next tile's loads overlap this one's epilogue (S 1024 D128: 1.12x). With a causal mask the
-  // tiles differ in work; beyond 4096 keys one workgroup per tile, longest first, balanced by
-  // the hardware, measured better (S 16384: 580 vs 527 TFLOP/s static), so the grid switches:
-  // min(tiles, max(SMs, div(Sk, 4097) * tiles)). Window kernels launch one per tile.
+  // Persistent kernels launch min(tiles, SMs) workgroups that claim tiles, so the next tile's
+  // loads overlap this one's epilogue (S 1024 D128: 1.12x). Against the static orders the claims
+  // replaced (bench/NOTES.md, 2026-11-29): causal D128 S 2-4k +2-4%, B1 Hq128 Hkv8 S8192 +3%;
+  // non-causal D64 S 1024 +7-9%, S 2-4k +3%; the rest equal.
+  if (persistentCode(op))
+    sig.args.push_back({"tile_counter", MemRefType::get({ShapedType::kDynamic}, b.getI32Type()),
+                        ArgRole::TileCounter});
   GridExpr headGroups = p.pack == 1 ? GridExpr::arg("Hq")
                                     : GridExpr::floorDiv(GridExpr::arg("Hq"),
                                                          GridExpr::constant(p.pack));
   GridExpr tiles = GridExpr::mul(
       GridExpr::ceilDiv(GridExpr::arg("Sq"), GridExpr::constant(p.tileQueries())),
       GridExpr::mul(headGroups, GridExpr::arg("B")));
-  if (!persistentCode(op))
-    sig.grid[0] = tiles;
-  else if (equalWorkTiles(op))
-    sig.grid[0] = GridExpr::min(tiles, GridExpr::smCount());
-  else
-    sig.grid[0] = GridExpr::min(
-        tiles, GridExpr::max(GridExpr::smCount(),
-                             GridExpr::mul(GridExpr::floorDiv(GridExpr::arg("Sk"),
-                                                              GridExpr::constant(4097)),
-                                           tiles)));
+  sig.grid[0] = persistentCode(op) ? GridExpr::min(tiles, GridExpr::smCount()) : tiles;
   sig.grid[1] = sig.grid[2] = GridExpr::constant(1);
   gpu::GPUFuncOp func = createKernel(b, op.getLoc(), target, sig);
   // setmaxnreg needs the register count at entry fixed: one workgroup per SM.

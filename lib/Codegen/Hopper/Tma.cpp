@@ -78,8 +78,8 @@ void TmaBuilder::initBarrier(Value group, Value index, int arrivals) {
 
 void TmaBuilder::fenceBarrierInit() { NVVM::FenceMbarrierInitOp::create(b, loc); }
 
-void TmaBuilder::arriveExpectTx(Value group, Value index, int bytes) {
-  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, kb.idx(bytes), index, Value());
+void TmaBuilder::arriveExpectTx(Value group, Value index, Value bytes) {
+  nvgpu::MBarrierArriveExpectTxOp::create(b, loc, group, bytes, index, Value());
 }
 
 void TmaBuilder::arrive(Value group, Value index) {

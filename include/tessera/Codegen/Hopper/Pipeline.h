@@ -13,7 +13,7 @@ namespace tessera::hopper {
 class MbarrierRing {
 public:
   /// The ring's full barriers are [firstFull, firstFull + stages) of the mbarrier `group`, its
-  /// empty ones [firstEmpty, firstEmpty + stages).
+  /// empty ones [firstEmpty, firstEmpty + stages); `stages` is a power of two.
   MbarrierRing(KernelBuilder &kb, TmaBuilder &tma, mlir::Value group, int firstFull,
                int firstEmpty, int stages, int consumerThreads)
       : kb(kb), tma(tma), group(group), firstFull(firstFull), firstEmpty(firstEmpty),
@@ -32,6 +32,11 @@ public:
   /// Waits until the slot's buffer is free (a fresh ring's first pass finds it free) and
   /// announces `bytes` of TMA loads completing on fullBarrier(slot).
   void acquire(const Slot &s, int bytes);
+  /// acquire in two steps, for a producer that writes the slot with plain stores in between
+  /// (the arrive releases them to the consumers): waitEmpty, then announce `bytes` (index; 0
+  /// completes the phase at once).
+  void waitEmpty(const Slot &s);
+  void announce(const Slot &s, mlir::Value bytes);
   mlir::Value fullBarrier(const Slot &s);
 
   // Consumer side.

@@ -31,7 +31,7 @@ public:
   mlir::Value createBarriers(int count);
   void initBarrier(mlir::Value group, mlir::Value index, int arrivals);
   void fenceBarrierInit();
-  void arriveExpectTx(mlir::Value group, mlir::Value index, int bytes);
+  void arriveExpectTx(mlir::Value group, mlir::Value index, mlir::Value bytes);
   void arrive(mlir::Value group, mlir::Value index);
   void waitParity(mlir::Value group, mlir::Value index, mlir::Value parity);
 

@@ -67,7 +67,7 @@ def TesseraLowerToNVVM : Pass<"tessera-lower-to-nvvm", "::mlir::ModuleOp"> {
   let description = [{
     Runs, on every `gpu.module` whose target is `#nvvm.target`: `convert-scf-to-cf`,
     `convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}` (`math.exp2` becomes
-    `ex2.approx.f32`), `convert-nvvm-to-llvm`, `reconcile-unrealized-casts`, canonicalization
+    `ex2.approx.ftz.f32`), `convert-nvvm-to-llvm`, `reconcile-unrealized-casts`, canonicalization
     and CSE. `chip` must match the modules' targets when given.
 
     ```mlir
