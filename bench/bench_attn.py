@@ -4,6 +4,7 @@ the same inputs in one run, each output checked, after the host time per call of
 $TESSERA_BENCH_OUT."""
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cases", help="BxSxHqxHkvxD:dtype:causal|full,... e.g. 4x4096x32x32x128:bf16:causal "
                                    "(default: the fixed list incl. the GQA case)")
-    p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function")
+    p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function in a round")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of timing, the functions alternating")
     args = p.parse_args()
     if args.cases:
         cases = []
@@ -126,7 +128,7 @@ def check(out, peer_out, q, k, v, causal, gen):
             "check": str(sample)}
 
 
-def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, gen, row_gen):
+def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, rounds, gen, row_gen):
     flops = 4 * B * Hq * S * S * D // (2 if causal else 1)
     row = {"B": B, "S": S, "Hq": Hq, "Hkv": Hkv, "D": D, "dtype": dtype, "causal": causal, "flops": flops}
     dt = TORCH_DTYPES[dtype]
@@ -134,13 +136,13 @@ def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, gen, row_gen):
     k = torch.randn(B, S, Hkv, D, device="cuda", generator=gen).to(dt)
     v = torch.randn(B, S, Hkv, D, device="cuda", generator=gen).to(dt)
     gqa = Hq != Hkv
-    peer_out = {}
+    timed, peer_out = {}, {}
     for name in PEERS:
         fn = peer_fn(name, q, k, v, causal, gqa)
         try:
             peer_out[name] = fn().transpose(1, 2)
             torch.cuda.synchronize()
-            row[f"{name}_ms"] = median_ms(fn, rep_ms)
+            timed[name] = fn
         except RuntimeError as e:   # a backend that does not take this case (it says why)
             row[f"{name}_error"] = str(e).splitlines()[0][:160]
             torch.cuda.synchronize()
@@ -150,12 +152,17 @@ def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, gen, row_gen):
         torch.cuda.synchronize()
         checked_against = next((n for n in ("flash", "cudnn") if n in peer_out), None)
         row.update(check(out, peer_out.get(checked_against), q, k, v, causal, row_gen), checked_against=checked_against)
-        row["tessera_ms"] = median_ms(lambda: tessera.flash_attn(q, k, v, causal=causal, out=out), rep_ms)
+        timed["tessera"] = lambda: tessera.flash_attn(q, k, v, causal=causal, out=out)
     except tessera.TesseraError as e:
         row["error"] = f"{type(e).__name__}: {e}"
-    for who in ("tessera", *PEERS):
-        if f"{who}_ms" in row:
-            row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
+    # Rounds alternate the functions, so a clock or power state of the GPU that lasts a few
+    # hundred milliseconds falls on all of them; each one's time is the median of its rounds.
+    for _ in range(rounds):
+        for who, fn in timed.items():
+            row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
+    for who in timed:
+        row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
+        row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
     for peer in PEERS:
         if "tessera_tflops" in row and f"{peer}_tflops" in row:
             row[f"ratio_{peer}"] = row["tessera_tflops"] / row[f"{peer}_tflops"]
@@ -170,7 +177,7 @@ def _num(row, key, fmt):
 
 def table(meta, rows):
     lines = [f"Attention forward: tessera vs SDPA FlashAttention-2 (flash) and cuDNN, same inputs, TFLOP/s from the "
-             f"median time ({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, "
+             f"median of {meta.get('rounds', 1)} alternating rounds' median times ({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, "
              f"{meta['date']}); FLOPs = 4·B·Hq·S²·D, halved for causal",
              host_line(meta["host_us_per_call"]),
              f"{'B x S x Hq/Hkv x D':>22} {'dtype':>5} {'mask':>6} {'tessera':>8} {'flash':>7} {'cudnn':>7} "
@@ -199,12 +206,13 @@ def main():
         return 2
     seed = int.from_bytes(os.urandom(4), "little")
     meta["seed"] = seed
+    meta["rounds"] = args.rounds
     meta["host_us_per_call"] = host_overhead()
     print(host_line(meta["host_us_per_call"]), flush=True)
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
     rows = []
     for B, S, Hq, Hkv, D, dtype, causal in args.cases:
-        r = run_case(B, S, Hq, Hkv, D, dtype, causal, args.rep_ms, gen, row_gen)
+        r = run_case(B, S, Hq, Hkv, D, dtype, causal, args.rep_ms, args.rounds, gen, row_gen)
         rows.append(r)
         print(f"  B{B} S{S} H{Hq}/{Hkv} D{D} {dtype} {'causal' if causal else 'full'}: " + (r.get("error") or (
             f"tessera {r['tessera_tflops']:.1f} TFLOP/s, flash {_num(r, 'flash_tflops', '.1f')}, "
