@@ -62,6 +62,10 @@ static tessera_status loadKernel(tessera_kernel &kernel) {
   tessera_backend_kernel_desc desc = {bundle.dir.c_str(), k.json.c_str(), k.entry.c_str(),
                                       hasCode ? kernel.codeObject.c_str() : nullptr, kernel.codeObject.size(),
                                       k.ldsBytes, k.dynamicLdsBytes};
+  // A counter is free before the first launch, which may be a CUDA graph capture's.
+  if (k.tileCounterArg >= 0)
+    if (tessera_status s = device.reserveTileCounters())
+      return s;
   // Set only on success: the backend may write its out pointer before failing.
   void *handle = nullptr;
   if (tessera_status s = device.backend->load_kernel(device.handle, &desc, &handle))

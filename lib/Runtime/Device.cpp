@@ -19,9 +19,33 @@ const tessera_backend_host &backendHost() {
 Device::~Device() {
   if (!handle)
     return;
-  for (auto [stream, counter] : counters)
-    backend->free(handle, counter);
+  for (void *slab : counterSlabs)
+    backend->free(handle, slab);
   backend->close(handle);
+}
+
+tessera_status Device::reserveTileCounters() const {
+  std::lock_guard<std::mutex> lock(countersMutex);
+  return reserveLocked();
+}
+
+tessera_status Device::reserveLocked() const {
+  if (countersUsed < counterSlabs.size() * kCountersPerSlab)
+    return TESSERA_SUCCESS;
+  constexpr size_t bytes = kCounterBytes * kCountersPerSlab;
+  void *slab = nullptr;
+  if (tessera_status s = backend->alloc(handle, bytes, &slab))
+    return s;
+  // Synchronised: the memset may run on another stream than the first launch using it.
+  tessera_status s = backend->memset(handle, slab, 0, bytes);
+  if (!s)
+    s = backend->synchronize(handle);
+  if (s) {
+    backend->free(handle, slab);
+    return s;
+  }
+  counterSlabs.push_back(slab);
+  return TESSERA_SUCCESS;
 }
 
 tessera_status Device::tileCounter(void *stream, void *&out) const {
@@ -31,21 +55,12 @@ tessera_status Device::tileCounter(void *stream, void *&out) const {
     out = found->second;
     return TESSERA_SUCCESS;
   }
-  // Two 32-bit words (next tile, workgroups done); a whole 128-byte line of its own.
-  constexpr size_t bytes = 128;
-  void *counter = nullptr;
-  if (tessera_status s = backend->alloc(handle, bytes, &counter))
+  if (tessera_status s = reserveLocked())
     return s;
-  // Synchronised: a memset may run on another stream than the first launch using it.
-  tessera_status s = backend->memset(handle, counter, 0, bytes);
-  if (!s)
-    s = backend->synchronize(handle);
-  if (s) {
-    backend->free(handle, counter);
-    return s;
-  }
-  counters.emplace(stream, counter);
-  out = counter;
+  size_t slot = countersUsed % kCountersPerSlab;
+  out = static_cast<char *>(counterSlabs[countersUsed / kCountersPerSlab]) + slot * kCounterBytes;
+  ++countersUsed;
+  counters.emplace(stream, out);
   return TESSERA_SUCCESS;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace tessera::runtime {
 
@@ -21,14 +22,24 @@ struct Device {
   std::string arch;
   uint32_t processorCount = 0;            ///< SMs / CUs; 0 when the backend does not say
 
-  /// The tile counter of `stream`: device memory, zeroed when first handed out, that a
-  /// dynamically scheduled kernel claims tiles from and leaves zeroed when it ends. Launches
-  /// on one stream run in order and share it; each stream has its own, so launches that may
-  /// overlap do not. Thread-safe.
+  /// The tile counter of `stream`: two i32 of device memory, zero when first handed out, that a
+  /// dynamically scheduled kernel claims tiles from and leaves zero when it ends. Launches on
+  /// one stream run in order and share it; each stream has its own, so launches that may
+  /// overlap do not. Counters come from slabs reserved ahead (reserveTileCounters), so a
+  /// stream's first launch makes no driver call while a free one is left: a CUDA graph capture,
+  /// whose stream is new, forbids allocation and synchronisation. Thread-safe.
   tessera_status tileCounter(void *stream, void *&out) const;
+  /// Makes sure a counter is free, allocating and zeroing a slab if not: called when a kernel
+  /// with a tile_counter argument is loaded.
+  tessera_status reserveTileCounters() const;
 
 private:
+  static constexpr size_t kCounterBytes = 128;   ///< a cache line of its own
+  static constexpr size_t kCountersPerSlab = 64; ///< 8 KiB
+  tessera_status reserveLocked() const;
   mutable std::mutex countersMutex;
+  mutable std::vector<void *> counterSlabs;
+  mutable size_t countersUsed = 0;           ///< of all slabs, in order
   mutable std::map<void *, void *> counters; ///< stream -> its counter
 };
 

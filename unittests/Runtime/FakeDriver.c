@@ -70,7 +70,10 @@ EXPORT void fake_fail(const char *call, int code, int after) {
 EXPORT int fake_calls(const char *call) { return entry_for(call)->calls; }
 EXPORT int fake_live_allocations(void) { return live_allocations; }
 EXPORT int fake_launch_count(void) { return launch_count; }
-EXPORT const fake_launch *fake_launch_at(int i) { return i >= 0 && i < launch_count ? &launches[i] : NULL; }
+/* The last 32 launches are kept (a ring): older ones are gone. */
+EXPORT const fake_launch *fake_launch_at(int i) {
+  return i >= 0 && i < launch_count && i >= launch_count - 32 ? &launches[i % 32] : NULL;
+}
 EXPORT int fake_max_dynamic_shared(void) { return max_dynamic_shared; }
 EXPORT const fake_tensor_map *fake_last_tensor_map(void) { return &last_tensor_map; }
 EXPORT const char *fake_sim_bundle_dir(void) { return sim_bundle_dir; }

@@ -31,6 +31,7 @@ void fake_fail(const char *call, int code, int after);
 int fake_calls(const char *call);
 int fake_live_allocations(void);
 int fake_launch_count(void);
+/* Launch `index` (from 0 since the last reset) while among the last 32, else NULL. */
 const fake_launch *fake_launch_at(int index);
 /* The last value set by cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), or -1. */
 int fake_max_dynamic_shared(void);

@@ -2,6 +2,7 @@
 #include "TestSupport.h"
 
 #include <cstring>
+#include <set>
 
 namespace tessera::runtime::test {
 namespace {
@@ -560,7 +561,12 @@ protected:
   }
 };
 
-TEST_F(TileCounterTest, OneZeroedCounterPerStream) {
+TEST_F(TileCounterTest, OneZeroedCounterPerStreamFromASlabReservedAtLoad) {
+  // The kernel's load reserved one zeroed slab; launches make no allocation or synchronisation,
+  // which a CUDA graph capture (on a stream new to the runtime) would refuse.
+  EXPECT_EQ(fake_calls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fake_calls("cuMemsetD8_v2"), 1);
+  int syncs = fake_calls("cuCtxSynchronize");
   auto *a = reinterpret_cast<void *>(0x1000), *b = reinterpret_cast<void *>(0x2000);
   for (void *stream : {a, a, b, a})
     ASSERT_TESSERA_OK(tessera_launch(k, args, stream));
@@ -569,14 +575,16 @@ TEST_F(TileCounterTest, OneZeroedCounterPerStream) {
   EXPECT_EQ(counterOf(1), counterOf(0));
   EXPECT_NE(counterOf(2), counterOf(0));
   EXPECT_EQ(counterOf(3), counterOf(0));
-  EXPECT_EQ(fake_calls("cuMemAlloc_v2"), 2);
-  EXPECT_EQ(fake_calls("cuMemsetD8_v2"), 2); // zeroed once; each launch leaves it zero
+  EXPECT_EQ(counterOf(2) - counterOf(0), 128u); // a line each
+  EXPECT_EQ(fake_calls("cuMemAlloc_v2"), 1);
+  EXPECT_EQ(fake_calls("cuMemsetD8_v2"), 1); // zeroed once; each launch leaves it zero
+  EXPECT_EQ(fake_calls("cuCtxSynchronize"), syncs);
   uint32_t words[2] = {1, 1};
   std::memcpy(words, reinterpret_cast<const void *>(counterOf(2)), sizeof words);
   EXPECT_EQ(words[0], 0u);
   EXPECT_EQ(words[1], 0u);
   // The counters live as long as the device.
-  EXPECT_EQ(fake_live_allocations(), 2);
+  EXPECT_EQ(fake_live_allocations(), 1);
   tessera_args_destroy(args);
   args = nullptr;
   ASSERT_TESSERA_OK(tessera_bundle_unload(bundle));
@@ -584,6 +592,23 @@ TEST_F(TileCounterTest, OneZeroedCounterPerStream) {
   ASSERT_TESSERA_OK(tessera_device_close(device));
   device = nullptr;
   EXPECT_EQ(fake_live_allocations(), 0);
+}
+
+TEST_F(TileCounterTest, AnotherSlabOnceOneIsUsedUp) {
+  // 64 counters a slab: the 65th stream's launch allocates the second, zeroed.
+  std::set<uint64_t> seen;
+  for (uintptr_t stream = 1; stream <= 65; ++stream) {
+    ASSERT_TESSERA_OK(tessera_launch(k, args, reinterpret_cast<void *>(stream)));
+    seen.insert(counterOf(int(stream) - 1));
+  }
+  EXPECT_EQ(seen.size(), 65u);
+  EXPECT_EQ(fake_calls("cuMemAlloc_v2"), 2);
+  EXPECT_EQ(fake_calls("cuMemsetD8_v2"), 2);
+  EXPECT_EQ(fake_live_allocations(), 2);
+  uint32_t words[2] = {1, 1};
+  std::memcpy(words, reinterpret_cast<const void *>(counterOf(64)), sizeof words);
+  EXPECT_EQ(words[0], 0u);
+  EXPECT_EQ(words[1], 0u);
 }
 
 TEST_F(TileCounterTest, IsNotSetByCallers) {
@@ -598,10 +623,23 @@ TEST_F(TileCounterTest, IsNotSetByCallers) {
   EXPECT_NE(counterOf(0), 0u);
 }
 
-TEST_F(TileCounterTest, AllocationFailureNamesTheCallAndLaunchesNothing) {
+TEST_F(RuntimeTest, TileCounterAllocationFailureFailsTheLoadNamingTheCall) {
+  ASSERT_NE(load("cuda", tileCounterManifest()), nullptr);
   fake_fail("cuMemAlloc_v2", 2, 0); // CUDA_ERROR_OUT_OF_MEMORY
-  EXPECT_TESSERA_ERROR(tessera_launch(k, args, nullptr), TESSERA_ERROR_DRIVER, "cuMemAlloc");
-  EXPECT_EQ(fake_launch_count(), 0);
+  tessera_kernel *k = nullptr;
+  EXPECT_TESSERA_ERROR(tessera_kernel_get(bundle, "claim", &k), TESSERA_ERROR_DRIVER, "cuMemAlloc");
+  EXPECT_EQ(fake_calls("cuModuleLoadDataEx"), 0);
+  fake_fail("cuMemAlloc_v2", 0, 0);
+  ASSERT_TESSERA_OK(tessera_kernel_get(bundle, "claim", &k)); // retried
+  EXPECT_EQ(fake_live_allocations(), 1);
+}
+
+TEST_F(TileCounterTest, SlabAllocationFailureAtLaunchNamesTheCallAndLaunchesNothing) {
+  for (uintptr_t stream = 1; stream <= 64; ++stream)
+    ASSERT_TESSERA_OK(tessera_launch(k, args, reinterpret_cast<void *>(stream)));
+  fake_fail("cuMemAlloc_v2", 2, 0);
+  EXPECT_TESSERA_ERROR(tessera_launch(k, args, reinterpret_cast<void *>(65)), TESSERA_ERROR_DRIVER, "cuMemAlloc");
+  EXPECT_EQ(fake_launch_count(), 64);
 }
 
 TEST_F(RuntimeTest, TileCounterManifestErrors) {
