@@ -2,9 +2,10 @@
 on torch CUDA tensors or on numpy arrays through the simulator."""
 import math
 import operator
+import sys
 from typing import NamedTuple
 
-from . import _arrays, _launch
+from . import _arrays, _launch, _paths
 from ._errors import InputError, KernelNotFoundError
 
 HEAD_DIMS = (32, 64, 96, 128, 256)
@@ -286,8 +287,9 @@ def _lse_strides(p, lse):
     return (0, p.lse_shape[1]) if p.varlen else (p.Hq * p.Sq, p.Sq)
 
 
-def _run(p, dev, kernel, infos, lse):
-    """Launches the kernel: torch on the current stream (asynchronous), numpy through simulator memory."""
+def _run(p, dev, kernel, infos, lse, signature=None):
+    """Launches the kernel: torch on the current stream (asynchronous), numpy through simulator memory. A torch
+    call's `signature` (_signature) remembers it for repeats (_Repeat)."""
     q = infos["q"]
     lse_strides = _lse_strides(p, lse)
     writes_lse = "lse" in kernel.settable
@@ -312,10 +314,13 @@ def _run(p, dev, kernel, infos, lse):
         ptrs["lse"] = lse.ptr
     for name in ("k", "v"):   # an empty k/v (Sk = 0) may have a null data_ptr; the kernel never reads it
         ptrs[name] = ptrs[name] or q.ptr
-    kernel.launch(_launch.current_stream(q), **_values(p, ptrs, infos, lse_strides, kernel))
+    values = _values(p, ptrs, infos, lse_strides, kernel)
+    kernel.launch(_launch.current_stream(q), **values)
+    if signature is not None and not p.varlen:   # launched: a repeat will launch too
+        _remember(signature, _Repeat(p, kernel, {n: x for n, x in values.items() if n not in ptrs}, writes_lse))
 
 
-def _finish(p, dev, infos, out, lse, device_arrays):
+def _finish(p, dev, infos, out, lse, device_arrays, signature=None):
     """Common tail: kernel choice, outputs, empty sizes, launch. Returns O or (O, LSE)."""
     bundle = dev.bundle()
     kernel = kernel_for(bundle, p)
@@ -331,8 +336,72 @@ def _finish(p, dev, infos, out, lse, device_arrays):
         lse = _arrays.empty(q, p.lse_shape, "f32")
         lse_info = _arrays.describe(lse, "lse")
     if not p.empty():
-        _run(p, dev, kernel, infos, lse_info)
+        _run(p, dev, kernel, infos, lse_info, signature)
     return (out, lse) if p.return_lse else out
+
+
+# ---- Repeated torch calls -----------------------------------------------------------------------
+# A torch call with the tensor shapes, strides, dtypes and devices and the options of an earlier one passes the same
+# checks and gets the same plan, kernel and size, stride and scale arguments: a repeat checks and sets only the data
+# pointers. The checks and the kernel choice cost more host time than a short kernel runs (bench_attn's host line).
+_REPEATS = {}            # _signature -> _Repeat
+_REPEATS_MAX = 1024      # signatures kept; then all are forgotten at once
+_OPTION_TYPES = (bool, int, float, str, type(None))
+
+
+def _signature(tensors, options):
+    """The key of a call whose arrays (None or not) are all torch tensors and whose options are plain values, with
+    the bundle search path (a changed TESSERA_* variable finds another bundle); None for any other call."""
+    torch = sys.modules.get("torch")
+    if torch is None or not all(type(o) in _OPTION_TYPES or type(o) is tuple and all(type(w) is int for w in o)
+                                for o in options):
+        return None
+    key = [options, _paths.search_path()]
+    for x in tensors:
+        if x is None:
+            key.append(None)
+        elif isinstance(x, torch.Tensor):
+            key.append((x.shape, x.stride(), x.dtype, x.device))
+        else:
+            return None
+    return tuple(key)
+
+
+def _remember(signature, repeat):
+    if len(_REPEATS) >= _REPEATS_MAX:
+        _REPEATS.clear()
+    _REPEATS[signature] = repeat
+
+
+class _Repeat(NamedTuple):
+    """What a call's checks and kernel choice gave (see _signature)."""
+    p: Plan
+    kernel: object
+    sizes: dict          # every argument but the pointers
+    writes_lse: bool
+
+    def __call__(self, q, k, v, out, lse):
+        """The call again on these tensors; None (nothing done) when a pointer is not aligned, so that the full
+        checks report it."""
+        p, torch = self.p, sys.modules["torch"]
+        ptrs = {"q": q.data_ptr(), "k": k.data_ptr(), "v": v.data_ptr()}
+        if out is not None:
+            ptrs["o"] = out.data_ptr()
+        if any(ptr % _launch.ALIGNMENT for ptr in ptrs.values()):
+            return None
+        if out is None:
+            out = torch.empty(p.out_shape, dtype=q.dtype, device=q.device)
+            ptrs["o"] = out.data_ptr()
+        if p.return_lse and lse is None:
+            lse = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device)
+        if lse is not None:
+            ptrs["lse"] = lse.data_ptr()
+        elif self.writes_lse:   # a scratch LSE for a kernel that writes one
+            ptrs["lse"] = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device).data_ptr()
+        for name in ("k", "v"):   # an empty k/v (Sk = 0) may have a null data_ptr; the kernel never reads it
+            ptrs[name] = ptrs[name] or ptrs["q"]
+        self.kernel.launch(_launch.stream_of(q.device), **self.sizes, **ptrs)
+        return (out, lse) if p.return_lse else out
 
 
 def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
@@ -354,6 +423,12 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
     device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
     """
+    signature = _signature((q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
+    repeat = _REPEATS.get(signature) if signature is not None else None
+    if repeat is not None:
+        result = repeat(q, k, v, out, lse)
+        if result is not None:
+            return result
     who = "tessera.flash_attn"
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
@@ -369,7 +444,7 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     _check_outputs(who, p, outs["out"], outs["lse"])
     arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
-    return _finish(p, dev, infos, out, lse, dict(arrays))
+    return _finish(p, dev, infos, out, lse, dict(arrays), signature)
 
 
 def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):

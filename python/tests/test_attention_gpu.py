@@ -327,6 +327,39 @@ def test_cuda_graph_replays_with_new_inputs(D, causal, window):
         assert torch.equal(out, tessera.flash_attn(*new, **options)), f"seed {rand.seed}"
 
 
+def test_repeated_calls_skip_the_checks_but_not_the_pointers(monkeypatch):
+    """A call with the shapes, strides, dtypes and options of an earlier one repeats its plan without the checks
+    (none is called) and is exact for new tensors, new outputs and LSE; a misaligned pointer still gets the full
+    checks' error, and other options or shapes are their own calls."""
+    from tessera import _attention
+    rand = Inputs()
+    shape = (2, 257, 4, 64)
+    tessera.flash_attn(*(rand(shape, "f16") for _ in range(3)), causal=True)
+    tessera.flash_attn(*(rand(shape, "f16") for _ in range(3)), causal=True, return_lse=True,
+                       out=poisoned(shape, "f16"))
+
+    def checked(*args):
+        raise AssertionError("a repeated call ran the checks")
+    with monkeypatch.context() as m:
+        m.setattr(_attention, "_check_inputs", checked)
+        for _ in range(2):
+            q, k, v = (rand(shape, "f16") for _ in range(3))
+            result, _ = check(tessera.flash_attn(q, k, v, causal=True), None, q, k, v, causal=True)
+            assert result.ok, f"seed {rand.seed}: {result}"
+            out = poisoned(shape, "f16")
+            o, lse = tessera.flash_attn(q, k, v, causal=True, return_lse=True, out=out)
+            assert o is out
+            result, _ = check(out, lse, q, k, v, causal=True)
+            assert result.ok, f"seed {rand.seed}: {result}"
+    q, k, v = (rand(shape, "f16") for _ in range(3))
+    result, _ = check(tessera.flash_attn(q, k, v), None, q, k, v)   # not causal: another call
+    assert result.ok, f"seed {rand.seed}: {result}"
+    flat = rand((q.numel() + 1,), "f16")
+    shifted = flat[1:].view(shape)   # q's shape and strides, 2 bytes off
+    with pytest.raises(tessera.InputError, match="q.data_ptr.*is not 16-byte aligned"):
+        tessera.flash_attn(shifted, k, v, causal=True)
+
+
 def test_rejected_on_the_gpu():
     rand = Inputs()
     q = rand((1, 64, 2, 65), "f16")

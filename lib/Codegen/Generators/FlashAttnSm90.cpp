@@ -44,14 +44,14 @@ bool equalWorkTiles(tessera::FlashAttnOp op) {
   return op.getMask() == tessera::MaskKind::None && !op.getSlidingWindow();
 }
 
-/// Kernels with a tile loop (persistent), not with a window, varlen, nor a causal mask with
+/// Kernels with a tile loop (persistent): not with a window, varlen, nor a causal mask with
 /// softcap, whose extra live values spill in it (ptxas gate: varlen D64 56-160 bytes, D128
-/// 8-96); the others launch one workgroup per tile. Each workgroup's producer claims its next tile from the runtime's counter
-/// `tile_counter` (FlashAttention-3's dynamic persistent scheduler): tiles differ in work (causal
-/// tiles; the partial query block, whose idle consumers step over their key tiles), and any
-/// static order leaves some workgroups idle at the end (bench shapes: 4096 tiles on 132 SMs,
-/// 31 or 32 each; at D64 S 1024 a stride of 132 tiles gave every partial block, one in six,
-/// to the same 22 workgroups).
+/// 8-96); the others launch one workgroup per tile. Each workgroup's producer claims its next
+/// tile from the runtime's counter `tile_counter` (FlashAttention-3's dynamic persistent
+/// scheduler): tiles differ in work (causal tiles; the partial query block, whose idle
+/// consumers step over their key tiles), and any static order leaves some workgroups idle at
+/// the end (bench shapes: 4096 tiles on 132 SMs, 31 or 32 each; at D64 S 1024 a stride of 132
+/// tiles gave every partial block, one in six, to the same 22 workgroups).
 bool persistentCode(tessera::FlashAttnOp op) {
   return !op.getSlidingWindow() && !op.getVarlen() &&
          (op.getMask() == tessera::MaskKind::None || !op.getSoftcap());
