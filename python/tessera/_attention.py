@@ -289,7 +289,7 @@ def _lse_strides(p, lse):
 
 def _run(p, dev, kernel, infos, lse, signature=None):
     """Launches the kernel: torch on the current stream (asynchronous), numpy through simulator memory. A torch
-    call's `signature` (_signature) remembers it for repeats (_Repeat)."""
+    call's `signature` (_signature) remembers its launch for repeats."""
     q = infos["q"]
     lse_strides = _lse_strides(p, lse)
     writes_lse = "lse" in kernel.settable
@@ -307,17 +307,12 @@ def _run(p, dev, kernel, infos, lse, signature=None):
             if lse is not None:
                 mem.get(lse)
         return
-    ptrs = {name: infos[name].ptr for name in ("q", "k", "v", "o", *cu)}
-    if lse is None and writes_lse:   # a scratch LSE for a kernel that writes one
-        lse = _arrays.describe(_arrays.empty(q, p.lse_shape, "f32"), "lse")
-    if lse is not None:
-        ptrs["lse"] = lse.ptr
-    for name in ("k", "v"):   # an empty k/v (Sk = 0) may have a null data_ptr; the kernel never reads it
-        ptrs[name] = ptrs[name] or q.ptr
-    values = _values(p, ptrs, infos, lse_strides, kernel)
-    kernel.launch(_launch.current_stream(q), **values)
-    if signature is not None and not p.varlen:   # launched: a repeat will launch too
-        _remember(signature, _Repeat(p, kernel, {n: x for n, x in values.items() if n not in ptrs}, writes_lse))
+    # A call and its repeats launch through the same _CheckedCall.
+    call = _CheckedCall(p, kernel, _values(p, {}, infos, lse_strides, kernel), writes_lse)
+    call(*(infos[name].obj for name in ("q", "k", "v", "o")), None if lse is None else lse.obj,
+         **{name: infos[name].ptr for name in cu})
+    if signature is not None:   # launched: a repeat will launch too
+        _remember(signature, call)
 
 
 def _finish(p, dev, infos, out, lse, device_arrays, signature=None):
@@ -344,7 +339,7 @@ def _finish(p, dev, infos, out, lse, device_arrays, signature=None):
 # A torch call with the tensor shapes, strides, dtypes and devices and the options of an earlier one passes the same
 # checks and gets the same plan, kernel and size, stride and scale arguments: a repeat checks and sets only the data
 # pointers. The checks and the kernel choice cost more host time than a short kernel runs (bench_attn's host line).
-_REPEATS = {}            # _signature -> _Repeat
+_REPEATS = {}            # _signature -> _CheckedCall
 _REPEATS_MAX = 1024      # signatures kept; then all are forgotten at once
 _OPTION_TYPES = (bool, int, float, str, type(None))
 
@@ -367,31 +362,32 @@ def _signature(tensors, options):
     return tuple(key)
 
 
+def _aligned(*tensors):
+    """True when every given tensor's data pointer is _launch.ALIGNMENT-byte aligned (the full checks say which is
+    not)."""
+    return all(x is None or x.data_ptr() % _launch.ALIGNMENT == 0 for x in tensors)
+
+
 def _remember(signature, repeat):
     if len(_REPEATS) >= _REPEATS_MAX:
         _REPEATS.clear()
     _REPEATS[signature] = repeat
 
 
-class _Repeat(NamedTuple):
-    """What a call's checks and kernel choice gave (see _signature)."""
+class _CheckedCall(NamedTuple):
+    """What a torch call's checks and kernel choice gave; calling it launches on (new) tensors of the same
+    signature (_signature)."""
     p: Plan
     kernel: object
     sizes: dict          # every argument but the pointers
     writes_lse: bool
 
-    def __call__(self, q, k, v, out, lse):
-        """The call again on these tensors; None (nothing done) when a pointer is not aligned, so that the full
-        checks report it."""
+    def __call__(self, q, k, v, out, lse, **cu_seqlens):
+        """Launches on these tensors (`cu_seqlens`: varlen's pointers), whose pointers are aligned (_aligned)."""
         p, torch = self.p, sys.modules["torch"]
-        ptrs = {"q": q.data_ptr(), "k": k.data_ptr(), "v": v.data_ptr()}
-        if out is not None:
-            ptrs["o"] = out.data_ptr()
-        if any(ptr % _launch.ALIGNMENT for ptr in ptrs.values()):
-            return None
         if out is None:
             out = torch.empty(p.out_shape, dtype=q.dtype, device=q.device)
-            ptrs["o"] = out.data_ptr()
+        ptrs = {"q": q.data_ptr(), "k": k.data_ptr(), "v": v.data_ptr(), "o": out.data_ptr()}
         if p.return_lse and lse is None:
             lse = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device)
         if lse is not None:
@@ -400,7 +396,7 @@ class _Repeat(NamedTuple):
             ptrs["lse"] = torch.empty(p.lse_shape, dtype=torch.float32, device=q.device).data_ptr()
         for name in ("k", "v"):   # an empty k/v (Sk = 0) may have a null data_ptr; the kernel never reads it
             ptrs[name] = ptrs[name] or ptrs["q"]
-        self.kernel.launch(_launch.stream_of(q.device), **self.sizes, **ptrs)
+        self.kernel.launch(_launch.stream_of(q.device), **self.sizes, **ptrs, **cu_seqlens)
         return (out, lse) if p.return_lse else out
 
 
@@ -425,10 +421,8 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     """
     signature = _signature((q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
     repeat = _REPEATS.get(signature) if signature is not None else None
-    if repeat is not None:
-        result = repeat(q, k, v, out, lse)
-        if result is not None:
-            return result
+    if repeat is not None and _aligned(q, k, v, out):
+        return repeat(q, k, v, out, lse)
     who = "tessera.flash_attn"
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
