@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Assembles dist/ for a GPU machine: runtime library, the default GEMM and attention bundles per target, Python package,
-# tests, benchmarks, GPU check.
+# Assembles dist/ for a GPU machine: runtime library, the default GEMM and attention bundles per target (and the
+# directives they come from), Python package, tests and the scripts they use, benchmarks, GPU check.
 # Usage: scripts/make_dist.sh BUILD_DIR DIST_DIR   (BUILD_DIR built: tessera_runtime, tessera-compile;
 #        TesseraRuntimeGpuTests is copied when built). TESSERA_DIST_TARGETS overrides the targets;
 #        TESSERA_DIST_KERNEL_IR=1 also keeps the kernel IR and the sim plugin (the simulator's inputs; ~10x larger).
@@ -28,7 +28,7 @@ if [ -e "$dist" ] && [ -n "$(ls -A "$dist")" ] && [ ! -f "$dist/.tessera-dist" ]
   exit 1
 fi
 rm -rf "$dist"
-mkdir -p "$dist"/{lib,bin,bundles,python,bench,scripts}
+mkdir -p "$dist"/{lib,bin,bundles,python,bench,scripts,examples}
 touch "$dist/.tessera-dist"
 
 cp "$runtime" "$dist/lib/"
@@ -89,7 +89,9 @@ done
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
 cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$dist/bench/"
-cp "$root/scripts/gpu_check.sh" "$dist/scripts/"
+cp "$root/scripts/gpu_check.sh" "$root/scripts/amd_report.py" "$dist/scripts/"
+# The directives of the default bundles: what the tests check the bundles against.
+cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$dist/examples/"
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$root" diff --quiet HEAD -- 2>/dev/null || commit="$commit+dirty"

@@ -86,6 +86,20 @@ def numpy_dtype(dtype):
     return np.dtype(ml_dtypes.bfloat16)
 
 
+def refuse_grad(who, named):
+    """InputError when autograd would record this call: grad mode is on and a torch input requires grad. The op has no
+    backward yet, so its output would be silently detached from the graph (a training step with zero gradients)."""
+    torch = _torch()
+    if torch is None or not torch.is_grad_enabled():
+        return
+    names = [name for name, x in named if isinstance(x, torch.Tensor) and x.requires_grad]
+    if names:
+        raise InputError(f"{who}: {', '.join(names)} {'requires' if len(names) == 1 else 'require'} grad, but {who} has "
+                         "no backward in this version of Tessera, so its output would be detached from the autograd "
+                         "graph and gradients through it silently lost; call it under torch.no_grad() (inference) or "
+                         "pass .detach()ed tensors")
+
+
 def fill(info, value):
     """Sets every element of the array to `value` (used for K = 0)."""
     if info.kind == "torch":

@@ -419,11 +419,12 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
     device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
     """
+    who = "tessera.flash_attn"
+    _arrays.refuse_grad(who, (("q", q), ("k", k), ("v", v)))
     signature = _signature((q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
     repeat = _REPEATS.get(signature) if signature is not None else None
     if repeat is not None and _aligned(q, k, v, out):
         return repeat(q, k, v, out, lse)
-    who = "tessera.flash_attn"
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
     dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 4, "(B, Sq, Hq, D)", "(B, Sk, Hkv, D)")
@@ -480,6 +481,7 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
     """
     who = "tessera.flash_attn_varlen"
+    _arrays.refuse_grad(who, (("q", q), ("k", k), ("v", v)))
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))

@@ -141,6 +141,7 @@ def gemm(a, b, out_dtype=None, *, out=None, device=None):
     numpy arrays run on device='sim:<target>' and return after the copy back.
     Every check happens before the device is touched: errors are tessera.InputError.
     """
+    _arrays.refuse_grad("tessera.gemm", (("a", a), ("b", b)))
     ia, ib = _arrays.describe(a, "tessera.gemm: a"), _arrays.describe(b, "tessera.gemm: b")
     io = None if out is None else _arrays.describe(out, "tessera.gemm: out")
     p = plan(ia, ib, io, out_dtype)

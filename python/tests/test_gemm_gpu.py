@@ -146,3 +146,14 @@ def test_gfx942_bundle_is_refused_on_this_gpu():
     dev = tessera.device("cuda")
     with pytest.raises(tessera.TargetMismatchError, match=rf"bundle target gfx942 does not match device {dev.arch}"):
         dev.bundle(targets["gfx942"])
+
+
+def test_inputs_that_require_grad_are_refused_not_detached():
+    """gemm has no backward: a call autograd would record raises; under torch.no_grad() or detached it runs."""
+    a = torch.randn(64, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(32, 48, device="cuda", dtype=torch.float16)
+    with pytest.raises(tessera.InputError, match=r"tessera\.gemm: b requires grad, but tessera\.gemm has no backward"):
+        tessera.gemm(a, b.clone().requires_grad_())
+    with torch.no_grad():
+        c = tessera.gemm(a.clone().requires_grad_(), b)
+    assert torch.equal(c, tessera.gemm(a, b)) and not c.requires_grad
