@@ -1,6 +1,7 @@
 // Builders shared by every generator: kernel skeleton, index math, LDS tiles, tile copies,
 // fragment loads, matrix-core ops and accumulator stores.
 #include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Codegen/LdsLayout.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -130,13 +131,6 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   return func;
 }
 
-Value kernelArgument(gpu::GPUFuncOp func, StringRef name) {
-  auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
-  for (auto [i, n] : llvm::enumerate(names))
-    if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
-  llvm_unreachable("unknown kernel argument");
-}
-
 //===----------------------------------------------------------------------===//
 // Index arithmetic
 //===----------------------------------------------------------------------===//
@@ -210,6 +204,14 @@ Value KernelBuilder::xori(Value a, Value c) {
   return arith::XOrIOp::create(b, loc, a, c);
 }
 Value KernelBuilder::minsi(Value a, Value c) { return arith::MinSIOp::create(b, loc, a, c); }
+Value KernelBuilder::maxsi(Value a, Value c) { return arith::MaxSIOp::create(b, loc, a, c); }
+Value KernelBuilder::floorDivsi(Value a, int64_t c) {
+  return arith::FloorDivSIOp::create(b, loc, a, idx(c));
+}
+Value KernelBuilder::ceilDivsi(Value a, int64_t c) { return ceilDivsi(a, idx(c)); }
+Value KernelBuilder::ceilDivsi(Value a, Value c) {
+  return arith::CeilDivSIOp::create(b, loc, a, c);
+}
 Value KernelBuilder::ceilDiv(Value a, int64_t c) {
   return arith::CeilDivUIOp::create(b, loc, a, idx(c));
 }
@@ -235,6 +237,20 @@ Value KernelBuilder::threadId() { return gpu::ThreadIdOp::create(b, loc, gpu::Di
 Value KernelBuilder::laneId() { return remui(threadId(), target.waveSize); }
 Value KernelBuilder::waveId() { return divui(threadId(), target.waveSize); }
 Value KernelBuilder::blockId(gpu::Dimension d) { return gpu::BlockIdOp::create(b, loc, d); }
+
+SmallVector<Value> KernelBuilder::laneAllReduce(ArrayRef<Value> values, ArrayRef<int> masks,
+                                               vector::CombiningKind kind) {
+  assert((kind == vector::CombiningKind::ADD || kind == vector::CombiningKind::MAXNUMF) &&
+         "laneAllReduce combines by ADD or MAXNUMF");
+  SmallVector<Value> out(values);
+  for (int mask : masks)
+    for (Value &v : out) {
+      Value other = gpu::ShuffleOp::create(b, loc, v, mask, target.waveSize, gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      v = kind == vector::CombiningKind::ADD ? fadd(v, other) : fmax(v, other);
+    }
+  return out;
+}
 
 std::pair<Value, Value> KernelBuilder::laneCoord(const OperandLayout &layout, Value lane) {
   // Lane bits whose bases step 1, 2, 4... along one dimension form one `(lane >> b) & mask`
@@ -269,10 +285,10 @@ LdsTile KernelBuilder::allocLds(gpu::GPUFuncOp func, Type elemType, int rows, in
   tile.rows = rows;
   tile.cols = cols;
   tile.swizzle = target.ldsSwizzle;
-  tile.chunk = 128 / elemType.getIntOrFloatBitWidth();
+  tile.chunk = ldsChunkElems(elemType.getIntOrFloatBitWidth());
   // Padding by one 16-byte chunk shifts each row by four banks, so the rows a fragment load
   // touches fall in different banks; the XOR swizzle permutes 16-byte chunks per row instead.
-  tile.rowStride = tile.swizzle == LdsSwizzle::Pad ? cols + tile.chunk : cols;
+  tile.rowStride = ldsRowStride(target, elemType.getIntOrFloatBitWidth(), cols);
   auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto type = MemRefType::get({tile.elements()}, elemType, MemRefLayoutAttrInterface{}, space);
   tile.memref = func.addWorkgroupAttribution(type, loc);

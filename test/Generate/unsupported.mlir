@@ -31,8 +31,14 @@ tessera.paged_decode @d {dtype = bf16, kv_dtype = f8E4M3FN, head_dim = 128, bloc
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn' op no tile configuration of gfx942 atoms fits head_dim 256 in 65536 bytes of LDS with the given tile}}
+// The rejection names the limit the closest candidate failed, with its values.
+// expected-error @+1 {{'tessera.flash_attn' op no tile configuration of gfx942 atoms fits head_dim 256 with the given tile; the closest, v_mfma_f32_32x32x8_bf16 (S^T) with 256 queries x 128 keys, 4 waves: needs 272384 bytes of LDS, gfx942 has 65536}}
 tessera.flash_attn @fa {dtype = bf16, head_dim = 256, tile = #tessera.tile<m = 256, n = 128, k = 64, waves = 4, stages = 1>}
+
+// -----
+
+// expected-error @+1 {{'tessera.flash_attn' op no tile configuration of gfx942 atoms fits head_dim 128 with the given tile; the closest, v_mfma_f32_32x32x8_f16 (S^T) with 48 queries x 64 keys, 4 waves: the queries do not split into the waves' atom tiles}}
+tessera.flash_attn @fa {dtype = f16, head_dim = 128, tile = #tessera.tile<m = 48, n = 64, k = 64, waves = 4, stages = 1>}
 
 // -----
 

@@ -13,6 +13,10 @@
 #include <functional>
 #include <string>
 
+namespace mlir::vector {
+enum class CombiningKind : uint32_t;
+} // namespace mlir::vector
+
 namespace tessera {
 
 /// The role of a kernel argument, recorded in the manifest.
@@ -56,6 +60,13 @@ struct TensorMapRecipe {
                                const std::vector<int> &box);
 };
 
+/// A kernel argument as its generator declared it (KernelSignature::add): its position in the
+/// argument list, which becomes the function's argument once the kernel exists (argValue).
+struct ArgHandle {
+  int index = -1;
+  explicit operator bool() const { return index >= 0; }
+};
+
 /// What a generator declares about the kernel it is about to build.
 struct KernelSignature {
   std::string name;
@@ -69,6 +80,14 @@ struct KernelSignature {
   /// (manifest "divisible").
   std::vector<std::pair<std::string, GridExpr>> divisible;
   int dynamicSharedBytes = 0; ///< passed at every launch (manifest "dynamic_lds_bytes")
+
+  /// Appends an argument; its handle reads it in the kernel body and in grid expressions.
+  ArgHandle add(std::string name, mlir::Type type, ArgRole role) {
+    args.push_back({std::move(name), type, role});
+    return {int(args.size()) - 1};
+  }
+  /// The grid-expression term of a declared argument (its value at launch).
+  GridExpr expr(ArgHandle h) const { return GridExpr::arg(args[h.index].name); }
 };
 
 /// The attributes of a directive without its symbol name: what the manifest records.
@@ -80,8 +99,10 @@ mlir::DictionaryAttr directiveAttributes(mlir::Operation *directive);
 mlir::gpu::GPUFuncOp createKernel(mlir::OpBuilder &b, mlir::Location loc,
                                   const TargetInfo &target, const KernelSignature &sig);
 
-/// The argument called `name` of a kernel made by createKernel (its tessera.arg_names).
-mlir::Value kernelArgument(mlir::gpu::GPUFuncOp func, llvm::StringRef name);
+/// The argument `h` of a kernel made by createKernel from the signature that declared it.
+inline mlir::Value argValue(mlir::gpu::GPUFuncOp func, ArgHandle h) {
+  return func.getArgument(h.index);
+}
 
 /// A 2-D tile in LDS stored row-major, flattened into one workgroup memref, with the
 /// target's bank-conflict avoidance (row padding or XOR swizzle of 16-byte chunks).
@@ -118,7 +139,12 @@ public:
   mlir::Value andi(mlir::Value a, int64_t c);
   mlir::Value xori(mlir::Value a, mlir::Value c);
   mlir::Value minsi(mlir::Value a, mlir::Value c);
-  mlir::Value ceilDiv(mlir::Value a, int64_t c);
+  mlir::Value maxsi(mlir::Value a, mlir::Value c);
+  mlir::Value ceilDiv(mlir::Value a, int64_t c); ///< unsigned
+  /// Signed floor and ceiling divisions (sequence positions left of 0 round down / up).
+  mlir::Value floorDivsi(mlir::Value a, int64_t c);
+  mlir::Value ceilDivsi(mlir::Value a, int64_t c);
+  mlir::Value ceilDivsi(mlir::Value a, mlir::Value c);
   mlir::Value cmpLt(mlir::Value a, mlir::Value c);
   mlir::Value cmpLe(mlir::Value a, mlir::Value c);
   mlir::Value andb(mlir::Value a, mlir::Value c);
@@ -143,6 +169,14 @@ public:
   /// The (row, col) a lane contributes to an operand layout (the lane-dependent part;
   /// add the constant `layout.at(0, elem)` for element `elem`).
   std::pair<mlir::Value, mlir::Value> laneCoord(const OperandLayout &layout, mlir::Value lane);
+
+  /// Combines each of `values` (f32) with its copies on the lanes whose ids differ by the XOR
+  /// `masks` (one shuffle per mask and value, masks in order): afterwards every lane of a group
+  /// holds the group's result. The masks come from a layout, e.g. the lanes that share a row
+  /// (OperandLayout::rowReductionLaneMasks). `kind` is ADD or MAXNUMF (no-NaN max).
+  llvm::SmallVector<mlir::Value> laneAllReduce(llvm::ArrayRef<mlir::Value> values,
+                                               llvm::ArrayRef<int> masks,
+                                               mlir::vector::CombiningKind kind);
 
   /// Allocates an LDS tile as a workgroup attribution of `func`.
   LdsTile allocLds(mlir::gpu::GPUFuncOp func, mlir::Type elemType, int rows, int cols);

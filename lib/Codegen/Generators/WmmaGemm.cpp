@@ -5,6 +5,7 @@
 // runs its atoms over the staged K slice; the epilogue stores the accumulators with tail masks.
 #include "tessera/Codegen/Generators.h"
 #include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Codegen/LdsLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -66,15 +67,21 @@ FailureOr<GemmPlan> planGemm(tessera::WmmaGemmOp op, const TargetInfo &target) {
                             << " waves needs " << accRegs
                             << " accumulator registers per lane, more than half of the "
                             << target.maxVgprsPerWave << " " << target.chip << " has";
-  int ldsBytes = (p.tileM + p.tileN) * (p.tileK + 8) * p.inType.getIntOrFloatBitWidth() / 8;
+  ElemType in = *toElemType(p.inType);
+  int ldsBytes = ldsTileBytes(target, in, p.tileM, p.tileK) + ldsTileBytes(target, in, p.tileN, p.tileK);
   if (ldsBytes > target.ldsBytes)
     return op.emitOpError() << "tile needs " << ldsBytes << " bytes of LDS, more than the "
                             << target.ldsBytes << " of " << target.chip;
   return p;
 }
 
-KernelSignature gemmSignature(tessera::WmmaGemmOp op, const GemmPlan &p,
-                              const TargetInfo &target) {
+/// The GEMM kernel's arguments: C (M x N) = A (M x K) * B (K x N), row strides lda, ldb, ldc.
+struct GemmArgs {
+  ArgHandle a, b, c, m, n, k, lda, ldb, ldc;
+};
+
+KernelSignature gemmSignature(tessera::WmmaGemmOp op, const GemmPlan &p, const TargetInfo &target,
+                              GemmArgs &args) {
   MLIRContext *ctx = op.getContext();
   auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
   Type index = IndexType::get(ctx);
@@ -82,13 +89,17 @@ KernelSignature gemmSignature(tessera::WmmaGemmOp op, const GemmPlan &p,
   sig.name = op.getSymName().str();
   sig.directive = "wmma_gemm";
   sig.directiveAttrs = directiveAttributes(op);
-  sig.args = {{"a", ptr(p.inType), ArgRole::Input},  {"b", ptr(p.inType), ArgRole::Input},
-              {"c", ptr(p.outType), ArgRole::Output}, {"M", index, ArgRole::Size},
-              {"N", index, ArgRole::Size},            {"K", index, ArgRole::Size},
-              {"lda", index, ArgRole::Stride},        {"ldb", index, ArgRole::Stride},
-              {"ldc", index, ArgRole::Stride}};
-  sig.grid[0] = GridExpr::ceilDiv(GridExpr::arg("N"), GridExpr::constant(p.tileN));
-  sig.grid[1] = GridExpr::ceilDiv(GridExpr::arg("M"), GridExpr::constant(p.tileM));
+  args.a = sig.add("a", ptr(p.inType), ArgRole::Input);
+  args.b = sig.add("b", ptr(p.inType), ArgRole::Input);
+  args.c = sig.add("c", ptr(p.outType), ArgRole::Output);
+  args.m = sig.add("M", index, ArgRole::Size);
+  args.n = sig.add("N", index, ArgRole::Size);
+  args.k = sig.add("K", index, ArgRole::Size);
+  args.lda = sig.add("lda", index, ArgRole::Stride);
+  args.ldb = sig.add("ldb", index, ArgRole::Stride);
+  args.ldc = sig.add("ldc", index, ArgRole::Stride);
+  sig.grid[0] = GridExpr::ceilDiv(sig.expr(args.n), GridExpr::constant(p.tileN));
+  sig.grid[1] = GridExpr::ceilDiv(sig.expr(args.m), GridExpr::constant(p.tileM));
   sig.grid[2] = GridExpr::constant(1);
   sig.blockThreads = p.waves * target.waveSize;
   return sig;
@@ -103,7 +114,8 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
   const MMAAtom &atom = *p.atom;
   OpBuilder b(op);
   Location loc = op.getLoc();
-  KernelSignature sig = gemmSignature(op, p, target);
+  GemmArgs args;
+  KernelSignature sig = gemmSignature(op, p, target, args);
   gpu::GPUFuncOp func = createKernel(b, loc, target, sig);
   KernelBuilder kb(b, loc, target);
   // Operands are staged with K along the columns ([M][K], [N][K]) so fragment loads run along
@@ -117,9 +129,9 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
                         : kb.allocLds(func, p.inType, p.tileN, p.tileK);
   b.setInsertionPoint(func.getBody().front().getTerminator());
 
-  auto args = func.getArguments();
-  Value A = args[0], B = args[1], C = args[2], M = args[3], N = args[4], K = args[5];
-  Value lda = args[6], ldb = args[7], ldc = args[8];
+  auto arg = [&](ArgHandle h) { return argValue(func, h); };
+  Value A = arg(args.a), B = arg(args.b), C = arg(args.c), M = arg(args.m), N = arg(args.n);
+  Value K = arg(args.k), lda = arg(args.lda), ldb = arg(args.ldb), ldc = arg(args.ldc);
   const int threads = sig.blockThreads;
 
   Value m0 = kb.mul(kb.blockId(gpu::Dimension::y), p.tileM);

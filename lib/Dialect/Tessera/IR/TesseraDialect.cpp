@@ -14,6 +14,7 @@ using namespace tessera;
 
 #include "tessera/Dialect/Tessera/IR/TesseraDialect.cpp.inc"
 #include "tessera/Dialect/Tessera/IR/TesseraEnums.cpp.inc"
+#include "tessera/Dialect/Tessera/IR/TesseraInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "tessera/Dialect/Tessera/IR/TesseraAttrs.cpp.inc"

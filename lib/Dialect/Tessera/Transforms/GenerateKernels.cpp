@@ -38,7 +38,8 @@ static LogicalResult notGeneratedYet(Operation *op, const TargetInfo &target) {
 
 /// flash_attn on a target with wgmma gets the warp-specialised TMA kernel plus a portable twin
 /// `<name>_portable` for calls TMA cannot serve (strides that are not multiples of 16 bytes);
-/// directives that kernel does not cover get the portable kernel, the manifest saying why.
+/// directives that kernel does not cover get the portable kernel, the manifest saying why. Either
+/// choice is a remark on the directive.
 static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const TargetInfo &target) {
   MLIRContext *ctx = attn.getContext();
   std::string unsupported = target.hasWgmma ? sm90FlashAttnUnsupported(attn) : "";
@@ -47,8 +48,10 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
     if (failed(func)) return failure();
     if (unsupported.empty() && attn.getPackGqa() > 1)
       unsupported = "pack_gqa is generated on the sm_90a wgmma path only; one query head per tile";
-    if (!unsupported.empty())
+    if (!unsupported.empty()) {
       (*func)->setAttr("tessera.fallback", StringAttr::get(ctx, "portable kernel: " + unsupported));
+      attn.emitRemark() << "portable kernel on " << target.chip << ": " << unsupported;
+    }
     return success();
   }
   FailureOr<gpu::GPUFuncOp> fast = generateFlashAttnSm90(attn, target);
@@ -64,6 +67,8 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
   SymbolTable::setSymbolName(*twin, twinName);
   (*fast)->setAttr("tessera.portable_twin", StringAttr::get(ctx, twinName));
   (*twin)->setAttr("tessera.twin_of", StringAttr::get(ctx, attn.getSymName()));
+  attn.emitRemark() << "wgmma/TMA kernel on " << target.chip << ", with the portable twin '"
+                    << twinName << "' for strides TMA cannot copy";
   return success();
 }
 
@@ -91,7 +96,9 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               return success();
             })
             .Case([&](tessera::FlashAttnBwdOp bwd) { return notGeneratedYet(bwd, target); })
-            .Default([](Operation *) { return success(); });
+            .Default([&](Operation *other) {
+              return other->emitOpError() << "is not a directive tessera-generate-kernels expands";
+            });
     ok &= succeeded(result);
   }
   if (!ok) return failure();

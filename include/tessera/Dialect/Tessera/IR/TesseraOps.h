@@ -15,6 +15,8 @@
 #define GET_ATTRDEF_CLASSES
 #include "tessera/Dialect/Tessera/IR/TesseraAttrs.h.inc"
 
+#include "tessera/Dialect/Tessera/IR/TesseraInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h.inc"
 

@@ -4,12 +4,13 @@
 
 include "tessera/Dialect/Tessera/IR/TesseraDialect.td"
 include "tessera/Dialect/Tessera/IR/TesseraAttrs.td"
+include "tessera/Dialect/Tessera/IR/TesseraInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 
 // A directive defines a symbol (the kernel's name) and carries only attributes.
-class Tessera_DirectiveOp<string mnemonic>
-    : Tessera_Op<mnemonic, [Symbol, HasParent<"::mlir::ModuleOp">]> {
+class Tessera_DirectiveOp<string mnemonic, list<Trait> traits = []>
+    : Tessera_Op<mnemonic, !listconcat([Symbol, HasParent<"::mlir::ModuleOp">], traits)> {
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
 }
@@ -39,7 +40,7 @@ def Tessera_WmmaGemmOp : Tessera_DirectiveOp<"wmma_gemm"> {
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
 
-def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn"> {
+def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDirective]> {
   let summary = "Attention forward (FlashAttention-2 style, online softmax)";
   let description = [{
     Generates a forward attention kernel `@sym_name`:
@@ -71,7 +72,7 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn"> {
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
 
-def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd"> {
+def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd", [Tessera_AttentionDirective]> {
   let summary = "Attention backward (dQ, dK, dV from O, dO and LSE)";
   let description = [{
     Generates the backward kernels of `flash_attn` with the same mask and feature set:
@@ -95,7 +96,7 @@ def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd"> {
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
 
-def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode"> {
+def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_AttentionDirective]> {
   let summary = "Decode attention over a paged KV cache";
   let description = [{
     Generates a decode kernel `@sym_name` for a few query tokens per sequence against a

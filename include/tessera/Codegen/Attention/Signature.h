@@ -1,0 +1,63 @@
+// The flash_attn kernel ABI (docs/flash_attn-abi.md) as typed argument handles: a tensor is its
+// pointer and strides together, every scalar a handle, so kernel code never names an argument by
+// a string.
+#ifndef TESSERA_CODEGEN_ATTENTION_SIGNATURE_H
+#define TESSERA_CODEGEN_ATTENTION_SIGNATURE_H
+
+#include "tessera/Codegen/Attention/Visibility.h"
+#include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+
+namespace tessera::attn {
+
+/// A (batch, sequence, head, dim) tensor argument: its pointer and its batch, sequence and head
+/// strides in elements (unit stride along the head dimension).
+struct TensorArg {
+  ArgHandle ptr, strideB, strideS, strideH;
+};
+
+/// The same tensor inside the kernel.
+struct Tensor {
+  mlir::Value ptr, strideB, strideS, strideH;
+
+  static Tensor bind(mlir::gpu::GPUFuncOp func, const TensorArg &a) {
+    return {argValue(func, a.ptr), argValue(func, a.strideB), argValue(func, a.strideS),
+            argValue(func, a.strideH)};
+  }
+  /// The element offset of (row 0 of batch item `batch` at packed row `row0`, head `head`): a
+  /// varlen tensor has no batch term, its items start at their packed row.
+  mlir::Value base(KernelBuilder &kb, const SeqInfo &seq, mlir::Value batch, mlir::Value row0,
+                   mlir::Value head) const;
+  /// i1: every stride keeps 16-byte alignment for elements of `elemBits` bits.
+  mlir::Value stridesAligned16(KernelBuilder &kb, int elemBits) const;
+};
+
+/// Every argument of a flash_attn kernel; the optional ones are null handles when the directive
+/// lacks the feature.
+struct FlashAttnArgs {
+  TensorArg q, k, v, o;
+  ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
+  ArgHandle cuSeqlensQ, cuSeqlensK;       // varlen
+  ArgHandle batch, seqQ, seqK, headsQ, headsKv;
+  ArgHandle totalQ, totalK;               // varlen: the packed row counts
+  ArgHandle scale;
+  ArgHandle windowLeft, windowRight;      // sliding_window
+  ArgHandle softcap;                      // softcap
+};
+
+/// The kernel ABI of docs/flash_attn-abi.md: q, k, v, o (lse, cu_seqlens), sizes, strides, scale
+/// and the feature parameters, launched on [ceil_div(Sq, blockM), Hq, B]. Generators append their
+/// own arguments (tensor maps, tile counter) to `sig`.
+struct FlashAttnSignature {
+  KernelSignature sig;
+  FlashAttnArgs args;
+};
+FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int blockThreads);
+
+/// The sequence lengths of batch item `batch` of a flash_attn kernel (dense or varlen).
+SeqInfo seqInfo(KernelBuilder &kb, mlir::gpu::GPUFuncOp func, const FlashAttnArgs &a,
+                bool varlen, mlir::Value batch);
+
+} // namespace tessera::attn
+
+#endif // TESSERA_CODEGEN_ATTENTION_SIGNATURE_H

@@ -1,0 +1,91 @@
+// Which keys a query sees, and the tile ranges that follow: the mask rules of every attention
+// directive (causal top-left / bottom-right, runtime sliding window) and the sequence lengths of a
+// batch item (dense or varlen), shared by the forward, backward and decode generators.
+#ifndef TESSERA_CODEGEN_ATTENTION_VISIBILITY_H
+#define TESSERA_CODEGEN_ATTENTION_VISIBILITY_H
+
+#include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+
+namespace tessera::attn {
+
+/// The mask rules a directive's kernels support: its causal mask kind and whether they take a
+/// runtime window.
+struct MaskSpec {
+  tessera::MaskKind mask = tessera::MaskKind::None;
+  bool slidingWindow = false;
+
+  static MaskSpec of(tessera::AttentionDirective op) {
+    return {op.getMask(), op.getSlidingWindow()};
+  }
+  bool causal() const { return mask != tessera::MaskKind::None; }
+};
+
+/// A half-open range [lo, hi) of tile indices (index values, hi >= lo).
+struct TileRange {
+  mlir::Value lo, hi;
+};
+
+/// The visibility rule of docs/flash_attn-abi.md for one (batch, head) of `seqQ` queries and `seqK`
+/// keys: key j is visible from query i when 0 <= j < Sk, and (causal) j <= i + off, and (window)
+/// i + off - left <= j <= i + off + right, a bound of -1 switched off; off = Sk - Sq (bottom-right
+/// alignment and no causal mask) or 0 (top-left). Key intervals only move right as the query grows,
+/// which every range below relies on.
+class Visibility {
+public:
+  /// `windowLeft` / `windowRight` only when the spec has a sliding window.
+  Visibility(const MaskSpec &spec, KernelBuilder &kb, mlir::Value seqQ, mlir::Value seqK,
+             mlir::Value windowLeft = {}, mlir::Value windowRight = {});
+
+  mlir::Value diagonalOffset() const { return diagOffset; }
+  /// The keys query `query` sees: one interval [first, last] (empty when first > last).
+  std::pair<mlir::Value, mlir::Value> keyInterval(mlir::Value query);
+  /// The queries in [0, Sq) that see key `key`: one interval [first, last] (empty when
+  /// first > last, e.g. for a key at or past Sk).
+  std::pair<mlir::Value, mlir::Value> queryInterval(mlir::Value key);
+  /// i1: key `key` is visible from query `query`.
+  mlir::Value visible(mlir::Value query, mlir::Value key);
+
+  /// The key tiles of `blockN` keys the queries [q0, lastQuery] can see (forward, decode).
+  TileRange keyTiles(mlir::Value q0, mlir::Value lastQuery, int blockN);
+  /// The key tiles every query of [q0, lastQuery] sees entirely: they need no mask (the sequence
+  /// end, the causal diagonal and the window edges fall in the others).
+  TileRange unmaskedKeyTiles(mlir::Value q0, mlir::Value lastQuery, int blockN);
+  /// The query tiles of `blockM` queries in which some query sees a key of [k0, lastKey]
+  /// (the backward walks these per key block).
+  TileRange queryTiles(mlir::Value k0, mlir::Value lastKey, int blockM);
+  /// The query tiles whose queries are all in [0, Sq) and all see every key of [k0, lastKey]
+  /// (lastKey < Sk): the backward's tiles without a mask.
+  TileRange unmaskedQueryTiles(mlir::Value k0, mlir::Value lastKey, int blockM);
+
+private:
+  MaskSpec spec;
+  KernelBuilder &kb;
+  mlir::Value seqQ, seqK, diagOffset, windowLeft, windowRight;
+};
+
+/// i1: tile `tile` is outside `unmasked` (one of the ranges above), so it needs the mask.
+mlir::Value isEdgeTile(KernelBuilder &kb, mlir::Value tile, const TileRange &unmasked);
+
+/// Part `part` of `numParts` of `range` (split-KV): consecutive parts of ceil(n / numParts)
+/// tiles, the last ones possibly short or empty (lo == hi), all within `range`.
+TileRange splitTiles(KernelBuilder &kb, const TileRange &range, mlir::Value part,
+                     mlir::Value numParts);
+
+/// The lengths and first packed rows of one batch item, decoded once: dense batches (every item
+/// Sq x Sk, rows from 0, a batch stride) or varlen ones (offsets from cu_seqlens, no batch
+/// stride).
+struct SeqInfo {
+  mlir::Value seqQ, seqK;   ///< this item's query and key counts
+  mlir::Value rowQ0, rowK0; ///< its first row in the packed q/o and k/v (0 when dense)
+  bool varlen = false;
+
+  static SeqInfo dense(KernelBuilder &kb, mlir::Value sq, mlir::Value sk);
+  /// Item `batch` of cu_seqlens_q/k (int32, B + 1 offsets).
+  static SeqInfo packed(KernelBuilder &kb, mlir::Value cuSeqlensQ, mlir::Value cuSeqlensK,
+                        mlir::Value batch);
+};
+
+} // namespace tessera::attn
+
+#endif // TESSERA_CODEGEN_ATTENTION_VISIBILITY_H

@@ -1,0 +1,104 @@
+// The portable flash_attn kernel's plan as plain data: which atoms compute S and P V, in which
+// orientation, how P reaches the P V atom (registers or LDS), and the tile; chosen from the
+// target's atoms with one named reason per rejected constraint. No MLIR: unit-tested alone.
+#ifndef TESSERA_CODEGEN_FLASHATTNPLAN_H
+#define TESSERA_CODEGEN_FLASHATTNPLAN_H
+
+#include "tessera/Codegen/LdsLayout.h"
+#include "tessera/Codegen/MMAAtom.h"
+#include "tessera/Target/TargetInfo.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+/// A per-lane choice of an accumulator element: `elem[bit]` where `bit` is lane bit `laneBit`
+/// of the lane (laneBit < 0: `elem[0]` on every lane).
+struct LaneChoice {
+  int laneBit = -1;
+  int elem[2] = {0, 0};
+};
+
+/// Where one element of the P operand comes from in the S accumulators of tile `keyTile`: on
+/// lanes where `own` holds, the lane's own element `ownElem`; elsewhere (xorMask != 0) the
+/// element `sendElem` of lane ^ xorMask, which every lane sends with one shuffle.
+struct AccSource {
+  int keyTile = 0;
+  LaneChoice ownElem;
+  int xorMask = 0;
+  LaneChoice own;      ///< elem[] hold 1 (own) or 0 (from the partner)
+  LaneChoice sendElem;
+};
+
+/// How P (the probabilities) reaches the P V atom.
+enum class PRoute {
+  Registers, ///< from the S accumulators, at most one shuffle away (AttnPlan::conversion)
+  Lds,       ///< through an LDS tile
+};
+
+struct AttnPlan {
+  const MMAAtom *qk = nullptr, *pv = nullptr;
+  /// S^T = K Q^T: accumulator rows are keys and columns queries (queries along columns); else
+  /// S = Q K^T.
+  bool transposed = false;
+  PRoute pRoute = PRoute::Lds;
+  /// conversion[kstep][elem]: the source of each element of the P operand per PV k-step.
+  std::vector<std::vector<AccSource>> conversion;
+  int blockM = 0, blockN = 0, waves = 0, headDim = 0;
+  bool tightRegisters = false; ///< accumulators near the budget: fence fragment loads per k-step
+  int stages = 1;              ///< 2: the next K/V tile is loaded into registers during compute
+  ElemType elem = ElemType::F16;
+
+  bool pInRegisters() const { return pRoute == PRoute::Registers; }
+  int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
+  int keyDim() const { return transposed ? qk->m : qk->n; }    // keys per S tile
+  int waveQueries() const { return blockM / waves; }
+  int queryTiles() const { return waveQueries() / queryDim(); }
+  int keyTiles() const { return blockN / keyDim(); }
+  int headTiles() const { return headDim / (transposed ? pv->m : pv->n); }
+  int pvKeyDim() const { return pv->k; }
+  /// The P operand layout of the PV atom: B = P^T (keys x queries) when transposed, else
+  /// A = P (queries x keys).
+  const OperandLayout &pOperandLayout() const { return transposed ? pv->b : pv->a; }
+  /// P needs cross-lane shuffles on its way to the PV atom.
+  bool pShuffles() const;
+};
+
+/// What a flash_attn directive asks of the plan.
+struct AttnRequest {
+  int headDim = 0;
+  ElemType elem = ElemType::F16;
+  bool slidingWindow = false, softcap = false;
+  struct Tile {
+    int m, n, waves, stages;
+  };
+  std::optional<Tile> tile; ///< an explicit tile (the directive's `tile`), else the planner picks
+};
+
+/// A plan, or why none fits: the constraint the closest candidate failed (the atoms' shapes, the
+/// accumulator layouts, LDS, registers), naming the values involved.
+struct AttnPlanResult {
+  std::optional<AttnPlan> plan;
+  std::string whyNot;
+};
+
+/// The first candidate (P in registers first, then the target's atom order, S^T before S, 4 waves
+/// before 2, then 64, 32, 16 keys per step) that passes every constraint.
+AttnPlanResult planAttention(const AttnRequest &request, const TargetInfo &target);
+
+/// Plans how every element of the P operand of each PV k-step is taken from the S accumulators
+/// without LDS (p.conversion): from the same lane, or from one partner lane (a fixed XOR of the
+/// lane id, one shuffle) with per-lane choices decided by single lane bits. False otherwise.
+bool planRegisterConversion(AttnPlan &p);
+
+/// The output accumulators hold, per lane, queries the S statistics hold (their slots).
+bool sameQueryLanes(const AttnPlan &p);
+
+/// LDS bytes of the plan's staged tiles: Q, K, V (or V^T), and P when it goes through LDS.
+int attnLdsBytes(const AttnPlan &p, const TargetInfo &target);
+
+} // namespace tessera
+
+#endif // TESSERA_CODEGEN_FLASHATTNPLAN_H

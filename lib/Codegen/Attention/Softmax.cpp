@@ -1,0 +1,116 @@
+// Scores, the online softmax and its finalisation (Attention/Softmax.h).
+#include "tessera/Codegen/Attention/Softmax.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tessera::attn {
+
+Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto vt = cast<VectorType>(acc.getType());
+  auto splat = [&](Value x) { return vector::BroadcastOp::create(b, loc, vt, x); };
+  auto fdiv = [&](Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); };
+  Value scaled = kb.fmul(acc, splat(scaleLog2));
+  if (!cap) return scaled;
+  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, kb.f32(0));
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vt}, capOn, /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  // x = s * scale / cap; tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1); result in log2 units.
+  Value twoXLog2e = kb.fmul(scaled, splat(fdiv(kb.f32(2.0), cap)));
+  Value e2x = math::Exp2Op::create(b, loc, twoXLog2e);
+  Value one = splat(kb.f32(1.0));
+  Value tanh = kb.fsub(one, fdiv(splat(kb.f32(2.0)), kb.fadd(e2x, one)));
+  scf::YieldOp::create(b, loc, kb.fmul(tanh, splat(kb.fmul(cap, kb.f32(M_LOG2E)))));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, scaled);
+  return ifOp.getResult(0);
+}
+
+/// `scalar` broadcast to the shape of `like` (a no-op for scalars).
+static Value splatLike(KernelBuilder &kb, Value scalar, Value like) {
+  if (auto vt = dyn_cast<VectorType>(like.getType()))
+    return vector::BroadcastOp::create(kb.builder(), kb.location(), vt, scalar);
+  return scalar;
+}
+
+Value softcapDerivative(KernelBuilder &kb, Value capped, Value cap) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value one = splatLike(kb, kb.f32(1.0), capped);
+  // With the cap off (0 at run time) the logit is not capped: derivative 1, and no 0 / 0.
+  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, kb.f32(0));
+  Value safeCap = kb.select(capOn, cap, kb.f32(1.0));
+  Value tanh = arith::DivFOp::create(b, loc, capped, splatLike(kb, safeCap, capped));
+  Value derivative = kb.fsub(one, kb.fmul(tanh, tanh));
+  return kb.select(capOn, derivative, one);
+}
+
+Value OnlineSoftmax::shiftFor(Value rowMax) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto isNegInf = [&](Value x) {
+    return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, kb.f32(-INFINITY));
+  };
+  if (!scoreScale) return kb.select(isNegInf(rowMax), kb.f32(0), rowMax);
+  // Raw scores: the scaled max, negated so exp2Shifted is one fma.
+  Value scaled = kb.select(isNegInf(rowMax), kb.f32(0), kb.fmul(rowMax, scoreScale));
+  return arith::NegFOp::create(b, loc, scaled);
+}
+
+Value OnlineSoftmax::exp2Shifted(Value x, Value shift) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  if (!scoreScale) return math::Exp2Op::create(b, loc, kb.fsub(x, shift));
+  Value scale = splatLike(kb, scoreScale, x);
+  return math::Exp2Op::create(b, loc, math::FmaOp::create(b, loc, x, scale, shift));
+}
+
+Value OnlineSoftmax::nextSum(Value sum, Value alpha, Value rowSum) {
+  return kb.fadd(kb.fmul(sum, alpha), rowSum);
+}
+
+Value OnlineSoftmax::inverseSum(Value sum) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, sum, kb.f32(0));
+  return kb.select(positive, arith::DivFOp::create(b, loc, kb.f32(1.0), sum), kb.f32(0));
+}
+
+Value OnlineSoftmax::logSumExp(Value rowMax, Value sum) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, sum, kb.f32(0));
+  if (!scoreScale)
+    return kb.select(positive,
+                     kb.fmul(kb.fadd(rowMax, math::Log2Op::create(b, loc, sum)), kb.f32(M_LN2)),
+                     kb.f32(-INFINITY));
+  Value log2Sum = math::Log2Op::create(b, loc, sum);
+  return kb.select(positive,
+                   kb.fmul(math::FmaOp::create(b, loc, rowMax, scoreScale, log2Sum), kb.f32(M_LN2)),
+                   kb.f32(-INFINITY));
+}
+
+Value OnlineSoftmax::lseToShift(Value lse) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, lse,
+                                      splatLike(kb, kb.f32(-INFINITY), lse));
+  Value lseLog2 = kb.fmul(lse, splatLike(kb, kb.f32(M_LOG2E), lse));
+  // Log2-domain scores subtract the shift, raw ones add it (exp2Shifted): either way an empty
+  // row's probabilities come out exp2(-inf) = 0.
+  if (!scoreScale)
+    return kb.select(empty, splatLike(kb, kb.f32(INFINITY), lse), lseLog2);
+  return kb.select(empty, splatLike(kb, kb.f32(-INFINITY), lse),
+                   arith::NegFOp::create(b, loc, lseLog2));
+}
+
+} // namespace tessera::attn

@@ -1,0 +1,140 @@
+// The mask rules as key and query intervals and tile ranges, and the sequence lengths of a batch
+// item (Attention/Visibility.h).
+#include "tessera/Codegen/Attention/Visibility.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+
+namespace tessera::attn {
+
+Visibility::Visibility(const MaskSpec &spec, KernelBuilder &kb, Value seqQ, Value seqK,
+                       Value windowLeft, Value windowRight)
+    : spec(spec), kb(kb), seqQ(seqQ), seqK(seqK), windowLeft(windowLeft),
+      windowRight(windowRight) {
+  diagOffset = spec.mask == tessera::MaskKind::CausalTopLeft ? kb.idx(0) : kb.sub(seqK, seqQ);
+}
+
+std::pair<Value, Value> Visibility::keyInterval(Value query) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto minsi = [&](Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); };
+  auto maxsi = [&](Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); };
+  Value first = kb.idx(0), last = kb.sub(seqK, kb.idx(1));
+  Value diag = kb.add(query, diagOffset);
+  if (spec.causal()) last = minsi(last, diag);
+  if (spec.slidingWindow) {
+    Value zero = kb.idx(0);
+    Value leftOn = kb.cmpLe(zero, windowLeft), rightOn = kb.cmpLe(zero, windowRight);
+    first = arith::SelectOp::create(b, loc, leftOn, maxsi(first, kb.sub(diag, windowLeft)), first);
+    last = arith::SelectOp::create(b, loc, rightOn, minsi(last, kb.add(diag, windowRight)), last);
+  }
+  return {first, last};
+}
+
+std::pair<Value, Value> Visibility::queryInterval(Value key) {
+  // The key interval's bounds solved for the query: j <= i + off (causal), j <= i + off + right
+  // and j >= i + off - left (window), within [0, Sq) and only for a key below Sk.
+  Value first = kb.idx(0), last = kb.sub(seqQ, kb.idx(1));
+  Value onDiagonal = kb.sub(key, diagOffset);
+  if (spec.causal()) first = kb.maxsi(first, onDiagonal);
+  if (spec.slidingWindow) {
+    Value zero = kb.idx(0);
+    Value leftOn = kb.cmpLe(zero, windowLeft), rightOn = kb.cmpLe(zero, windowRight);
+    first = kb.select(rightOn, kb.maxsi(first, kb.sub(onDiagonal, windowRight)), first);
+    last = kb.select(leftOn, kb.minsi(last, kb.add(onDiagonal, windowLeft)), last);
+  }
+  last = kb.select(kb.cmpLt(key, seqK), last, kb.idx(-1));
+  return {first, last};
+}
+
+Value Visibility::visible(Value query, Value key) {
+  auto [first, last] = keyInterval(query);
+  return kb.andb(kb.cmpLe(first, key), kb.cmpLe(key, last));
+}
+
+TileRange Visibility::keyTiles(Value q0, Value lastQuery, int blockN) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto ceilDiv = [&](Value a) { return arith::CeilDivSIOp::create(b, loc, a, kb.idx(blockN)); };
+  auto select = [&](Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); };
+  Value lo = kb.idx(0);
+  Value hi = ceilDiv(seqK);
+  if (spec.causal())
+    hi = arith::MinSIOp::create(b, loc, hi, ceilDiv(kb.add(kb.add(lastQuery, diagOffset), 1)));
+  if (spec.slidingWindow) {
+    Value zero = kb.idx(0);
+    Value rightOn = kb.cmpLe(zero, windowRight), leftOn = kb.cmpLe(zero, windowLeft);
+    Value rightHi = ceilDiv(kb.add(kb.add(kb.add(lastQuery, diagOffset), windowRight), 1));
+    hi = select(rightOn, arith::MinSIOp::create(b, loc, hi, rightHi), hi);
+    Value leftLo = arith::FloorDivSIOp::create(
+        b, loc, kb.sub(kb.add(q0, diagOffset), windowLeft), kb.idx(blockN));
+    lo = select(leftOn, arith::MaxSIOp::create(b, loc, lo, leftLo), lo);
+  }
+  hi = arith::MaxSIOp::create(b, loc, hi, lo); // empty range when nothing is visible
+  return {lo, hi};
+}
+
+TileRange Visibility::unmaskedKeyTiles(Value q0, Value lastQuery, int blockN) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  // Tile n is whole for every query when the last query's interval starts at or before it and
+  // the first query's ends at or after it.
+  Value start = keyInterval(lastQuery).first;    // >= 0
+  Value end = kb.add(keyInterval(q0).second, 1); // one past the first query's last key
+  Value lo = arith::CeilDivSIOp::create(b, loc, start, kb.idx(blockN));
+  Value hi = arith::FloorDivSIOp::create(b, loc, end, kb.idx(blockN));
+  return {lo, hi};
+}
+
+TileRange Visibility::queryTiles(Value k0, Value lastKey, int blockM) {
+  // The first key's queries start the range and the last valid key's end it.
+  Value lastValid = kb.minsi(lastKey, kb.sub(seqK, kb.idx(1)));
+  Value first = queryInterval(k0).first;
+  Value last = queryInterval(lastValid).second;
+  Value lo = kb.floorDivsi(first, blockM);
+  Value hi = kb.ceilDivsi(kb.add(last, 1), blockM);
+  hi = kb.select(kb.cmpLt(k0, seqK), hi, lo);
+  return {lo, kb.maxsi(hi, lo)};
+}
+
+TileRange Visibility::unmaskedQueryTiles(Value k0, Value lastKey, int blockM) {
+  // Query i sees all of [k0, lastKey] when its interval starts at or before k0 and ends at or
+  // after lastKey: i from lastKey's first query to k0's last one.
+  Value start = queryInterval(lastKey).first;
+  Value end = kb.add(queryInterval(k0).second, 1);
+  Value lo = kb.ceilDivsi(start, blockM);
+  Value hi = kb.floorDivsi(end, blockM);
+  // A key block reaching past Sk is masked throughout.
+  return {lo, kb.select(kb.cmpLt(lastKey, seqK), hi, lo)};
+}
+
+Value isEdgeTile(KernelBuilder &kb, Value tile, const TileRange &unmasked) {
+  return arith::OrIOp::create(kb.builder(), kb.location(), kb.cmpLt(tile, unmasked.lo),
+                              kb.cmpLe(unmasked.hi, tile));
+}
+
+TileRange splitTiles(KernelBuilder &kb, const TileRange &range, Value part, Value numParts) {
+  Value count = kb.maxsi(kb.sub(range.hi, range.lo), kb.idx(0));
+  Value perPart = kb.ceilDivsi(count, numParts);
+  Value lo = kb.minsi(kb.add(range.lo, kb.mul(part, perPart)), range.hi);
+  Value hi = kb.minsi(kb.add(lo, perPart), range.hi);
+  return {lo, kb.maxsi(hi, lo)};
+}
+
+SeqInfo SeqInfo::dense(KernelBuilder &kb, Value sq, Value sk) {
+  return {sq, sk, kb.idx(0), kb.idx(0), /*varlen=*/false};
+}
+
+SeqInfo SeqInfo::packed(KernelBuilder &kb, Value cuSeqlensQ, Value cuSeqlensK, Value batch) {
+  SeqInfo s;
+  s.varlen = true;
+  Value next = kb.add(batch, 1);
+  s.rowQ0 = kb.loadIndex(cuSeqlensQ, batch);
+  s.rowK0 = kb.loadIndex(cuSeqlensK, batch);
+  s.seqQ = kb.sub(kb.loadIndex(cuSeqlensQ, next), s.rowQ0);
+  s.seqK = kb.sub(kb.loadIndex(cuSeqlensK, next), s.rowK0);
+  return s;
+}
+
+} // namespace tessera::attn

@@ -1,0 +1,208 @@
+// The portable flash_attn planner (FlashAttnPlan.h): candidates filtered by named constraints.
+#include "tessera/Codegen/FlashAttnPlan.h"
+
+#include <map>
+#include <sstream>
+
+namespace tessera {
+
+bool AttnPlan::pShuffles() const {
+  for (const auto &step : conversion)
+    for (const AccSource &src : step)
+      if (src.xorMask) return true;
+  return false;
+}
+
+namespace {
+
+// Query / key coordinates of an accumulator position in the plan's orientation.
+int queryOf(const AttnPlan &p, Coord c) { return p.transposed ? c.col : c.row; }
+int keyOf(const AttnPlan &p, Coord c) { return p.transposed ? c.row : c.col; }
+
+/// A LaneChoice equal to `f` on every lane where f is defined (f[l] < 0: undefined), if one
+/// lane bit (or none) decides it.
+std::optional<LaneChoice> laneChoice(const std::vector<int> &f) {
+  auto fits = [&](int bit, LaneChoice &c) {
+    bool seen[2] = {false, false};
+    for (size_t l = 0; l < f.size(); ++l) {
+      if (f[l] < 0) continue;
+      int side = bit < 0 ? 0 : (l >> bit) & 1;
+      if (seen[side] && c.elem[side] != f[l]) return false;
+      seen[side] = true, c.elem[side] = f[l];
+    }
+    return true;
+  };
+  for (int bit = -1; (1 << std::max(bit, 0)) < int(f.size()); ++bit) {
+    LaneChoice c;
+    c.laneBit = bit;
+    if (fits(bit, c)) return c;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+bool planRegisterConversion(AttnPlan &p) {
+  const OperandLayout &op = p.pOperandLayout();
+  const OperandLayout &acc = p.qk->c;
+  int pvQueries = p.transposed ? p.pv->n : p.pv->m;
+  if (pvQueries != p.queryDim() || p.blockN % p.pvKeyDim() || op.lanes() != acc.lanes())
+    return false;
+  // (query, key in tile) -> (lane, element) of the S accumulator.
+  std::map<std::pair<int, int>, std::pair<int, int>> holder;
+  for (int lane = 0; lane < acc.lanes(); ++lane)
+    for (int e = 0; e < acc.elementsPerLane(); ++e) {
+      Coord c = acc.at(lane, e);
+      holder.emplace(std::pair{queryOf(p, c), keyOf(p, c)}, std::pair{lane, e});
+    }
+  p.conversion.clear();
+  for (int ks = 0; ks < p.blockN / p.pvKeyDim(); ++ks) {
+    std::vector<AccSource> sources;
+    for (int e = 0; e < op.elementsPerLane(); ++e) {
+      AccSource src;
+      std::optional<int> tile;
+      std::vector<int> ownElem(op.lanes(), -1), own(op.lanes(), 0), send(op.lanes(), -1);
+      for (int lane = 0; lane < op.lanes(); ++lane) {
+        Coord want = op.at(lane, e);
+        int query = queryOf(p, want);
+        int key = keyOf(p, want) + ks * p.pvKeyDim();
+        if (tile && *tile != key / p.keyDim()) return false;
+        tile = key / p.keyDim();
+        auto it = holder.find({query, key % p.keyDim()});
+        if (it == holder.end()) return false;
+        auto [srcLane, srcElem] = it->second;
+        if (srcLane == lane) {
+          ownElem[lane] = srcElem, own[lane] = 1;
+          continue;
+        }
+        int mask = srcLane ^ lane;
+        if (src.xorMask && src.xorMask != mask) return false;
+        src.xorMask = mask;
+        send[srcLane] = srcElem; // the partner sends what this lane needs
+      }
+      auto ownChoice = laneChoice(ownElem), ownPred = laneChoice(own),
+           sendChoice = laneChoice(send);
+      if (!ownChoice || !ownPred || !sendChoice) return false;
+      src.keyTile = *tile, src.ownElem = *ownChoice, src.own = *ownPred;
+      src.sendElem = *sendChoice;
+      sources.push_back(src);
+    }
+    p.conversion.push_back(std::move(sources));
+  }
+  return true;
+}
+
+bool sameQueryLanes(const AttnPlan &p) {
+  const OperandLayout &s = p.qk->c, &o = p.pv->c;
+  // O has the orientation of S: queries along its columns when transposed.
+  for (size_t bit = 0; bit < s.laneBases.size(); ++bit)
+    if (queryOf(p, s.laneBases[bit]) != queryOf(p, o.laneBases[bit])) return false;
+  for (int e = 0; e < o.elementsPerLane(); ++e) {
+    bool found = false;
+    for (int e2 = 0; e2 < s.elementsPerLane(); ++e2)
+      found |= queryOf(p, s.at(0, e2)) == queryOf(p, o.at(0, e));
+    if (!found) return false;
+  }
+  return true;
+}
+
+int attnLdsBytes(const AttnPlan &p, const TargetInfo &t) {
+  auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
+  return tile(p.blockM, p.headDim) + tile(p.blockN, p.headDim) + tile(p.headDim, p.blockN) +
+         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN));
+}
+
+namespace {
+
+/// The constraints in the order they are checked; a later one means a closer candidate.
+enum class Check { AtomShape, Layouts, PRoute, Lds, Registers, Fits };
+
+struct Verdict {
+  Check failed = Check::Fits;
+  std::string why;
+};
+
+std::string describe(const AttnPlan &p) {
+  std::ostringstream s;
+  s << p.qk->name << (p.qk == p.pv ? "" : " / " + p.pv->name) << (p.transposed ? " (S^T)" : "")
+    << " with " << p.blockM << " queries x " << p.blockN << " keys, " << p.waves << " waves";
+  return s.str();
+}
+
+/// Checks one candidate, completing it (P route, register fencing, stages) when it fits.
+Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRoute wanted) {
+  auto fail = [&](Check c, const std::string &why) { return Verdict{c, describe(p) + ": " + why}; };
+  const MMAAtom &qk = *p.qk, &pv = *p.pv;
+  int pvQueries = p.transposed ? pv.n : pv.m;
+  int pvHead = p.transposed ? pv.m : pv.n;
+  if (pvQueries != p.queryDim())
+    return fail(Check::AtomShape, "the P V atom takes " + std::to_string(pvQueries) +
+                                      " queries, the S atom " + std::to_string(p.queryDim()));
+  if (p.blockM % p.waves || p.waveQueries() % p.queryDim())
+    return fail(Check::AtomShape, "the queries do not split into the waves' atom tiles");
+  if (p.blockN % p.keyDim() || p.blockN % pv.k)
+    return fail(Check::AtomShape, "the keys per step are not a multiple of the atoms' " +
+                                      std::to_string(p.keyDim()) + " and " + std::to_string(pv.k));
+  if (p.headDim % qk.k || p.headDim % pvHead)
+    return fail(Check::AtomShape, "head_dim " + std::to_string(p.headDim) +
+                                      " is not a multiple of the atoms' " + std::to_string(qk.k) +
+                                      " and " + std::to_string(pvHead));
+  if (!sameQueryLanes(p))
+    return fail(Check::Layouts, "the S and O accumulators hold different queries per lane");
+  p.pRoute = planRegisterConversion(p) ? PRoute::Registers : PRoute::Lds;
+  if (p.pRoute != wanted)
+    return fail(Check::PRoute, wanted == PRoute::Registers ? "P cannot stay in registers"
+                                                           : "P stays in registers");
+  if (int bytes = attnLdsBytes(p, target); bytes > target.ldsBytes)
+    return fail(Check::Lds, "needs " + std::to_string(bytes) + " bytes of LDS, " + target.chip +
+                                " has " + std::to_string(target.ldsBytes));
+  // Keep the accumulators (O and S) within 40% of the register file (30% when P goes through
+  // shuffles or LDS, which keep more values live) so the unrolled fragment loads do not spill;
+  // window and softcap code keeps more values live: 5% less for each (bench/NOTES.md).
+  int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
+  int budgetPercent = (p.pInRegisters() && !p.pShuffles() ? 40 : 30) - 5 * r.slidingWindow -
+                      5 * r.softcap;
+  p.tightRegisters = accRegs * 100 > target.maxVgprsPerWave * budgetPercent;
+  if (!r.tile && p.tightRegisters && p.blockN > 16)
+    return fail(Check::Registers, std::to_string(accRegs) + " accumulator registers per lane, over " +
+                                      std::to_string(budgetPercent) + "% of " +
+                                      std::to_string(target.maxVgprsPerWave));
+  // Register prefetch of the next K/V tile is opt-in (tile stages = 2): it cost registers and
+  // ran slower on the H200 (bench/NOTES.md).
+  p.stages = r.tile ? r.tile->stages : 1;
+  return {};
+}
+
+} // namespace
+
+AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
+  std::vector<const MMAAtom *> atoms;
+  for (const std::string &name : target.atoms)
+    if (const MMAAtom *a = findAtom(name); a && a->inputType == r.elem) atoms.push_back(a);
+  Verdict closest{Check::AtomShape, "none: no " + std::string(elemTypeName(r.elem)) + " matrix atoms"};
+  bool seen = false;
+  for (PRoute wanted : {PRoute::Registers, PRoute::Lds})
+    for (const MMAAtom *qk : atoms)
+      for (const MMAAtom *pv : atoms)
+        for (bool transposed : {true, false})
+          for (int waves : {4, 2})
+            for (int blockN : {64, 32, 16}) {
+              AttnPlan p;
+              p.qk = qk, p.pv = pv, p.transposed = transposed, p.elem = r.elem;
+              p.headDim = r.headDim;
+              p.waves = r.tile ? r.tile->waves : waves;
+              p.blockN = r.tile ? r.tile->n : blockN;
+              p.blockM = r.tile ? r.tile->m : p.waves * p.queryDim();
+              Verdict v = check(p, r, target, wanted);
+              if (v.failed == Check::Fits) return {std::move(p), {}};
+              // The P route only orders the search: it is no reason.
+              if (v.failed != Check::PRoute && (!seen || v.failed > closest.failed))
+                closest = v, seen = true;
+            }
+  std::ostringstream why;
+  why << "no tile configuration of " << target.chip << " atoms fits head_dim " << r.headDim
+      << (r.tile ? " with the given tile" : "") << "; the closest, " << closest.why;
+  return {std::nullopt, why.str()};
+}
+
+} // namespace tessera

@@ -1,0 +1,16 @@
+// The generator's choice between the sm_90a wgmma/TMA kernel, its portable twin and the portable
+// fallback is a remark on the directive (the manifest records it too).
+// RUN: tessera-opt %s --split-input-file --verify-diagnostics --tessera-generate-kernels=target=sm_90a
+
+// expected-remark @+1 {{wgmma/TMA kernel on sm_90a, with the portable twin 'fa_portable' for strides TMA cannot copy}}
+tessera.flash_attn @fa {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>}
+
+// -----
+
+// expected-remark @+1 {{portable kernel on sm_90a: head_dim 96 does not fit the wgmma kernel's registers (64 and 128 do)}}
+tessera.flash_attn @fa96 {dtype = f16, head_dim = 96}
+
+// -----
+
+// expected-remark @+1 {{portable kernel on sm_90a: an explicit tile selects the portable kernel}}
+tessera.flash_attn @tiled {dtype = f16, head_dim = 64, tile = #tessera.tile<m = 64, n = 64, k = 64, waves = 4, stages = 1>}
