@@ -237,25 +237,12 @@ Value KernelBuilder::waveId() { return divui(threadId(), target.waveSize); }
 Value KernelBuilder::blockId(gpu::Dimension d) { return gpu::BlockIdOp::create(b, loc, d); }
 
 std::pair<Value, Value> KernelBuilder::laneCoord(const OperandLayout &layout, Value lane) {
-  // Lane bits whose bases step 1, 2, 4... along one dimension form one `(lane >> b) & mask`
-  // term times the first step: `lane & 31`, `(lane >> 5) * 4`, instead of one term per bit.
+  // One `(lane >> b) & mask` term per run of lane bits (`lane & 31`, `(lane >> 5) * 4`), not
+  // one term per bit.
   Value row = idx(0), col = idx(0);
-  const auto &bases = layout.laneBases;
-  for (size_t bit = 0; bit < bases.size();) {
-    const Coord first = bases[bit];
-    if (first.row == 0 && first.col == 0) { ++bit; continue; }
-    bool alongRows = first.col == 0;
-    int step = alongRows ? first.row : first.col;
-    size_t end = bit + 1;
-    while (end < bases.size()) {
-      Coord next = bases[end];
-      int expect = step << (end - bit);
-      if (!(alongRows ? next == Coord{expect, 0} : next == Coord{0, expect})) break;
-      ++end;
-    }
-    Value term = mul(andi(shrui(lane, bit), (1 << (end - bit)) - 1), step);
-    (alongRows ? row : col) = add(alongRows ? row : col, term);
-    bit = end;
+  for (const LaneField &f : layout.laneFields()) {
+    Value term = mul(andi(shrui(lane, f.lowBit), (1 << f.bits) - 1), f.step);
+    (f.alongRows ? row : col) = add(f.alongRows ? row : col, term);
   }
   return {row, col};
 }

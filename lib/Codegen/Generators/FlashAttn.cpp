@@ -181,9 +181,7 @@ FailureOr<AttnPlan> planAttention(tessera::FlashAttnOp op, const TargetInfo &tar
   AttnPlan best;
   Type elem = op.getDtype();
   ElemType in = *toElemType(elem);
-  std::vector<const MMAAtom *> atoms;
-  for (const std::string &name : target.atoms)
-    if (const MMAAtom *a = findAtom(name); a && a->inputType == in) atoms.push_back(a);
+  std::vector<const MMAAtom *> atoms = chooseAtoms(target, in).atoms;
   auto tile = op.getTileAttr();
   // Preference: P in registers, then the target's atom order, then 4 waves and 64 keys.
   for (bool wantRegisters : {true, false})
