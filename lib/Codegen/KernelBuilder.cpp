@@ -1,6 +1,7 @@
 // Builders shared by every generator: kernel skeleton, index math, LDS tiles, tile copies,
 // fragment loads, matrix-core ops and accumulator stores.
 #include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -105,33 +106,34 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   auto func = gpu::GPUFuncOp::create(b, loc, sig.name, b.getFunctionType(types, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({sig.blockThreads, 1, 1}));
-  func->setAttr("tessera.directive", b.getStringAttr(sig.directive));
-  func->setAttr("tessera.attributes", sig.directiveAttrs);
-  func->setAttr("tessera.arg_names", b.getArrayAttr(names));
-  func->setAttr("tessera.arg_roles", b.getArrayAttr(roles));
-  func->setAttr("tessera.grid", b.getStringAttr("[" + sig.grid[0].json + ", " +
-                                                sig.grid[1].json + ", " + sig.grid[2].json +
-                                                "]"));
+  func->setAttr(TesseraDialect::getDirectiveAttrName(), b.getStringAttr(sig.directive));
+  func->setAttr(TesseraDialect::getAttributesAttrName(), sig.directiveAttrs);
+  func->setAttr(TesseraDialect::getArgNamesAttrName(), b.getArrayAttr(names));
+  func->setAttr(TesseraDialect::getArgRolesAttrName(), b.getArrayAttr(roles));
+  func->setAttr(TesseraDialect::getGridAttrName(),
+                b.getStringAttr("[" + sig.grid[0].json + ", " + sig.grid[1].json + ", " +
+                                sig.grid[2].json + "]"));
   if (!sig.tensorMaps.empty()) {
     std::string maps;
     for (const TensorMapRecipe &m : sig.tensorMaps) maps += (maps.empty() ? "" : ", ") + m.json;
-    func->setAttr("tessera.tensor_maps", b.getStringAttr("[" + maps + "]"));
+    func->setAttr(TesseraDialect::getTensorMapsAttrName(), b.getStringAttr("[" + maps + "]"));
   }
   if (!sig.divisible.empty()) {
     std::string rules;
     for (const auto &[arg, by] : sig.divisible)
       rules += (rules.empty() ? "" : ", ") + ("{\"arg\": \"" + arg + "\", \"by\": " + by.json + "}");
-    func->setAttr("tessera.divisible", b.getStringAttr("[" + rules + "]"));
+    func->setAttr(TesseraDialect::getDivisibleAttrName(), b.getStringAttr("[" + rules + "]"));
   }
   if (sig.dynamicSharedBytes)
-    func->setAttr("tessera.dynamic_lds_bytes", b.getI64IntegerAttr(sig.dynamicSharedBytes));
+    func->setAttr(TesseraDialect::getDynamicLdsBytesAttrName(),
+                  b.getI64IntegerAttr(sig.dynamicSharedBytes));
   b.setInsertionPointToEnd(&func.getBody().front());
   gpu::ReturnOp::create(b, loc);
   return func;
 }
 
 Value kernelArgument(gpu::GPUFuncOp func, StringRef name) {
-  auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
+  auto names = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgNamesAttrName());
   for (auto [i, n] : llvm::enumerate(names))
     if (cast<StringAttr>(n).getValue() == name) return func.getArgument(i);
   llvm_unreachable("unknown kernel argument");

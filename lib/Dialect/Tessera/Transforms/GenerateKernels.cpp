@@ -48,7 +48,8 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
     if (unsupported.empty() && attn.getPackGqa() > 1)
       unsupported = "pack_gqa is generated on the sm_90a wgmma path only; one query head per tile";
     if (!unsupported.empty())
-      (*func)->setAttr("tessera.fallback", StringAttr::get(ctx, "portable kernel: " + unsupported));
+      (*func)->setAttr(TesseraDialect::getFallbackAttrName(),
+                       StringAttr::get(ctx, "portable kernel: " + unsupported));
     return success();
   }
   FailureOr<gpu::GPUFuncOp> fast = generateFlashAttnSm90(attn, target);
@@ -62,8 +63,8 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
                               << "' for its portable twin on " << target.chip;
   SymbolTable::setSymbolName(twinModule, twinName);
   SymbolTable::setSymbolName(*twin, twinName);
-  (*fast)->setAttr("tessera.portable_twin", StringAttr::get(ctx, twinName));
-  (*twin)->setAttr("tessera.twin_of", StringAttr::get(ctx, attn.getSymName()));
+  (*fast)->setAttr(TesseraDialect::getPortableTwinAttrName(), StringAttr::get(ctx, twinName));
+  (*twin)->setAttr(TesseraDialect::getTwinOfAttrName(), StringAttr::get(ctx, attn.getSymName()));
   return success();
 }
 
