@@ -176,10 +176,9 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
 } // namespace
 
 AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
-  std::vector<const MMAAtom *> atoms;
-  for (const std::string &name : target.atoms)
-    if (const MMAAtom *a = findAtom(name); a && a->inputType == r.elem) atoms.push_back(a);
-  Verdict closest{Check::AtomShape, "none: no " + std::string(elemTypeName(r.elem)) + " matrix atoms"};
+  AtomChoice choice = chooseAtoms(target, r.elem);
+  const std::vector<const MMAAtom *> &atoms = choice.atoms;
+  Verdict closest{Check::AtomShape, "none: " + choice.failure};
   bool seen = false;
   for (PRoute wanted : {PRoute::Registers, PRoute::Lds})
     for (const MMAAtom *qk : atoms)

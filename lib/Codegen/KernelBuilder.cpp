@@ -2,6 +2,7 @@
 // fragment loads, matrix-core ops and accumulator stores.
 #include "tessera/Codegen/KernelBuilder.h"
 #include "tessera/Codegen/LdsLayout.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -106,26 +107,27 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   auto func = gpu::GPUFuncOp::create(b, loc, sig.name, b.getFunctionType(types, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({sig.blockThreads, 1, 1}));
-  func->setAttr("tessera.directive", b.getStringAttr(sig.directive));
-  func->setAttr("tessera.attributes", sig.directiveAttrs);
-  func->setAttr("tessera.arg_names", b.getArrayAttr(names));
-  func->setAttr("tessera.arg_roles", b.getArrayAttr(roles));
-  func->setAttr("tessera.grid", b.getStringAttr("[" + sig.grid[0].json + ", " +
-                                                sig.grid[1].json + ", " + sig.grid[2].json +
-                                                "]"));
+  func->setAttr(TesseraDialect::getDirectiveAttrName(), b.getStringAttr(sig.directive));
+  func->setAttr(TesseraDialect::getAttributesAttrName(), sig.directiveAttrs);
+  func->setAttr(TesseraDialect::getArgNamesAttrName(), b.getArrayAttr(names));
+  func->setAttr(TesseraDialect::getArgRolesAttrName(), b.getArrayAttr(roles));
+  func->setAttr(TesseraDialect::getGridAttrName(),
+                b.getStringAttr("[" + sig.grid[0].json + ", " + sig.grid[1].json + ", " +
+                                sig.grid[2].json + "]"));
   if (!sig.tensorMaps.empty()) {
     std::string maps;
     for (const TensorMapRecipe &m : sig.tensorMaps) maps += (maps.empty() ? "" : ", ") + m.json;
-    func->setAttr("tessera.tensor_maps", b.getStringAttr("[" + maps + "]"));
+    func->setAttr(TesseraDialect::getTensorMapsAttrName(), b.getStringAttr("[" + maps + "]"));
   }
   if (!sig.divisible.empty()) {
     std::string rules;
     for (const auto &[arg, by] : sig.divisible)
       rules += (rules.empty() ? "" : ", ") + ("{\"arg\": \"" + arg + "\", \"by\": " + by.json + "}");
-    func->setAttr("tessera.divisible", b.getStringAttr("[" + rules + "]"));
+    func->setAttr(TesseraDialect::getDivisibleAttrName(), b.getStringAttr("[" + rules + "]"));
   }
   if (sig.dynamicSharedBytes)
-    func->setAttr("tessera.dynamic_lds_bytes", b.getI64IntegerAttr(sig.dynamicSharedBytes));
+    func->setAttr(TesseraDialect::getDynamicLdsBytesAttrName(),
+                  b.getI64IntegerAttr(sig.dynamicSharedBytes));
   b.setInsertionPointToEnd(&func.getBody().front());
   gpu::ReturnOp::create(b, loc);
   return func;
@@ -253,25 +255,12 @@ SmallVector<Value> KernelBuilder::laneAllReduce(ArrayRef<Value> values, ArrayRef
 }
 
 std::pair<Value, Value> KernelBuilder::laneCoord(const OperandLayout &layout, Value lane) {
-  // Lane bits whose bases step 1, 2, 4... along one dimension form one `(lane >> b) & mask`
-  // term times the first step: `lane & 31`, `(lane >> 5) * 4`, instead of one term per bit.
+  // One `(lane >> b) & mask` term per run of lane bits (`lane & 31`, `(lane >> 5) * 4`), not
+  // one term per bit.
   Value row = idx(0), col = idx(0);
-  const auto &bases = layout.laneBases;
-  for (size_t bit = 0; bit < bases.size();) {
-    const Coord first = bases[bit];
-    if (first.row == 0 && first.col == 0) { ++bit; continue; }
-    bool alongRows = first.col == 0;
-    int step = alongRows ? first.row : first.col;
-    size_t end = bit + 1;
-    while (end < bases.size()) {
-      Coord next = bases[end];
-      int expect = step << (end - bit);
-      if (!(alongRows ? next == Coord{expect, 0} : next == Coord{0, expect})) break;
-      ++end;
-    }
-    Value term = mul(andi(shrui(lane, bit), (1 << (end - bit)) - 1), step);
-    (alongRows ? row : col) = add(alongRows ? row : col, term);
-    bit = end;
+  for (const LaneField &f : layout.laneFields()) {
+    Value term = mul(andi(shrui(lane, f.lowBit), (1 << f.bits) - 1), f.step);
+    (f.alongRows ? row : col) = add(f.alongRows ? row : col, term);
   }
   return {row, col};
 }

@@ -5,6 +5,8 @@
 // unit tests check each one against those tables with random asymmetric matrices.
 #include "tessera/Codegen/MMAAtom.h"
 
+#include <cctype>
+
 namespace tessera {
 
 const char *elemTypeName(ElemType t) {
@@ -36,6 +38,30 @@ Coord OperandLayout::at(int lane, int elem) const {
   for (size_t b = 0; b < laneBases.size(); ++b)
     if (lane >> b & 1) c.row ^= laneBases[b].row, c.col ^= laneBases[b].col;
   return c;
+}
+
+std::optional<int> OperandLayout::elementAt(Coord pos) const {
+  for (int e = 0; e < elementsPerLane(); ++e)
+    if (at(0, e) == pos) return e;
+  return std::nullopt;
+}
+
+std::vector<LaneField> OperandLayout::laneFields() const {
+  std::vector<LaneField> fields;
+  for (size_t bit = 0; bit < laneBases.size();) {
+    const Coord first = laneBases[bit];
+    if (first.row == 0 && first.col == 0) { ++bit; continue; }
+    bool alongRows = first.col == 0;
+    int step = alongRows ? first.row : first.col;
+    size_t end = bit + 1;
+    for (; end < laneBases.size(); ++end) {
+      int expect = step << (end - bit);
+      if (!(laneBases[end] == (alongRows ? Coord{expect, 0} : Coord{0, expect}))) break;
+    }
+    fields.push_back({int(bit), int(end - bit), alongRows, step});
+    bit = end;
+  }
+  return fields;
 }
 
 std::vector<int> OperandLayout::rowReductionLaneMasks() const {
@@ -82,12 +108,13 @@ std::vector<Coord> concat(std::vector<Coord> a, const std::vector<Coord> &b) {
 // CDNA MFMA with M = N = `mn` (16 or 32) and `kPerLane` consecutive K elements per lane.
 // A: lane l holds A[l % mn][kPerLane * (l / mn) + e]; B is its mirror image.
 // C: 32x32: C[8 * (e / 4) + 4 * (l / 32) + e % 4][l % 32]; 16x16: C[4 * (l / 16) + e][l % 16].
-MMAAtom mfma(const char *name, int mn, int k, ElemType in) {
+// The fp8 forms (8 one-byte K per lane) have the lane pattern of the 16-bit double-K ones.
+MMAAtom mfma(MMAIntrinsic id, const char *name, int mn, int k, ElemType in) {
   int laneBitsRow = mn == 32 ? 5 : 4;     // lanes spanning M (or N)
   int laneBitsK = 6 - laneBitsRow;        // remaining lane bits step along K
   int kPerLane = k >> laneBitsK;
   int regBitsK = __builtin_ctz(kPerLane);
-  MMAAtom atom{name, AtomKind::MFMA, mn, mn, k, 64, in, ElemType::F32, {}, {}, {}};
+  MMAAtom atom{id, name, AtomKind::MFMA, mn, mn, k, 64, in, ElemType::F32, {}, {}, {}};
   atom.a = {mn, k, steps(regBitsK, /*alongCols=*/true),
             concat(steps(laneBitsRow, false), steps(laneBitsK, true, kPerLane))};
   atom.b = {k, mn, steps(regBitsK, false),
@@ -101,8 +128,8 @@ MMAAtom mfma(const char *name, int mn, int k, ElemType in) {
 
 // RDNA3 WMMA 16x16x16, wave32: lanes 16-31 replicate A and B of lanes 0-15;
 // C (f32): C[2 * e + l / 16][l % 16].
-MMAAtom wmma(const char *name, ElemType in) {
-  MMAAtom atom{name, AtomKind::WMMA, 16, 16, 16, 32, in, ElemType::F32, {}, {}, {}};
+MMAAtom wmma(MMAIntrinsic id, const char *name, ElemType in) {
+  MMAAtom atom{id, name, AtomKind::WMMA, 16, 16, 16, 32, in, ElemType::F32, {}, {}, {}};
   atom.a = {16, 16, steps(4, true), concat(steps(4, false), {{0, 0}})};
   atom.b = {16, 16, steps(4, false), concat(steps(4, true), {{0, 0}})};
   atom.c = {16, 16, {{2, 0}, {4, 0}, {8, 0}}, concat(steps(4, true), {{1, 0}})};
@@ -113,38 +140,86 @@ MMAAtom wmma(const char *name, ElemType in) {
 // groupID = lane >> 2 and threadID_in_group = lane % 4:
 // A: a0,a1 = (g, 2t + {0,1}), a2,a3 = (g + 8, ..), a4..a7 the same at column + 8;
 // B: b0,b1 = (2t + {0,1}, g), b2,b3 = (2t + 8 + {0,1}, g); C: c0,c1 = (g, 2t + {0,1}), c2,c3 = (g + 8, ..).
-MMAAtom mmaSync(const char *name, ElemType in) {
-  MMAAtom atom{name, AtomKind::MMASync, 16, 8, 16, 32, in, ElemType::F32, {}, {}, {}};
+MMAAtom mmaSync(MMAIntrinsic id, const char *name, ElemType in) {
+  MMAAtom atom{id, name, AtomKind::MMASync, 16, 8, 16, 32, in, ElemType::F32, {}, {}, {}};
   atom.a = {16, 16, {{0, 1}, {8, 0}, {0, 8}}, concat(steps(2, true, 2), steps(3, false))};
   atom.b = {16, 8, {{1, 0}, {8, 0}}, concat(steps(2, false, 2), steps(3, true))};
   atom.c = {16, 8, {{0, 1}, {8, 0}}, concat(steps(2, true, 2), steps(3, false))};
   return atom;
 }
 
+MMAAtom makeAtom(MMAIntrinsic id) {
+  using I = MMAIntrinsic;
+  using E = ElemType;
+  switch (id) {
+  case I::MFMA_F32_32x32x8_F16: return mfma(id, "v_mfma_f32_32x32x8_f16", 32, 8, E::F16);
+  case I::MFMA_F32_32x32x8_BF16: return mfma(id, "v_mfma_f32_32x32x8_bf16", 32, 8, E::BF16);
+  case I::MFMA_F32_16x16x16_F16: return mfma(id, "v_mfma_f32_16x16x16_f16", 16, 16, E::F16);
+  case I::MFMA_F32_16x16x16_BF16: return mfma(id, "v_mfma_f32_16x16x16_bf16", 16, 16, E::BF16);
+  case I::MFMA_F32_32x32x16_F16: return mfma(id, "v_mfma_f32_32x32x16_f16", 32, 16, E::F16);
+  case I::MFMA_F32_32x32x16_BF16: return mfma(id, "v_mfma_f32_32x32x16_bf16", 32, 16, E::BF16);
+  case I::MFMA_F32_16x16x32_F16: return mfma(id, "v_mfma_f32_16x16x32_f16", 16, 32, E::F16);
+  case I::MFMA_F32_16x16x32_BF16: return mfma(id, "v_mfma_f32_16x16x32_bf16", 16, 32, E::BF16);
+  case I::MFMA_F32_32x32x16_F8E4M3FNUZ:
+    return mfma(id, "v_mfma_f32_32x32x16_fp8_fp8", 32, 16, E::FP8E4M3FNUZ);
+  case I::MFMA_F32_16x16x32_F8E4M3FNUZ:
+    return mfma(id, "v_mfma_f32_16x16x32_fp8_fp8", 16, 32, E::FP8E4M3FNUZ);
+  case I::MFMA_F32_32x32x16_F8E4M3FN:
+    return mfma(id, "v_mfma_f32_32x32x16_fp8_fp8", 32, 16, E::FP8E4M3FN);
+  case I::MFMA_F32_16x16x32_F8E4M3FN:
+    return mfma(id, "v_mfma_f32_16x16x32_fp8_fp8", 16, 32, E::FP8E4M3FN);
+  case I::WMMAR3_F32_16x16x16_F16: return wmma(id, "v_wmma_f32_16x16x16_f16", E::F16);
+  case I::WMMAR3_F32_16x16x16_BF16: return wmma(id, "v_wmma_f32_16x16x16_bf16", E::BF16);
+  case I::NV_MMA_SYNC_F32_16x8x16_F16:
+    return mmaSync(id, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", E::F16);
+  case I::NV_MMA_SYNC_F32_16x8x16_BF16:
+    return mmaSync(id, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", E::BF16);
+  }
+  return {};
+}
+
+const char *kindSpelling(AtomKind kind) {
+  switch (kind) {
+  case AtomKind::MFMA: return "MFMA";
+  case AtomKind::WMMA: return "WMMAR3";
+  case AtomKind::MMASync: return "NV_MMA_SYNC";
+  }
+  return "?";
+}
+
+std::string upper(std::string s) {
+  for (char &c : s) c = char(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 } // namespace
 
 const std::vector<MMAAtom> &allAtoms() {
-  static const std::vector<MMAAtom> atoms = {
-      mfma("v_mfma_f32_32x32x8_f16", 32, 8, ElemType::F16),
-      mfma("v_mfma_f32_32x32x8_bf16", 32, 8, ElemType::BF16),
-      mfma("v_mfma_f32_16x16x16_f16", 16, 16, ElemType::F16),
-      mfma("v_mfma_f32_16x16x16_bf16", 16, 16, ElemType::BF16),
-      mfma("v_mfma_f32_32x32x16_f16", 32, 16, ElemType::F16),
-      mfma("v_mfma_f32_32x32x16_bf16", 32, 16, ElemType::BF16),
-      mfma("v_mfma_f32_16x16x32_f16", 16, 32, ElemType::F16),
-      mfma("v_mfma_f32_16x16x32_bf16", 16, 32, ElemType::BF16),
-      wmma("v_wmma_f32_16x16x16_f16", ElemType::F16),
-      wmma("v_wmma_f32_16x16x16_bf16", ElemType::BF16),
-      mmaSync("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", ElemType::F16),
-      mmaSync("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", ElemType::BF16),
-  };
+  static const std::vector<MMAAtom> atoms = [] {
+    std::vector<MMAAtom> table;
+    for (int i = 0; i < kNumMMAIntrinsics; ++i) table.push_back(makeAtom(MMAIntrinsic(i)));
+    return table;
+  }();
   return atoms;
 }
 
-const MMAAtom *findAtom(const std::string &name) {
-  for (const MMAAtom &a : allAtoms())
-    if (a.name == name) return &a;
-  return nullptr;
+const MMAAtom &getAtom(MMAIntrinsic intrinsic) { return allAtoms()[size_t(intrinsic)]; }
+
+std::string stringifyMMAIntrinsic(MMAIntrinsic intrinsic) {
+  const MMAAtom &a = getAtom(intrinsic);
+  return std::string(kindSpelling(a.kind)) + "_" + upper(elemTypeName(a.accType)) + "_" +
+         std::to_string(a.m) + "x" + std::to_string(a.n) + "x" + std::to_string(a.k) + "_" +
+         upper(elemTypeName(a.inputType));
+}
+
+// wgmma m64nN D (PTX ISA, "Register Fragments and Shared Memory Matrix Layouts", wgmma
+// .m64nNk16 D): warp w = t / 32 holds rows 16w..16w+15; with g = (t % 32) / 4 and
+// q = t % 4, d[i] is at row 16w + g + 8 * ((i / 2) % 2), column 8 * (i / 4) + 2q + i % 2.
+std::optional<OperandLayout> wgmmaAccumulatorLayout(int n) {
+  if (n < 8 || n > 256 || (n & (n - 1))) return std::nullopt;
+  return OperandLayout{64, n,
+                       concat({{0, 1}, {8, 0}}, steps(__builtin_ctz(n / 8), /*alongCols=*/true, 8)),
+                       concat(concat(steps(2, true, 2), steps(3, false)), steps(2, false, 16))};
 }
 
 } // namespace tessera

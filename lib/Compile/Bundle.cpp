@@ -77,11 +77,11 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
                          StringRef isaFile) {
   std::string name = func.getName().str();
   json::Object attrs;
-  if (auto dict = func->getAttrOfType<DictionaryAttr>("tessera.attributes"))
+  if (auto dict = func->getAttrOfType<DictionaryAttr>(TesseraDialect::getAttributesAttrName()))
     for (NamedAttribute a : dict) attrs[a.getName().str()] = attrToJson(a.getValue());
   json::Array args;
-  auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
-  auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
+  auto names = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgNamesAttrName());
+  auto roles = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgRolesAttrName());
   // Hand-written kernel IR (no generator signature) gets positional names.
   auto recorded = [](ArrayAttr list, size_t i, std::string fallback) {
     return list && i < list.size() ? cast<StringAttr>(list[i]).str() : fallback;
@@ -99,9 +99,9 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
     }
     args.push_back(std::move(arg));
   }
-  auto gridAttr = func->getAttrOfType<StringAttr>("tessera.grid");
+  auto gridAttr = func->getAttrOfType<StringAttr>(TesseraDialect::getGridAttrName());
   auto grid = json::parse(gridAttr ? gridAttr.str() : "null");
-  auto directive = func->getAttrOfType<StringAttr>("tessera.directive");
+  auto directive = func->getAttrOfType<StringAttr>(TesseraDialect::getDirectiveAttrName());
   auto block = func.getKnownBlockSizeAttr();
   KernelResources r = compiled.resources;
   if (!r.ldsBytes) r.ldsBytes = workgroupBytes(func);
@@ -126,14 +126,18 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
       {"occupancy_waves_per_simd", optionalInt(occupancy)},
       {"args", std::move(args)},
   };
-  if (auto dynamic = func->getAttrOfType<IntegerAttr>("tessera.dynamic_lds_bytes"))
+  if (auto dynamic =
+          func->getAttrOfType<IntegerAttr>(TesseraDialect::getDynamicLdsBytesAttrName()))
     entry["dynamic_lds_bytes"] = dynamic.getInt();
-  for (const char *key : {"tensor_maps", "divisible"})
-    if (auto text = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
-      if (auto parsed = json::parse(text.getValue())) entry[key] = std::move(*parsed);
-  for (const char *key : {"fallback", "portable_twin", "twin_of"})
-    if (auto value = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
-      entry[key] = value.str();
+  // The manifest key is the attribute name without "tessera.".
+  auto key = [](StringRef attr) { return attr.split('.').second.str(); };
+  for (StringRef attr : {TesseraDialect::getTensorMapsAttrName(), TesseraDialect::getDivisibleAttrName()})
+    if (auto text = func->getAttrOfType<StringAttr>(attr))
+      if (auto parsed = json::parse(text.getValue())) entry[key(attr)] = std::move(*parsed);
+  for (StringRef attr : {TesseraDialect::getFallbackAttrName(), TesseraDialect::getPortableTwinAttrName(),
+                         TesseraDialect::getTwinOfAttrName()})
+    if (auto value = func->getAttrOfType<StringAttr>(attr))
+      entry[key(attr)] = value.str();
   return entry;
 }
 

@@ -361,14 +361,14 @@ int32_t Decoder::decodeBlock(Block &block, const YieldTargets &targets) {
 void Decoder::decodeFunction(gpu::GPUFuncOp func) {
   KernelInfo &info = P.info;
   info.name = func.getName().str();
-  auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
-  auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
-  if (auto d = func->getAttrOfType<StringAttr>("tessera.directive"))
+  auto names = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgNamesAttrName());
+  auto roles = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgRolesAttrName());
+  if (auto d = func->getAttrOfType<StringAttr>(TesseraDialect::getDirectiveAttrName()))
     info.directive = d.getValue().str();
-  if (auto g = func->getAttrOfType<StringAttr>("tessera.grid"))
+  if (auto g = func->getAttrOfType<StringAttr>(TesseraDialect::getGridAttrName()))
     info.gridJson = g.getValue().str();
   llvm::json::Value attrs = llvm::json::Object();
-  if (auto a = func->getAttrOfType<DictionaryAttr>("tessera.attributes"))
+  if (auto a = func->getAttrOfType<DictionaryAttr>(TesseraDialect::getAttributesAttrName()))
     attrs = attrToJson(a);
   info.attributesJson = llvm::formatv("{0}", attrs).str();
   if (auto known = func.getKnownBlockSizeAttr())

@@ -626,10 +626,12 @@ Inst Decoder::matrixOp(Operation *op, MatrixFamily family, int m, int n, int k, 
                      : (inKind == ElemKind::F8E4M3FN || inKind == ElemKind::F8E5M2);
     available &= family == MatrixFamily::MFMA;
   } else if (!fp8) {
-    available = llvm::is_contained(target.atoms, mnemonic) ||
+    auto listed = [&](const std::string &name) {
+      return llvm::any_of(target.atoms, [&](MMAIntrinsic i) { return getAtom(i).name == name; });
+    };
+    available = listed(mnemonic) ||
                 // gfx11's f16-output WMMA shares its inputs with the f32 one the target lists.
-                (family == MatrixFamily::WMMA &&
-                 llvm::is_contained(target.atoms, matrixMnemonic(*layout, inKind, ElemKind::F32)));
+                (family == MatrixFamily::WMMA && listed(matrixMnemonic(*layout, inKind, ElemKind::F32)));
   }
   if (!available || layout->waveSize != target.waveSize) {
     problem(op, mnemonic + " is not an instruction of " + target.chip);

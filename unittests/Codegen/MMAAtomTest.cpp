@@ -12,8 +12,8 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
-#include <stdexcept>
 
 namespace {
 using namespace tessera;
@@ -116,35 +116,47 @@ VendorMaps ptxM16n8k16() {
   return v;
 }
 
-// The independent reference of each atom, keyed by mnemonic so that nothing is taken from the atom table itself.
-// gfx950's double-K f16/bf16 MFMAs have no calculator table: the CDNA4 ISA gives them 8 consecutive K per lane
-// in the lane pattern of CDNA3's fp8 16x16x32 / 32x32x16, whose byte columns are elements 0..7.
-const std::map<std::string, std::string> &calculatorTables() {
-  static const std::map<std::string, std::string> tables = {
-      {"v_mfma_f32_32x32x8_f16", "cdna3_v_mfma_f32_32x32x8_f16.csv"},
-      {"v_mfma_f32_32x32x8_bf16", "cdna3_v_mfma_f32_32x32x8_bf16.csv"},
-      {"v_mfma_f32_16x16x16_f16", "cdna3_v_mfma_f32_16x16x16_f16.csv"},
-      {"v_mfma_f32_16x16x16_bf16", "cdna3_v_mfma_f32_16x16x16_bf16.csv"},
-      {"v_mfma_f32_16x16x32_f16", "cdna3_v_mfma_f32_16x16x32_fp8_fp8.csv"},
-      {"v_mfma_f32_16x16x32_bf16", "cdna3_v_mfma_f32_16x16x32_fp8_fp8.csv"},
-      {"v_mfma_f32_32x32x16_f16", "cdna3_v_mfma_f32_32x32x16_fp8_fp8.csv"},
-      {"v_mfma_f32_32x32x16_bf16", "cdna3_v_mfma_f32_32x32x16_fp8_fp8.csv"},
-      {"v_wmma_f32_16x16x16_f16", "rdna3_v_wmma_f32_16x16x16_f16.csv"},
-      {"v_wmma_f32_16x16x16_bf16", "rdna3_v_wmma_f32_16x16x16_bf16.csv"},
+// The independent reference of each atom, keyed by intrinsic, with the vendor's mnemonic taken from the table's file
+// name rather than from the atom table itself. gfx950's double-K f16/bf16 MFMAs have no calculator table: the CDNA4
+// ISA gives them 8 consecutive K per lane in the lane pattern of CDNA3's fp8 16x16x32 / 32x32x16, whose byte columns
+// are elements 0..7. gfx950's OCP fp8 MFMAs keep gfx942's layouts (CDNA4 ISA); only the byte format differs.
+struct CalculatorTable {
+  std::string csv;
+  bool sameMnemonic; ///< the table is this very instruction's (its name is the atom's)
+};
+const std::map<MMAIntrinsic, CalculatorTable> &calculatorTables() {
+  using I = MMAIntrinsic;
+  static const std::map<MMAIntrinsic, CalculatorTable> tables = {
+      {I::MFMA_F32_32x32x8_F16, {"cdna3_v_mfma_f32_32x32x8_f16.csv", true}},
+      {I::MFMA_F32_32x32x8_BF16, {"cdna3_v_mfma_f32_32x32x8_bf16.csv", true}},
+      {I::MFMA_F32_16x16x16_F16, {"cdna3_v_mfma_f32_16x16x16_f16.csv", true}},
+      {I::MFMA_F32_16x16x16_BF16, {"cdna3_v_mfma_f32_16x16x16_bf16.csv", true}},
+      {I::MFMA_F32_16x16x32_F16, {"cdna3_v_mfma_f32_16x16x32_fp8_fp8.csv", false}},
+      {I::MFMA_F32_16x16x32_BF16, {"cdna3_v_mfma_f32_16x16x32_fp8_fp8.csv", false}},
+      {I::MFMA_F32_32x32x16_F16, {"cdna3_v_mfma_f32_32x32x16_fp8_fp8.csv", false}},
+      {I::MFMA_F32_32x32x16_BF16, {"cdna3_v_mfma_f32_32x32x16_fp8_fp8.csv", false}},
+      {I::MFMA_F32_16x16x32_F8E4M3FNUZ, {"cdna3_v_mfma_f32_16x16x32_fp8_fp8.csv", true}},
+      {I::MFMA_F32_32x32x16_F8E4M3FNUZ, {"cdna3_v_mfma_f32_32x32x16_fp8_fp8.csv", true}},
+      {I::MFMA_F32_16x16x32_F8E4M3FN, {"cdna3_v_mfma_f32_16x16x32_fp8_fp8.csv", true}},
+      {I::MFMA_F32_32x32x16_F8E4M3FN, {"cdna3_v_mfma_f32_32x32x16_fp8_fp8.csv", true}},
+      {I::WMMAR3_F32_16x16x16_F16, {"rdna3_v_wmma_f32_16x16x16_f16.csv", true}},
+      {I::WMMAR3_F32_16x16x16_BF16, {"rdna3_v_wmma_f32_16x16x16_bf16.csv", true}},
   };
   return tables;
 }
 
-const std::vector<std::string> &ptxM16n8k16Atoms() {
-  static const std::vector<std::string> names = {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-                                                 "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"};
+const std::map<MMAIntrinsic, std::string> &ptxM16n8k16Atoms() {
+  using I = MMAIntrinsic;
+  static const std::map<MMAIntrinsic, std::string> names = {
+      {I::NV_MMA_SYNC_F32_16x8x16_F16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"},
+      {I::NV_MMA_SYNC_F32_16x8x16_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}};
   return names;
 }
 
-std::optional<VendorMaps> vendorMaps(const std::string &atomName) {
-  if (auto it = calculatorTables().find(atomName); it != calculatorTables().end())
-    return readCalculatorCsv(it->second);
-  if (std::count(ptxM16n8k16Atoms().begin(), ptxM16n8k16Atoms().end(), atomName)) return ptxM16n8k16();
+std::optional<VendorMaps> vendorMaps(MMAIntrinsic intrinsic) {
+  if (auto it = calculatorTables().find(intrinsic); it != calculatorTables().end())
+    return readCalculatorCsv(it->second.csv);
+  if (ptxM16n8k16Atoms().count(intrinsic)) return ptxM16n8k16();
   return std::nullopt;
 }
 
@@ -240,25 +252,19 @@ OperandLayout transposedBases(OperandLayout layout) {
   return layout;
 }
 
-std::vector<std::string> allAtomNames() {
-  std::vector<std::string> names;
-  for (const MMAAtom &a : allAtoms()) names.push_back(a.name);
-  return names;
-}
-
-const MMAAtom &atomNamed(const std::string &name) {
-  if (const MMAAtom *atom = findAtom(name)) return *atom;
-  throw std::invalid_argument("no atom named " + name);
+std::vector<MMAIntrinsic> allIntrinsics() {
+  std::vector<MMAIntrinsic> all;
+  for (int i = 0; i < kNumMMAIntrinsics; ++i) all.push_back(MMAIntrinsic(i));
+  return all;
 }
 
 // Every atom of the table, against its vendor reference.
-class AtomVsVendor : public ::testing::TestWithParam<std::string> {
+class AtomVsVendor : public ::testing::TestWithParam<MMAIntrinsic> {
 protected:
   void SetUp() override {
-    atom = findAtom(GetParam());
-    ASSERT_NE(atom, nullptr);
+    atom = &getAtom(GetParam());
     std::optional<VendorMaps> maps = vendorMaps(GetParam());
-    ASSERT_TRUE(maps.has_value()) << "no vendor reference for " << GetParam();
+    ASSERT_TRUE(maps.has_value()) << "no vendor reference for " << stringifyMMAIntrinsic(GetParam());
     vendor = *maps;
   }
   const MMAAtom *atom = nullptr;
@@ -275,7 +281,8 @@ TEST_P(AtomVsVendor, LayoutsMatchElementByElement) {
 TEST_P(AtomVsVendor, MultipliesThroughMaps) {
   ASSERT_EQ(vendor.a.cols, vendor.b.rows);
   // Fixed seed, but a different one per atom.
-  std::seed_seq seed(atom->name.begin(), atom->name.end());
+  const std::string name = stringifyMMAIntrinsic(GetParam());
+  std::seed_seq seed(name.begin(), name.end());
   std::mt19937 rng(seed);
   EXPECT_EQ(mismatchesThroughMaps(*atom, vendor, rng), 0);
 
@@ -284,17 +291,68 @@ TEST_P(AtomVsVendor, MultipliesThroughMaps) {
   EXPECT_GT(mismatchesThroughMaps(transposedA, vendor, rng), 0) << "the check cannot see a transposed A";
 }
 
-INSTANTIATE_TEST_SUITE_P(AllAtoms, AtomVsVendor, ::testing::ValuesIn(allAtomNames()),
-                         [](const ::testing::TestParamInfo<std::string> &info) {
-                           std::string name = info.param;
-                           std::replace_if(name.begin(), name.end(), [](unsigned char c) { return !std::isalnum(c); }, '_');
-                           return name;
+INSTANTIATE_TEST_SUITE_P(AllAtoms, AtomVsVendor, ::testing::ValuesIn(allIntrinsics()),
+                         [](const ::testing::TestParamInfo<MMAIntrinsic> &info) {
+                           return stringifyMMAIntrinsic(info.param);
                          });
 
-// An atom dropped from the table would otherwise silently drop out of the tests above.
-TEST(AtomTable, HasEveryAtomWithAVendorReference) {
-  for (const auto &[name, csv] : calculatorTables()) EXPECT_NE(findAtom(name), nullptr) << name;
-  for (const std::string &name : ptxM16n8k16Atoms()) EXPECT_NE(findAtom(name), nullptr) << name;
+// An intrinsic without a reference would otherwise drop out of the tests above silently.
+TEST(AtomTable, EveryIntrinsicHasAVendorReference) {
+  for (MMAIntrinsic i : allIntrinsics())
+    EXPECT_TRUE(calculatorTables().count(i) || ptxM16n8k16Atoms().count(i)) << stringifyMMAIntrinsic(i);
+}
+
+TEST(AtomTable, IsIndexedByIntrinsic) {
+  ASSERT_EQ(int(allAtoms().size()), kNumMMAIntrinsics);
+  for (MMAIntrinsic i : allIntrinsics()) {
+    EXPECT_EQ(getAtom(i).intrinsic, i) << stringifyMMAIntrinsic(i);
+    EXPECT_EQ(&getAtom(i), &allAtoms()[size_t(i)]);
+  }
+}
+
+// The printed names are the vendors' mnemonics: the calculator's file name, or the PTX instruction.
+TEST(AtomTable, NamesAreTheVendorMnemonics) {
+  for (const auto &[i, table] : calculatorTables()) {
+    if (!table.sameMnemonic) continue;
+    const std::string csv = table.csv.substr(table.csv.find('_') + 1);
+    EXPECT_EQ(getAtom(i).name + ".csv", csv) << stringifyMMAIntrinsic(i);
+  }
+  for (const auto &[i, name] : ptxM16n8k16Atoms()) EXPECT_EQ(getAtom(i).name, name);
+  // wmma f32 output on gfx11: "v_wmma_f32_16x16x16_f16"; the double-K f16 MFMAs of gfx950:
+  EXPECT_EQ(getAtom(MMAIntrinsic::MFMA_F32_32x32x16_F16).name, "v_mfma_f32_32x32x16_f16");
+  EXPECT_EQ(getAtom(MMAIntrinsic::MFMA_F32_16x16x32_BF16).name, "v_mfma_f32_16x16x32_bf16");
+}
+
+// The enum spelling follows `<kind>_<C elem>_<M>x<N>x<K>_<A elem>` from the atom's data, and tells the two fp8 formats
+// that share a mnemonic apart.
+TEST(AtomTable, SpellingsAreUniqueAndFollowTheNamingRule) {
+  EXPECT_EQ(stringifyMMAIntrinsic(MMAIntrinsic::MFMA_F32_16x16x32_F8E4M3FNUZ), "MFMA_F32_16x16x32_F8E4M3FNUZ");
+  EXPECT_EQ(stringifyMMAIntrinsic(MMAIntrinsic::MFMA_F32_32x32x16_F8E4M3FN), "MFMA_F32_32x32x16_F8E4M3FN");
+  EXPECT_EQ(stringifyMMAIntrinsic(MMAIntrinsic::WMMAR3_F32_16x16x16_BF16), "WMMAR3_F32_16x16x16_BF16");
+  EXPECT_EQ(stringifyMMAIntrinsic(MMAIntrinsic::NV_MMA_SYNC_F32_16x8x16_F16), "NV_MMA_SYNC_F32_16x8x16_F16");
+  std::set<std::string> seen;
+  for (MMAIntrinsic i : allIntrinsics()) EXPECT_TRUE(seen.insert(stringifyMMAIntrinsic(i)).second);
+}
+
+TEST(AtomTable, Fp8AtomsReadOneByteElementsInTheirFormat) {
+  using I = MMAIntrinsic;
+  for (auto [i, format] : {std::pair{I::MFMA_F32_16x16x32_F8E4M3FNUZ, ElemType::FP8E4M3FNUZ},
+                           {I::MFMA_F32_32x32x16_F8E4M3FNUZ, ElemType::FP8E4M3FNUZ},
+                           {I::MFMA_F32_16x16x32_F8E4M3FN, ElemType::FP8E4M3FN},
+                           {I::MFMA_F32_32x32x16_F8E4M3FN, ElemType::FP8E4M3FN}}) {
+    const MMAAtom &a = getAtom(i);
+    EXPECT_EQ(a.inputType, format) << a.name;
+    EXPECT_EQ(a.accType, ElemType::F32) << a.name;
+    // Eight one-byte elements (two VGPRs) of A and of B per lane, the vector<8xf8> amdgpu.mfma takes.
+    EXPECT_EQ(a.a.elementsPerLane(), 8) << a.name;
+    EXPECT_EQ(a.b.elementsPerLane(), 8) << a.name;
+    EXPECT_EQ(a.m * a.k, 64 * 8) << a.name;
+  }
+}
+
+TEST(AtomTable, FlopsCountAMultiplyAddAsTwo) {
+  EXPECT_EQ(getAtom(MMAIntrinsic::MFMA_F32_32x32x8_F16).flops(), 2 * 32 * 32 * 8);
+  EXPECT_EQ(getAtom(MMAIntrinsic::NV_MMA_SYNC_F32_16x8x16_BF16).flops(), 2 * 16 * 8 * 16);
 }
 
 // Where `layout` does not hold each position of a rows x cols operand exactly `copies` times, or "".
@@ -326,27 +384,147 @@ TEST(OperandLayout, CoversEveryPositionOfItsOperand) {
   }
 }
 
+constexpr MMAIntrinsic kMfma32F16 = MMAIntrinsic::MFMA_F32_32x32x8_F16;
+constexpr MMAIntrinsic kMfma16F16 = MMAIntrinsic::MFMA_F32_16x16x16_F16;
+constexpr MMAIntrinsic kWmmaF16 = MMAIntrinsic::WMMAR3_F32_16x16x16_F16;
+constexpr MMAIntrinsic kMmaSyncF16 = MMAIntrinsic::NV_MMA_SYNC_F32_16x8x16_F16;
+
 TEST(OperandLayout, RowReductionLaneMasks) {
   using Masks = std::vector<int>;
-  EXPECT_EQ(atomNamed("v_mfma_f32_32x32x8_f16").c.rowReductionLaneMasks(), (Masks{1, 2, 4, 8, 16}));
-  EXPECT_EQ(atomNamed("v_mfma_f32_16x16x16_f16").c.rowReductionLaneMasks(), (Masks{1, 2, 4, 8}));
-  EXPECT_EQ(atomNamed("v_wmma_f32_16x16x16_f16").c.rowReductionLaneMasks(), (Masks{1, 2, 4, 8}));
-  EXPECT_EQ(atomNamed(ptxM16n8k16Atoms()[0]).c.rowReductionLaneMasks(), (Masks{1, 2}));
-  EXPECT_EQ(atomNamed(ptxM16n8k16Atoms()[0]).c.colReductionLaneMasks(), (Masks{4, 8, 16}));
+  EXPECT_EQ(getAtom(kMfma32F16).c.rowReductionLaneMasks(), (Masks{1, 2, 4, 8, 16}));
+  EXPECT_EQ(getAtom(kMfma16F16).c.rowReductionLaneMasks(), (Masks{1, 2, 4, 8}));
+  EXPECT_EQ(getAtom(kWmmaF16).c.rowReductionLaneMasks(), (Masks{1, 2, 4, 8}));
+  EXPECT_EQ(getAtom(kMmaSyncF16).c.rowReductionLaneMasks(), (Masks{1, 2}));
+  EXPECT_EQ(getAtom(kMmaSyncF16).c.colReductionLaneMasks(), (Masks{4, 8, 16}));
   // WMMA's replicated half-wave (lane basis (0, 0)) holds the same data: reducing with it would double count.
-  EXPECT_EQ(atomNamed("v_wmma_f32_16x16x16_f16").a.rowReductionLaneMasks(), Masks{});
-  EXPECT_EQ(atomNamed("v_wmma_f32_16x16x16_f16").a.colReductionLaneMasks(), (Masks{1, 2, 4, 8}));
+  EXPECT_EQ(getAtom(kWmmaF16).a.rowReductionLaneMasks(), Masks{});
+  EXPECT_EQ(getAtom(kWmmaF16).a.colReductionLaneMasks(), (Masks{1, 2, 4, 8}));
 }
 
 TEST(OperandLayout, ContiguousRuns) {
-  EXPECT_EQ(atomNamed(ptxM16n8k16Atoms()[0]).c.contiguousAlongCols(), 2);
-  EXPECT_EQ(atomNamed("v_mfma_f32_32x32x8_f16").a.contiguousAlongCols(), 4);
-  EXPECT_EQ(atomNamed("v_wmma_f32_16x16x16_f16").a.contiguousAlongCols(), 16);
-  EXPECT_EQ(atomNamed("v_mfma_f32_32x32x8_f16").c.contiguousAlongRows(), 4);
-  EXPECT_EQ(atomNamed("v_mfma_f32_32x32x8_f16").c.contiguousAlongCols(), 1);
+  EXPECT_EQ(getAtom(kMmaSyncF16).c.contiguousAlongCols(), 2);
+  EXPECT_EQ(getAtom(kMfma32F16).a.contiguousAlongCols(), 4);
+  EXPECT_EQ(getAtom(kWmmaF16).a.contiguousAlongCols(), 16);
+  EXPECT_EQ(getAtom(kMfma32F16).c.contiguousAlongRows(), 4);
+  EXPECT_EQ(getAtom(kMfma32F16).c.contiguousAlongCols(), 1);
   // The run ends at the first element that is not the next column, even if a later one would continue it.
   const OperandLayout broken{4, 4, {{0, 1}, {1, 0}, {0, 2}}, {}};
   EXPECT_EQ(broken.contiguousAlongCols(), 2);
+}
+
+TEST(OperandLayout, LaneFieldsAreRunsOfLaneBits) {
+  auto fields = [](const OperandLayout &l) {
+    std::vector<std::string> out;
+    for (const LaneField &f : l.laneFields())
+      out.push_back(std::to_string(f.lowBit) + "+" + std::to_string(f.bits) + (f.alongRows ? " rows *" : " cols *") +
+                    std::to_string(f.step));
+    return out;
+  };
+  using Fields = std::vector<std::string>;
+  EXPECT_EQ(fields(getAtom(kMfma32F16).a), (Fields{"0+5 rows *1", "5+1 cols *4"}));
+  // The replicated half-wave contributes nothing.
+  EXPECT_EQ(fields(getAtom(kWmmaF16).a), (Fields{"0+4 rows *1"}));
+  EXPECT_EQ(fields(getAtom(kMmaSyncF16).c), (Fields{"0+2 cols *2", "2+3 rows *1"}));
+  // A run stops where the next basis does not double the step: lane bits 2-4 and 5-6 of the wgmma accumulator.
+  EXPECT_EQ(fields(*wgmmaAccumulatorLayout(64)), (Fields{"0+2 cols *2", "2+3 rows *1", "5+2 rows *16"}));
+}
+
+// The fields are the lane part of `at`: summed, they give each lane's element 0.
+TEST(OperandLayout, LaneFieldsSumToTheLanePosition) {
+  std::vector<OperandLayout> layouts;
+  for (const MMAAtom &atom : allAtoms()) layouts.insert(layouts.end(), {atom.a, atom.b, atom.c});
+  layouts.push_back(*wgmmaAccumulatorLayout(256));
+  for (const OperandLayout &layout : layouts)
+    for (int lane = 0; lane < layout.lanes(); ++lane) {
+      Coord sum;
+      for (const LaneField &f : layout.laneFields())
+        (f.alongRows ? sum.row : sum.col) += (lane >> f.lowBit & ((1 << f.bits) - 1)) * f.step;
+      ASSERT_EQ(str(sum), str(layout.at(lane, 0))) << "lane " << lane;
+    }
+}
+
+TEST(OperandLayout, ElementAtInvertsLaneZero) {
+  for (const MMAAtom &atom : allAtoms())
+    for (const OperandLayout *layout : {&atom.a, &atom.b, &atom.c})
+      for (int e = 0; e < layout->elementsPerLane(); ++e) EXPECT_EQ(layout->elementAt(layout->at(0, e)), e) << atom.name;
+  // Lane 0 of mma.sync C holds rows 0 and 8 only.
+  EXPECT_EQ(getAtom(kMmaSyncF16).c.elementAt({1, 0}), std::nullopt);
+}
+
+// PTX ISA, "Matrix Fragments for wgmma.mma_async.m64nNk16", accumulator D (f32): warp w of the warpgroup holds rows
+// 16w to 16w + 15; with groupID = laneid >> 2 and threadID_in_group = laneid % 4, d_i is at row groupID (+ 8 for
+// i % 4 >= 2) and column threadID_in_group * 2 + (i & 1) + 8 * (i >> 2). Written from the ISA, not from the table.
+LaneMap ptxWgmmaAccumulator(int n) {
+  LaneMap m{64, n, std::vector<std::vector<Coord>>(128)};
+  for (int t = 0; t < 128; ++t) {
+    const int warp = t / 32, group = (t % 32) >> 2, tig = t % 4;
+    for (int i = 0; i < n / 2; ++i)
+      m.pos[t].push_back({16 * warp + group + 8 * (i % 4 >= 2), tig * 2 + (i & 1) + 8 * (i >> 2)});
+  }
+  return m;
+}
+
+const std::vector<int> kWgmmaN = {8, 16, 32, 64, 128, 256};
+
+TEST(WgmmaAccumulator, MatchesThePtxFragmentLayout) {
+  for (int n : kWgmmaN) {
+    std::optional<OperandLayout> layout = wgmmaAccumulatorLayout(n);
+    ASSERT_TRUE(layout) << n;
+    EXPECT_EQ(layout->lanes(), 128);
+    EXPECT_EQ(layout->elementsPerLane(), n / 2);
+    EXPECT_EQ(firstMismatch(tableOf(*layout), ptxWgmmaAccumulator(n)), "") << "N = " << n;
+    EXPECT_EQ(coverageProblem(*layout, 64, n, 1), "") << "N = " << n;
+  }
+}
+
+// A random asymmetric 64 x N result, written to registers as the hardware does (PTX) and read back through our layout.
+TEST(WgmmaAccumulator, ReadsBackARandomResult) {
+  std::mt19937 rng(64);
+  for (int n : kWgmmaN) {
+    const Matrix d = randomMatrix(64, n, rng);
+    const Fragments regs = distribute(d, ptxWgmmaAccumulator(n));
+    const Matrix got = gather(regs, tableOf(*wgmmaAccumulatorLayout(n)), 64, n);
+    int bad = 0;
+    for (size_t i = 0; i < d.v.size(); ++i) bad += !(got.v[i] == d.v[i]);
+    EXPECT_EQ(bad, 0) << "N = " << n;
+  }
+  const OperandLayout transposed = transposedBases(*wgmmaAccumulatorLayout(64));
+  const Matrix d = randomMatrix(64, 64, rng);
+  const Matrix got = gather(distribute(d, ptxWgmmaAccumulator(64)), tableOf(transposed), 64, 64);
+  int bad = 0;
+  for (size_t i = 0; i < d.v.size(); ++i) bad += !(got.v[i] == d.v[i]);
+  EXPECT_GT(bad, 0) << "the check cannot see a transposed layout";
+}
+
+// The same layout read as the mma.sync m16n8 C fragment of each warp, at rows 16w and columns 8j: the formula
+// hopper::AccumulatorLayout wrote by hand before it read the table.
+TEST(WgmmaAccumulator, IsTheMmaSyncAccumulatorPerWarpAndColumnBlock) {
+  const OperandLayout &mma = getAtom(kMmaSyncF16).c;
+  const OperandLayout wg = *wgmmaAccumulatorLayout(128);
+  for (int warp = 0; warp < 4; ++warp)
+    for (int block = 0; block < 128 / 8; ++block)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int e = 0; e < mma.elementsPerLane(); ++e) {
+          const Coord c = mma.at(lane, e);
+          ASSERT_EQ(str(wg.at(32 * warp + lane, 4 * block + e)), str({16 * warp + c.row, 8 * block + c.col}))
+              << "warp " << warp << " block " << block << " lane " << lane << " element " << e;
+        }
+}
+
+TEST(WgmmaAccumulator, NarrowerNIsAPrefixOfTheWidest) {
+  const OperandLayout widest = *wgmmaAccumulatorLayout(256);
+  for (int n : kWgmmaN)
+    for (int t = 0; t < 128; ++t)
+      for (int i = 0; i < n / 2; ++i) ASSERT_EQ(str(wgmmaAccumulatorLayout(n)->at(t, i)), str(widest.at(t, i)));
+}
+
+TEST(WgmmaAccumulator, RowsAreSharedByQuadsOfLanes) {
+  EXPECT_EQ(wgmmaAccumulatorLayout(128)->rowReductionLaneMasks(), (std::vector<int>{1, 2}));
+  EXPECT_EQ(wgmmaAccumulatorLayout(128)->contiguousAlongCols(), 2);
+}
+
+TEST(WgmmaAccumulator, OnlyPowerOfTwoNFrom8To256) {
+  for (int n : {0, 4, 24, 192, 512, -8}) EXPECT_FALSE(wgmmaAccumulatorLayout(n).has_value()) << n;
 }
 
 } // namespace

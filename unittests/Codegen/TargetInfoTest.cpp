@@ -17,11 +17,19 @@ const TargetInfo &target(const std::string &chip) {
   throw std::invalid_argument("no target " + chip);
 }
 
-// gfx950's double-K MFMAs: 16x16x32 and 32x32x16.
-bool hasDoubleKAtom(const TargetInfo &t) {
-  for (const std::string &name : t.atoms)
-    if (const MMAAtom *a = findAtom(name); a && ((a->m == 16 && a->k == 32) || (a->m == 32 && a->k == 16))) return true;
+// gfx950's double-K 16-bit MFMAs: 16x16x32 and 32x32x16 (gfx942 has these shapes for fp8 only).
+bool hasDoubleK16BitAtom(const TargetInfo &t) {
+  for (MMAIntrinsic i : t.atoms) {
+    const MMAAtom &a = getAtom(i);
+    if (elemTypeBits(a.inputType) == 16 && ((a.m == 16 && a.k == 32) || (a.m == 32 && a.k == 16))) return true;
+  }
   return false;
+}
+
+std::vector<MMAIntrinsic> chosen(const TargetInfo &t, ElemType input, std::optional<AtomShape> shape = std::nullopt) {
+  std::vector<MMAIntrinsic> out;
+  for (const MMAAtom *a : chooseAtoms(t, input, shape).atoms) out.push_back(a->intrinsic);
+  return out;
 }
 
 TEST(TargetInfo, LooksUpKnownChipsOnly) {
@@ -37,11 +45,7 @@ TEST(TargetInfo, WaveSizes) {
 TEST(TargetInfo, EveryListedAtomResolvesWithTheTargetsWaveSize) {
   for (const TargetInfo &t : allTargets()) {
     EXPECT_FALSE(t.atoms.empty()) << t.chip;
-    for (const std::string &name : t.atoms) {
-      const MMAAtom *atom = findAtom(name);
-      ASSERT_NE(atom, nullptr) << t.chip << " lists unknown atom " << name;
-      EXPECT_EQ(atom->waveSize, t.waveSize) << t.chip << ": " << name;
-    }
+    for (MMAIntrinsic i : t.atoms) EXPECT_EQ(getAtom(i).waveSize, t.waveSize) << t.chip << ": " << getAtom(i).name;
   }
 }
 
@@ -55,8 +59,62 @@ TEST(TargetInfo, PreferredAtomHasTheRequestedInputType) {
 }
 
 TEST(TargetInfo, DoubleKAtomsOnlyOnGfx950) {
-  EXPECT_FALSE(hasDoubleKAtom(target("gfx942")));
-  EXPECT_TRUE(hasDoubleKAtom(target("gfx950")));
+  EXPECT_FALSE(hasDoubleK16BitAtom(target("gfx942")));
+  EXPECT_TRUE(hasDoubleK16BitAtom(target("gfx950")));
+}
+
+TEST(ChooseAtoms, Fp8MfmaInEachChipsOwnFormat) {
+  using I = MMAIntrinsic;
+  EXPECT_EQ(chosen(target("gfx942"), ElemType::FP8E4M3FNUZ),
+            (std::vector<I>{I::MFMA_F32_32x32x16_F8E4M3FNUZ, I::MFMA_F32_16x16x32_F8E4M3FNUZ}));
+  EXPECT_EQ(chosen(target("gfx950"), ElemType::FP8E4M3FN),
+            (std::vector<I>{I::MFMA_F32_32x32x16_F8E4M3FN, I::MFMA_F32_16x16x32_F8E4M3FN}));
+  // Every listed fp8 atom reads the target's own e4m3 flavour.
+  for (const TargetInfo &t : allTargets())
+    for (MMAIntrinsic i : t.atoms) {
+      const ElemType input = getAtom(i).inputType;
+      EXPECT_TRUE(elemTypeBits(input) != 8 || t.fp8 == input) << t.chip << ": " << stringifyMMAIntrinsic(i);
+    }
+}
+
+TEST(ChooseAtoms, Fp8WhereTheTargetHasNoneFailsWithTheReason) {
+  AtomChoice wrongFormat = chooseAtoms(target("gfx942"), ElemType::FP8E4M3FN);
+  EXPECT_FALSE(wrongFormat);
+  EXPECT_EQ(wrongFormat.failure,
+            "gfx942 has no matrix instruction for f8E4M3FN inputs: its fp8 e4m3 format is f8E4M3FNUZ");
+  EXPECT_EQ(chooseAtoms(target("gfx950"), ElemType::FP8E4M3FNUZ).failure,
+            "gfx950 has no matrix instruction for f8E4M3FNUZ inputs: its fp8 e4m3 format is f8E4M3FN");
+  EXPECT_EQ(chooseAtoms(target("gfx1100"), ElemType::FP8E4M3FNUZ).failure,
+            "gfx1100 has no matrix instruction for f8E4M3FNUZ inputs: RDNA3 has no fp8 matrix instructions");
+  // Hopper's fp8 is a KV-cache format: the portable sm_90 path has no fp8 matrix atom.
+  AtomChoice hopper = chooseAtoms(target("sm_90"), ElemType::FP8E4M3FN);
+  EXPECT_TRUE(hopper.atoms.empty());
+  EXPECT_EQ(hopper.failure, "sm_90 has no matrix instruction for f8E4M3FN inputs");
+  for (const char *chip : {"gfx1100", "gfx1151", "sm_80", "sm_90", "sm_90a"})
+    for (MMAIntrinsic i : target(chip).atoms) EXPECT_NE(elemTypeBits(getAtom(i).inputType), 8) << chip;
+}
+
+TEST(ChooseAtoms, ByShape) {
+  using I = MMAIntrinsic;
+  EXPECT_EQ(chosen(target("gfx950"), ElemType::BF16, AtomShape{16, 16, 0}),
+            (std::vector<I>{I::MFMA_F32_16x16x32_BF16, I::MFMA_F32_16x16x16_BF16}));
+  EXPECT_EQ(chosen(target("gfx950"), ElemType::F16, AtomShape{32, 32, 8}), (std::vector<I>{I::MFMA_F32_32x32x8_F16}));
+  AtomChoice none = chooseAtoms(target("gfx942"), ElemType::F16, AtomShape{32, 32, 16});
+  EXPECT_FALSE(none);
+  EXPECT_EQ(none.failure, "gfx942 has no f16 matrix instruction of shape 32x32x16; it has v_mfma_f32_32x32x8_f16 "
+                          "(32x32x8), v_mfma_f32_16x16x16_f16 (16x16x16)");
+  EXPECT_EQ(chooseAtoms(target("sm_90"), ElemType::BF16, AtomShape{16, 16, 0}).failure,
+            "sm_90 has no bf16 matrix instruction of shape 16x16x?; it has "
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (16x8x16)");
+}
+
+TEST(ChooseAtoms, PreferredAtomIsTheFirstChoice) {
+  for (const TargetInfo &t : allTargets())
+    for (ElemType input : {ElemType::F16, ElemType::BF16, ElemType::FP8E4M3FNUZ, ElemType::FP8E4M3FN}) {
+      AtomChoice choice = chooseAtoms(t, input);
+      EXPECT_EQ(t.preferredAtom(input), choice ? choice.atoms.front() : nullptr) << t.chip;
+      EXPECT_EQ(choice.failure.empty(), bool(choice)) << t.chip;
+    }
 }
 
 TEST(TargetInfo, Fp8Flavour) {

@@ -3,6 +3,7 @@
 #define TESSERA_CODEGEN_MMAATOM_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,14 @@ struct Coord {
   bool operator==(const Coord &o) const { return row == o.row && col == o.col; }
 };
 
+/// A run of lane-id bits [lowBit, lowBit + bits) whose bases step `step`, 2 * step, ... along
+/// one dimension: it contributes ((lane >> lowBit) & (2^bits - 1)) * step to that coordinate.
+struct LaneField {
+  int lowBit, bits;
+  bool alongRows;
+  int step;
+};
+
 /// Where each element of one operand lives: a linear layout over GF(2) in the style of
 /// Triton's LinearLayout. Element `e` of lane `l` holds matrix position
 ///   XOR over set bits b of e of regBases[b]  XOR  XOR over set bits b of l of laneBases[b].
@@ -35,6 +44,12 @@ struct OperandLayout {
   int lanes() const { return 1 << laneBases.size(); }
   /// The matrix position of element `elem` held by lane `lane`.
   Coord at(int lane, int elem) const;
+  /// The element of lane 0 at `pos`, if lane 0 holds it (element e of lane l is then at
+  /// pos XOR at(l, 0)).
+  std::optional<int> elementAt(Coord pos) const;
+  /// The lane-dependent part of a position as runs of lane bits, lowest bit first: the sum of
+  /// the fields along a dimension is at(lane, 0) along it (each basis is one bit, so XOR is +).
+  std::vector<LaneField> laneFields() const;
   /// XOR masks of the lane-id bits that move along columns only (same row): the shuffle
   /// offsets of a row reduction.
   std::vector<int> rowReductionLaneMasks() const;
@@ -49,9 +64,35 @@ struct OperandLayout {
 
 enum class AtomKind { MFMA, WMMA, MMASync };
 
+/// Every matrix instruction Tessera emits, named as IREE's MMAIntrinsic:
+/// `<kind>_<C elem>_<M>x<N>x<K>_<A elem>`. The value indexes the atom table (getAtom).
+/// gfx942 and gfx950 share the fp8 mnemonics (v_mfma_f32_16x16x32_fp8_fp8) but read the
+/// bytes as e4m3 FNUZ and OCP e4m3fn respectively: two intrinsics, one per format.
+enum class MMAIntrinsic {
+  MFMA_F32_32x32x8_F16,
+  MFMA_F32_32x32x8_BF16,
+  MFMA_F32_16x16x16_F16,
+  MFMA_F32_16x16x16_BF16,
+  MFMA_F32_32x32x16_F16,
+  MFMA_F32_32x32x16_BF16,
+  MFMA_F32_16x16x32_F16,
+  MFMA_F32_16x16x32_BF16,
+  MFMA_F32_32x32x16_F8E4M3FNUZ,
+  MFMA_F32_16x16x32_F8E4M3FNUZ,
+  MFMA_F32_32x32x16_F8E4M3FN,
+  MFMA_F32_16x16x32_F8E4M3FN,
+  WMMAR3_F32_16x16x16_F16,
+  WMMAR3_F32_16x16x16_BF16,
+  NV_MMA_SYNC_F32_16x8x16_F16,
+  NV_MMA_SYNC_F32_16x8x16_BF16,
+};
+/// The number of MMAIntrinsic values (the last one plus one).
+constexpr int kNumMMAIntrinsics = int(MMAIntrinsic::NV_MMA_SYNC_F32_16x8x16_BF16) + 1;
+
 /// One matrix instruction: D[m x n] (f32) = A[m x k] * B[k x n] + C.
 struct MMAAtom {
-  std::string name;      ///< vendor mnemonic, e.g. "v_mfma_f32_32x32x8_f16"
+  MMAIntrinsic intrinsic;
+  std::string name;      ///< vendor mnemonic, for printing only: "v_mfma_f32_32x32x8_f16"
   AtomKind kind;
   int m, n, k;
   int waveSize;
@@ -59,15 +100,27 @@ struct MMAAtom {
   ElemType accType;      ///< C and D element type
   OperandLayout a, b, c; ///< a: rows = m, cols = k; b: rows = k, cols = n; c: rows = m, cols = n
 
-  /// Multiply-accumulate operations per instruction and wave (for FLOP accounting).
+  /// Floating-point operations per instruction and wave: 2 * m * n * k (a multiply-add is two).
   int64_t flops() const { return int64_t(2) * m * n * k; }
 };
 
-/// Every atom Tessera knows, across all targets.
+/// Every atom Tessera knows, across all targets, indexed by MMAIntrinsic.
 const std::vector<MMAAtom> &allAtoms();
 
-/// The atom named `name` with input type `input`, or nullptr.
-const MMAAtom *findAtom(const std::string &name);
+/// The atom of `intrinsic` (O(1): the table is indexed by the enum).
+const MMAAtom &getAtom(MMAIntrinsic intrinsic);
+
+/// The enum spelling of `intrinsic`, "MFMA_F32_16x16x32_F8E4M3FNUZ": unique, unlike the
+/// vendor mnemonic.
+std::string stringifyMMAIntrinsic(MMAIntrinsic intrinsic);
+
+/// The f32 accumulator (D) of Hopper's wgmma.mma_async m64nNk16 as the 128 threads of a
+/// warpgroup hold it (7 lane bits, N / 2 registers): the mma.sync m16n8 C layout of each warp,
+/// warp w on rows 16w.., repeated every 8 columns. `n` is a power of two from 8 to 256 (the
+/// kernels use 64, 128 and 256); nullopt otherwise, since other N (wgmma allows any multiple
+/// of 8) have no power-of-two register count. Registers [0, N / 2) of a wider layout are the
+/// layout of N, so a prefix serves every N.
+std::optional<OperandLayout> wgmmaAccumulatorLayout(int n);
 
 } // namespace tessera
 

@@ -29,7 +29,7 @@ struct TargetInfo {
   CrossLane crossLane;
   std::optional<ElemType> fp8; ///< the e4m3 flavour of the matrix cores, if any
   bool hasTransposeLoad;       ///< ds_read_b64_tr_b16 (gfx950)
-  std::vector<std::string> atoms; ///< names of the atoms this target has, preferred first
+  std::vector<MMAIntrinsic> atoms; ///< the matrix instructions this target has, preferred first
   // Register file, per lane, for occupancy (AMD: VGPRs + AGPRs unified on CDNA3/4).
   int maxVgprsPerWave;         ///< addressable VGPRs (arch + acc on CDNA) per wave
   int vgprsPerSimd;            ///< per-lane register file depth of one SIMD
@@ -45,11 +45,30 @@ struct TargetInfo {
   static constexpr int hopperSharedBytes = 227 * 1024;
 
   bool isAMD() const { return vendor == Vendor::AMD; }
-  /// The preferred atom with this input type, or nullptr.
+  /// The preferred atom with this input type, or nullptr (chooseAtoms says why).
   const MMAAtom *preferredAtom(ElemType input) const;
   /// Waves per SIMD given one workgroup's registers per lane and LDS bytes.
   int occupancy(int vgprsPerLane, int ldsBytesPerWorkgroup, int wavesPerWorkgroup) const;
 };
+
+/// An atom shape a caller needs; 0 leaves a dimension free.
+struct AtomShape {
+  int m = 0, n = 0, k = 0;
+};
+
+/// The outcome of chooseAtoms: the matching atoms, preferred first, or why there are none.
+struct AtomChoice {
+  std::vector<const MMAAtom *> atoms;
+  std::string failure; ///< set when `atoms` is empty; names the target, input type and shape
+  explicit operator bool() const { return !atoms.empty(); }
+};
+
+/// The atoms of `target` that multiply `input` elements (and have `shape`, where given), in
+/// the target's order of preference; selection by data in the manner of Triton's MfmaGroup
+/// and upstream's mfmaOpToIntrinsic. An fp8 format the target's matrix cores do not read
+/// (FNUZ on gfx950, any fp8 on gfx11) fails with a message that says so.
+AtomChoice chooseAtoms(const TargetInfo &target, ElemType input,
+                       std::optional<AtomShape> shape = std::nullopt);
 
 /// The target named `chip`, or nullptr.
 const TargetInfo *lookupTarget(const std::string &chip);

@@ -340,8 +340,8 @@ void Sm90Emitter::setVisibility() {
 }
 
 std::vector<int> Sm90Emitter::rowLaneMasks() {
-  // A warp's slice of the m64nN accumulator is the mma.sync m16n8 C layout.
-  return findAtom("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")->c.rowReductionLaneMasks();
+  // The lanes of a warpgroup that hold one row of the m64nN accumulator (any N: a prefix).
+  return wgmmaAccumulatorLayout(8)->rowReductionLaneMasks();
 }
 
 SmallVector<int64_t> Sm90Emitter::boxOf(int rows, int heads) const {

@@ -21,7 +21,46 @@ Value sharedAs(KernelBuilder &kb, const StagedTile &tile, Type elem) {
   return memref::ViewOp::create(b, kb.location(), type, tile.smem, kb.idx(0), ValueRange{});
 }
 
+/// The widest wgmma accumulator; narrower ones are its first N / 2 registers.
+const OperandLayout &accumulator() {
+  static const OperandLayout layout = *wgmmaAccumulatorLayout(256);
+  return layout;
+}
+
+/// Thread t's row (or column) of value 0, summed over the layout's lane fields: a field within
+/// a warp's 32 lanes reads the lane t % 32, one above it the warp t / 32 (one across both, t);
+/// each higher field is the left operand (the IR of the formula this replaced: warp * 16 + lane / 4).
+Value threadCoord(KernelBuilder &kb, Value t, bool alongRows) {
+  constexpr int warpBits = 5;
+  const int bits = int(accumulator().laneBases.size());
+  Value sum;
+  for (const LaneField &f : accumulator().laneFields()) {
+    if (f.alongRows != alongRows) continue;
+    Value v = t;
+    int low = f.lowBit, width = bits;
+    if (f.lowBit + f.bits <= warpBits) {
+      v = kb.remui(t, 1 << warpBits), width = warpBits;
+    } else if (f.lowBit >= warpBits) {
+      v = kb.divui(t, 1 << warpBits), low -= warpBits, width -= warpBits;
+    }
+    if (low + f.bits < width) v = kb.remui(v, 1 << (low + f.bits));
+    v = kb.mul(kb.divui(v, 1 << low), f.step);
+    sum = sum ? kb.add(v, sum) : v;
+  }
+  return sum ? sum : kb.idx(0);
+}
+
 } // namespace
+
+int AccumulatorLayout::group(int i) { return accumulator().at(0, i).col / 8; }
+int AccumulatorLayout::half(int i) { return accumulator().at(0, i).row / 8; }
+int AccumulatorLayout::index(int group, int half, int e) {
+  return *accumulator().elementAt({8 * half, 8 * group + e});
+}
+Value AccumulatorLayout::firstRow(KernelBuilder &kb, Value t) { return threadCoord(kb, t, true); }
+Value AccumulatorLayout::firstColumn(KernelBuilder &kb, Value t) {
+  return threadCoord(kb, t, false);
+}
 
 Value EpilogueBuilder::chunkOffset(const StagedTile &tile, Value row, Value chunk) {
   Value swizzled = kb.xori(kb.remui(chunk, 8), kb.remui(row, 8));

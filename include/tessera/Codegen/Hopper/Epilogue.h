@@ -11,18 +11,15 @@
 namespace tessera::hopper {
 
 /// Where warpgroup thread t (0..127) holds the m64nN f32 accumulator: value i is at row
-/// firstRow(t) + 8 * half(i) and column 8 * group(i) + firstColumn(t) + i % 2.
+/// firstRow(t) + 8 * half(i) and column 8 * group(i) + firstColumn(t) + i % 2. Every answer is
+/// read off the atom table's wgmma accumulator layout (wgmmaAccumulatorLayout).
 struct AccumulatorLayout {
-  static int group(int i) { return i / 4; }
-  static int half(int i) { return (i / 2) % 2; }
-  static int index(int group, int half, int e) { return 4 * group + 2 * half + e; }
+  static int group(int i);
+  static int half(int i);
+  static int index(int group, int half, int e);
   /// 16 per warp, then the 8 lane groups of 4.
-  static mlir::Value firstRow(KernelBuilder &kb, mlir::Value t) {
-    return kb.add(kb.mul(kb.divui(t, 32), 16), kb.divui(kb.remui(t, 32), 4));
-  }
-  static mlir::Value firstColumn(KernelBuilder &kb, mlir::Value t) {
-    return kb.mul(kb.remui(kb.remui(t, 32), 4), 2);
-  }
+  static mlir::Value firstRow(KernelBuilder &kb, mlir::Value t);
+  static mlir::Value firstColumn(KernelBuilder &kb, mlir::Value t);
 };
 
 /// A 64-row staged tile of `columns` 16-bit `elem` values at byte `base` of the dynamic shared

@@ -49,7 +49,8 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
     if (unsupported.empty() && attn.getPackGqa() > 1)
       unsupported = "pack_gqa is generated on the sm_90a wgmma path only; one query head per tile";
     if (!unsupported.empty()) {
-      (*func)->setAttr("tessera.fallback", StringAttr::get(ctx, "portable kernel: " + unsupported));
+      (*func)->setAttr(TesseraDialect::getFallbackAttrName(),
+                       StringAttr::get(ctx, "portable kernel: " + unsupported));
       attn.emitRemark() << "portable kernel on " << target.chip << ": " << unsupported;
     }
     return success();
@@ -65,8 +66,8 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
                               << "' for its portable twin on " << target.chip;
   SymbolTable::setSymbolName(twinModule, twinName);
   SymbolTable::setSymbolName(*twin, twinName);
-  (*fast)->setAttr("tessera.portable_twin", StringAttr::get(ctx, twinName));
-  (*twin)->setAttr("tessera.twin_of", StringAttr::get(ctx, attn.getSymName()));
+  (*fast)->setAttr(TesseraDialect::getPortableTwinAttrName(), StringAttr::get(ctx, twinName));
+  (*twin)->setAttr(TesseraDialect::getTwinOfAttrName(), StringAttr::get(ctx, attn.getSymName()));
   attn.emitRemark() << "wgmma/TMA kernel on " << target.chip << ", with the portable twin '"
                     << twinName << "' for strides TMA cannot copy";
   return success();

@@ -1,4 +1,5 @@
 // tessera-lower-to-nvvm: the NVIDIA lowering of generated kernels to the LLVM + NVVM dialects.
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
@@ -75,7 +76,7 @@ struct TensorMapParamsPass
   StringRef getArgument() const override { return "tessera-nvvm-tensor-map-params"; }
   void runOnOperation() override {
     getOperation().walk([](LLVM::LLVMFuncOp func) {
-      auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
+      auto roles = func->getAttrOfType<ArrayAttr>(tessera::TesseraDialect::getArgRolesAttrName());
       if (!roles || roles.size() != func.getNumArguments()) return;
       MLIRContext *ctx = func.getContext();
       OpBuilder b(ctx);

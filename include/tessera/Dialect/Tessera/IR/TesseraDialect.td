@@ -18,6 +18,21 @@ def Tessera_Dialect : Dialect {
   }];
   let cppNamespace = "::tessera";
   let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    // What a generator records on the gpu.func it builds, for the manifest writer, the
+    // simulator and the lowerings; the manifest key is the name after "tessera.".
+    static ::llvm::StringRef getDirectiveAttrName() { return "tessera.directive"; }
+    static ::llvm::StringRef getAttributesAttrName() { return "tessera.attributes"; }
+    static ::llvm::StringRef getArgNamesAttrName() { return "tessera.arg_names"; }
+    static ::llvm::StringRef getArgRolesAttrName() { return "tessera.arg_roles"; }
+    static ::llvm::StringRef getGridAttrName() { return "tessera.grid"; }
+    static ::llvm::StringRef getTensorMapsAttrName() { return "tessera.tensor_maps"; }
+    static ::llvm::StringRef getDivisibleAttrName() { return "tessera.divisible"; }
+    static ::llvm::StringRef getDynamicLdsBytesAttrName() { return "tessera.dynamic_lds_bytes"; }
+    static ::llvm::StringRef getFallbackAttrName() { return "tessera.fallback"; }
+    static ::llvm::StringRef getPortableTwinAttrName() { return "tessera.portable_twin"; }
+    static ::llvm::StringRef getTwinOfAttrName() { return "tessera.twin_of"; }
+  }];
 }
 
 class Tessera_Op<string mnemonic, list<Trait> traits = []>
