@@ -81,18 +81,20 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
     for (NamedAttribute a : dict) attrs[a.getName().str()] = attrToJson(a.getValue());
   json::Array args;
   auto names = func->getAttrOfType<ArrayAttr>("tessera.arg_names");
-  auto roles = func->getAttrOfType<ArrayAttr>("tessera.arg_roles");
-  // Hand-written kernel IR (no generator signature) gets positional names.
-  auto recorded = [](ArrayAttr list, size_t i, std::string fallback) {
-    return list && i < list.size() ? cast<StringAttr>(list[i]).str() : fallback;
+  auto roles = func->getAttrOfType<ArgRolesAttr>(kArgRolesAttrName);
+  // Hand-written kernel IR (no generator signature) gets positional names and role param.
+  auto argName = [&](size_t i) {
+    return names && i < names.size() ? cast<StringAttr>(names[i]).str() : "arg" + std::to_string(i);
+  };
+  auto role = [&](size_t i) {
+    return roles && i < roles.getRoles().size() ? roles.getRoles()[i] : ArgRole::Param;
   };
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-    json::Object arg{{"name", recorded(names, i, "arg" + std::to_string(i))},
-                     {"role", recorded(roles, i, "param")}};
+    json::Object arg{{"name", argName(i)}, {"role", argRoleName(role(i))}};
     if (isa<MemRefType>(type)) {
       arg["type"] = "ptr";
       arg["dtype"] = typeName(type);
-    } else if (recorded(roles, i, "") == "tensor_map") {
+    } else if (role(i) == ArgRole::TensorMap) {
       arg["type"] = "tensor_map";
     } else {
       arg["type"] = type.isIndex() ? "i64" : typeName(type);

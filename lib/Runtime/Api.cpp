@@ -227,7 +227,7 @@ TESSERA_API tessera_status tessera_kernel_arg_dtype(const tessera_kernel *kernel
 }
 
 TESSERA_API tessera_status tessera_kernel_arg_role(const tessera_kernel *kernel, int index, const char **out) {
-  return argField(kernel, index, out, __func__, [](const ArgInfo &a) { return a.role.c_str(); });
+  return argField(kernel, index, out, __func__, [](const ArgInfo &a) { return argRoleName(a.role); });
 }
 
 TESSERA_API tessera_status tessera_kernel_json(const tessera_kernel *kernel, const char **out) {

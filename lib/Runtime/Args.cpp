@@ -34,48 +34,33 @@ int64_t integerAt(ArgType type, const void *at) {
   return v;
 }
 
-/// Evaluates one grid expression; a failure message names the grid dimension.
+/// The values grid expressions see: the kernel's integer arguments and the device's processor count.
+class ArgValues final : public grid::Values {
+public:
+  explicit ArgValues(const tessera_args &args) : args_(args) {}
+  int64_t arg(int index) const override {
+    return integerAt(args_.kernel.info->args[index].type, args_.pointers[index]);
+  }
+  std::optional<int64_t> smCount() const override {
+    uint32_t count = args_.kernel.bundle->device->processorCount;
+    return count ? std::optional<int64_t>(count) : std::nullopt;
+  }
+  std::string smCountSource() const override {
+    return std::string("the '") + args_.kernel.bundle->device->backend->name + "' backend";
+  }
+
+private:
+  const tessera_args &args_;
+};
+
+/// Evaluates one expression over the arguments; a failure message starts with `where`.
 tessera_status evaluate(const tessera_args &args, const GridExpr &e, const std::string &where, int64_t &out) {
-  if (e.op == GridExpr::Op::Const) {
-    out = e.value;
-    return TESSERA_SUCCESS;
-  }
-  if (e.op == GridExpr::Op::Arg) {
-    out = integerAt(args.kernel.info->args[e.arg].type, args.pointers[e.arg]);
-    return TESSERA_SUCCESS;
-  }
-  if (e.op == GridExpr::Op::SmCount) {
-    const Device &device = *args.kernel.bundle->device;
-    if (!device.processorCount)
-      return fail(TESSERA_ERROR_ARGUMENT, where + " uses $sm_count, which the '" + device.backend->name +
-                                              "' backend does not report");
-    out = device.processorCount;
-    return TESSERA_SUCCESS;
-  }
-  int64_t a = 0, b = 0;
-  if (tessera_status s = evaluate(args, e.operands[0], where, a); s || (s = evaluate(args, e.operands[1], where, b)))
-    return s;
-  switch (e.op) {
-  case GridExpr::Op::CeilDiv:
-  case GridExpr::Op::Div: {
-    const char *name = e.op == GridExpr::Op::Div ? "div" : "ceil_div";
-    if (b <= 0 || a < 0)
-      return fail(TESSERA_ERROR_ARGUMENT, where + ": " + name + "(" + std::to_string(a) + ", " + std::to_string(b) +
-                                              ") needs a non-negative dividend and a positive divisor");
-    out = a / b + (e.op == GridExpr::Op::CeilDiv && a % b != 0);
-    return TESSERA_SUCCESS;
-  }
-  case GridExpr::Op::Mul:
-    if (__builtin_mul_overflow(a, b, &out))
-      return fail(TESSERA_ERROR_ARGUMENT, where + ": " + std::to_string(a) + " * " + std::to_string(b) + " overflows");
-    return TESSERA_SUCCESS;
-  case GridExpr::Op::Min:
-    out = std::min(a, b);
-    return TESSERA_SUCCESS;
-  default:
-    out = std::max(a, b);
-    return TESSERA_SUCCESS;
-  }
+  std::string error;
+  std::optional<int64_t> value = grid::evaluate(e, ArgValues(args), error);
+  if (!value)
+    return fail(TESSERA_ERROR_ARGUMENT, where + ": " + error);
+  out = *value;
+  return TESSERA_SUCCESS;
 }
 
 /// Encodes the tensor map `map` for these (complete) arguments into `out` (128 bytes),
@@ -115,7 +100,7 @@ tessera_status encodeTensorMap(const tessera_args &args, const Device &device, c
       stride = static_cast<int64_t>(desc.dims[d - 1]) * (d > 1 ? static_cast<int64_t>(desc.stride_bytes[d - 2] / elementBytes) : 1);
     if (stride <= 0 || (stride * elementBytes) % 16 != 0)
       return fail(TESSERA_ERROR_ARGUMENT, label + ": TMA needs positive strides that are multiples of 16 bytes; '" +
-                                              kernel.args[map.strides[d - 1].arg >= 0 ? map.strides[d - 1].arg : map.tensor].name +
+                                              kernel.args[map.strides[d - 1].kind == GridExpr::Kind::Arg ? map.strides[d - 1].arg : map.tensor].name +
                                               "' = " + std::to_string(stride) + " elements of " + std::to_string(elementBytes) + " bytes");
     desc.stride_bytes[d - 1] = static_cast<uint64_t>(stride) * elementBytes;
   }
@@ -172,7 +157,7 @@ tessera_status storeArg(tessera_args &args, size_t index, ArgType type, const vo
   if (type == ArgType::Ptr && *static_cast<void *const *>(value) == nullptr)
     return fail(TESSERA_ERROR_ARGUMENT, label() + " is a null pointer");
   bool integer = type == ArgType::I32 || type == ArgType::I64;
-  if (integer && arg.role == "size" && integerAt(type, value) < 0)
+  if (integer && arg.role == ArgRole::Size && integerAt(type, value) < 0)
     return fail(TESSERA_ERROR_ARGUMENT, label() + " is a size and must not be negative (got " +
                                             std::to_string(integerAt(type, value)) + ")");
   std::memcpy(args.pointers[index], value, argSize(type));

@@ -126,55 +126,42 @@ ArgInfo parseArg(const Object &o) {
                                     : ArgType::F32;
   if (o.has("dtype"))
     arg.dtype = o.string("dtype");
-  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param", "tensor_map",
-                              "tile_counter"});
-  if ((arg.role == "tensor_map") != (arg.type == ArgType::TensorMap))
+  std::string role = o.string("role");
+  std::optional<ArgRole> parsed = parseArgRole(role);
+  if (!parsed)
+    throw ManifestError{o.at("role"), "'" + role + "' is not one of " + argRoleNames()};
+  arg.role = *parsed;
+  if ((arg.role == ArgRole::TensorMap) != (arg.type == ArgType::TensorMap))
     throw ManifestError{o.at("role"), "an argument has type tensor_map exactly when its role is tensor_map"};
-  if (arg.role == "tile_counter" && arg.type != ArgType::Ptr)
+  if (arg.role == ArgRole::TileCounter && arg.type != ArgType::Ptr)
     throw ManifestError{o.at("role"), "a tile_counter argument has type ptr"};
-  arg.runtimeFilled = arg.type == ArgType::TensorMap || arg.role == "tile_counter";
+  arg.runtimeFilled = isRuntimeFilled(arg.role);
   return arg;
 }
 
 GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo &kernel) {
-  GridExpr e;
-  if (v.is_number_integer()) {
-    e.value = Object::checkedInteger(v, where, 0, std::numeric_limits<uint32_t>::max());
-    return e;
-  }
-  if (v.is_string() && v.get<std::string>() == "$sm_count") {
-    e.op = GridExpr::Op::SmCount;
-    return e;
-  }
+  if (v.is_number_integer())
+    return GridExpr::constant(Object::checkedInteger(v, where, 0, std::numeric_limits<uint32_t>::max()));
+  if (v.is_string() && v.get<std::string>() == grid::kSmCount)
+    return GridExpr::smCount();
   if (v.is_string()) {
     std::string name = v.get<std::string>();
-    e.op = GridExpr::Op::Arg;
-    e.arg = kernel.argIndex(name);
-    if (e.arg < 0)
+    int index = kernel.argIndex(name);
+    if (index < 0)
       throw ManifestError{where, "'" + name + "' is not an argument of kernel " + kernel.name};
-    ArgType type = kernel.args[e.arg].type;
+    ArgType type = kernel.args[index].type;
     if (type != ArgType::I32 && type != ArgType::I64)
       throw ManifestError{where, "argument '" + name + "' is " + argTypeName(type) + "; grid expressions use i32 or i64 arguments"};
-    return e;
+    return GridExpr::argument(index);
   }
   if (!v.is_array() || v.size() != 3 || !v[0].is_string())
     throw ManifestError{where, "expected an integer, an argument name or [op, e1, e2], got " + describe(v)};
-  std::string op = v[0].get<std::string>();
-  if (op == "ceil_div")
-    e.op = GridExpr::Op::CeilDiv;
-  else if (op == "div")
-    e.op = GridExpr::Op::Div;
-  else if (op == "mul")
-    e.op = GridExpr::Op::Mul;
-  else if (op == "max")
-    e.op = GridExpr::Op::Max;
-  else if (op == "min")
-    e.op = GridExpr::Op::Min;
-  else
-    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, div, mul, max or min)"};
-  for (size_t i = 1; i < 3; ++i)
-    e.operands.push_back(parseGridExpr(v[i], indexed(where, i), kernel));
-  return e;
+  std::string name = v[0].get<std::string>();
+  std::optional<grid::Op> op = grid::parseOp(name);
+  if (!op)
+    throw ManifestError{where, "unknown operator '" + name + "' (expected " + grid::opNames() + ")"};
+  GridExpr a = parseGridExpr(v[1], indexed(where, 1), kernel);
+  return GridExpr::apply(*op, std::move(a), parseGridExpr(v[2], indexed(where, 2), kernel));
 }
 
 /// One "tensor_maps" entry: {"arg", "tensor", "dims", "strides", "box", "swizzle": "128B"}.
@@ -237,7 +224,7 @@ KernelInfo parseKernel(const Object &o) {
     ArgInfo arg = parseArg(Object(args[i], indexed(o.at("args"), i)));
     if (k.argIndex(arg.name) >= 0)
       throw ManifestError{indexed(o.at("args"), i), "duplicate argument '" + arg.name + "'"};
-    if (arg.role == "tile_counter") {
+    if (arg.role == ArgRole::TileCounter) {
       if (k.tileCounterArg >= 0)
         throw ManifestError{indexed(o.at("args"), i), "a kernel has at most one tile_counter argument"};
       k.tileCounterArg = int(i);
@@ -263,7 +250,7 @@ KernelInfo parseKernel(const Object &o) {
       DivisibleInfo d;
       // The argument as a grid expression: the same name and integer-type checks.
       GridExpr arg = parseGridExpr(json(rule.string("arg")), rule.at("arg"), k);
-      if (arg.op != GridExpr::Op::Arg)
+      if (arg.kind != GridExpr::Kind::Arg)
         throw ManifestError{rule.at("arg"), "expected the name of an integer argument"};
       d.arg = arg.arg;
       d.by = parseGridExpr(rule.field("by"), rule.at("by"), k);

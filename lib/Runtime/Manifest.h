@@ -3,6 +3,8 @@
 #define TESSERA_RUNTIME_MANIFEST_H
 
 #include "tessera/Runtime/tessera_runtime.h"
+#include "tessera/Support/ArgRole.h"
+#include "tessera/Support/GridExpr.h"
 
 #include <cstdint>
 #include <optional>
@@ -23,23 +25,16 @@ struct ArgInfo {
   std::string name;
   ArgType type;
   std::optional<std::string> dtype; ///< element type of a ptr argument
-  std::string role;                 ///< input, output, inout, size, stride, scale, param, tensor_map, tile_counter
+  ArgRole role = ArgRole::Param;
   size_t offset = 0;                ///< where the C ABI puts it in the packed argument buffer
-  /// Filled by the runtime at launch, never by callers: tensor maps, and tile counters (a ptr
-  /// to the per-stream counter a persistent kernel claims tiles from). Set once when parsed:
-  /// every launch asks.
+  /// Filled by the runtime at launch, never by callers (isRuntimeFilled(role)): tensor maps
+  /// and tile counters. Set once when parsed: every launch asks.
   bool runtimeFilled = false;
 };
 
-/// A grid dimension: an integer, an integer argument's value, the device's processor count
-/// ("$sm_count"), or an operator on two expressions.
-struct GridExpr {
-  enum class Op { Const, Arg, SmCount, CeilDiv, Div, Mul, Max, Min };
-  Op op = Op::Const;
-  int64_t value = 0;                 ///< Const
-  int arg = -1;                      ///< Arg: index into KernelInfo::args
-  std::vector<GridExpr> operands;    ///< CeilDiv, Div (floor), Mul, Max, Min: two
-};
+/// A grid dimension (or any other expression over the arguments): the shared evaluator's
+/// expression, its Arg indices into KernelInfo::args.
+using GridExpr = grid::Expr;
 
 /// How a tensor_map argument is encoded at launch (manifest "tensor_maps", docs/bundle.md).
 struct TensorMapInfo {

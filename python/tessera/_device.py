@@ -8,6 +8,9 @@ from pathlib import Path
 from . import _lib, _paths
 from ._errors import InputError
 
+# Roles of the arguments the runtime fills at launch (docs/bundle.md): callers never set them.
+RUNTIME_FILLED_ROLES = frozenset({"tensor_map", "tile_counter"})
+
 # Python values for the manifest's scalar argument types.
 _SETTERS = {"ptr": ("tessera_args_set_ptr", ctypes.c_void_p), "i64": ("tessera_args_set_i64", ctypes.c_int64),
             "i32": ("tessera_args_set_i32", ctypes.c_int32), "f32": ("tessera_args_set_f32", ctypes.c_float)}
@@ -47,8 +50,7 @@ class Kernel:
         self.args = [(a["name"], a["type"]) for a in self.info["args"]]
         self._types = dict(self.args)
         # What callers set: not what the runtime fills at launch.
-        self.settable = frozenset(a["name"] for a in self.info["args"]
-                                  if a["type"] != "tensor_map" and a.get("role") != "tile_counter")
+        self.settable = frozenset(a["name"] for a in self.info["args"] if a.get("role") not in RUNTIME_FILLED_ROLES)
         self._packing = None   # _values_struct(self.args, self.settable), made on the first launch
 
     @property

@@ -48,6 +48,7 @@ static fake_tensor_map last_tensor_map;
 static char sim_bundle_dir[512], sim_kernel_json[4096];
 static int sim_code_object_given;
 static int jit_ms;
+static int processor_count = 132;
 
 EXPORT void fake_reset(void) {
   call_log_size = 0;
@@ -59,10 +60,12 @@ EXPORT void fake_reset(void) {
   sim_bundle_dir[0] = sim_kernel_json[0] = 0;
   sim_code_object_given = 0;
   jit_ms = 0;
+  processor_count = 132;
 }
 EXPORT void fake_set_cuda_arch(int major, int minor) { cuda_major = major, cuda_minor = minor; }
 EXPORT void fake_set_hip_arch(const char *name) { snprintf(hip_arch, sizeof hip_arch, "%s", name); }
 EXPORT void fake_set_jit_ms(int ms) { jit_ms = ms; }
+EXPORT void fake_set_processor_count(int count) { processor_count = count; }
 EXPORT void fake_fail(const char *call, int code, int after) {
   call_entry *e = entry_for(call);
   e->fail_code = code, e->fail_after = after;
@@ -145,7 +148,7 @@ EXPORT CUresult cuDeviceGet(int *device, int ordinal) {
 EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
   int e = enter("cuDeviceGetAttribute");
   if (e) return e;
-  *value = attribute == 75 ? cuda_major : attribute == 76 ? cuda_minor : attribute == 16 ? 132 : 0;
+  *value = attribute == 75 ? cuda_major : attribute == 76 ? cuda_minor : attribute == 16 ? processor_count : 0;
   return device == 0 ? 0 : CUDA_ERROR_INVALID_DEVICE;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **context, int device) {

@@ -24,6 +24,8 @@ void fake_set_cuda_arch(int major, int minor);
 void fake_set_hip_arch(const char *gcn_arch_name);
 /* cuModuleLoadDataEx takes this long, as a real PTX JIT does: concurrent first gets overlap. */
 void fake_set_jit_ms(int ms);
+/* The multiprocessor count CUDA devices report (132 after a reset). */
+void fake_set_processor_count(int count);
 /* After `after` successful calls of the function `call`, every further call returns `code`
    (the sim plugin's functions are "sim_<name>"). */
 void fake_fail(const char *call, int code, int after);

@@ -4,6 +4,9 @@
 #define TESSERA_CODEGEN_KERNELBUILDER_H
 
 #include "tessera/Codegen/MMAAtom.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+#include "tessera/Support/ArgRole.h"
+#include "tessera/Support/GridExpr.h"
 #include "tessera/Target/TargetInfo.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -15,13 +18,9 @@
 
 namespace tessera {
 
-/// The role of a kernel argument, recorded in the manifest.
-/// TensorMap: a 128-byte TMA descriptor the runtime encodes at launch from a recipe
-/// (TensorMapRecipe); TileCounter: a pointer to the per-stream tile counter of a dynamically
-/// scheduled persistent kernel (two i32, zero at launch, left zero at exit). Callers set
-/// neither: the runtime does.
-enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param, TensorMap, TileCounter };
-const char *argRoleName(ArgRole r);
+// ArgRole (tessera/Support/ArgRole.h): the role of a kernel argument, recorded on the kernel as
+// #tessera.arg_roles and in the manifest by name. A TensorMap argument is encoded from a
+// TensorMapRecipe.
 
 /// One kernel parameter: pointers are `memref<?xT>` (bare pointers after lowering), scalars
 /// are `index` (i64), `i32` or `f32`.
@@ -31,7 +30,8 @@ struct KernelArg {
   ArgRole role;
 };
 
-/// The grid of a kernel as an expression over its runtime arguments (docs/bundle.md).
+/// The grid of a kernel as an expression over its runtime arguments (docs/bundle.md), with the
+/// operator names of tessera/Support/GridExpr.h.
 struct GridExpr {
   std::string json; ///< e.g. ["ceil_div", "N", 128]
   static GridExpr constant(int64_t v);
@@ -43,6 +43,8 @@ struct GridExpr {
   static GridExpr floorDiv(const GridExpr &a, const GridExpr &b);
   /// The device's multiprocessor count (persistent kernels launch at most one workgroup each).
   static GridExpr smCount();
+  /// `[op, a, b]`.
+  static GridExpr apply(grid::Op op, const GridExpr &a, const GridExpr &b);
 };
 
 /// How the runtime builds a TMA tensor map argument at launch (docs/bundle.md, "tensor_maps"):

@@ -86,7 +86,8 @@ TESSERA_API tessera_status tessera_kernel_arg_name(const tessera_kernel *kernel,
 TESSERA_API tessera_status tessera_kernel_arg_type(const tessera_kernel *kernel, int index, const char **out);
 /* The element type of a ptr argument ("f16", ...); NULL for scalars. */
 TESSERA_API tessera_status tessera_kernel_arg_dtype(const tessera_kernel *kernel, int index, const char **out);
-/* "input", "output", "inout", "size", "stride", "scale" or "param". */
+/* "input", "output", "inout", "size", "stride", "scale", "param", or one the runtime fills:
+   "tensor_map", "tile_counter". */
 TESSERA_API tessera_status tessera_kernel_arg_role(const tessera_kernel *kernel, int index, const char **out);
 /* The kernel's manifest entry as JSON text (directive, attributes, block, grid, args, ...). */
 TESSERA_API tessera_status tessera_kernel_json(const tessera_kernel *kernel, const char **out);

@@ -195,6 +195,12 @@ tessera_status simLoadKernel(void *device, const tessera_backend_kernel_desc *de
 
 void simUnloadKernel(void *, void *kernel) { delete static_cast<SimKernel *>(kernel); }
 
+/// "$sm_count": sim::kDefaultSmCount, or TESSERA_SIM_SM_COUNT (docs/simulator.md).
+uint32_t simProcessorCount(void *) {
+  const char *count = std::getenv("TESSERA_SIM_SM_COUNT");
+  return count && std::atoi(count) > 0 ? uint32_t(std::atoi(count)) : sim::kDefaultSmCount;
+}
+
 tessera_status simLaunch(void *device, void *kernelHandle, const tessera_backend_launch *launch) {
   SimDevice &d = dev(device);
   const sim::Kernel &kernel = *static_cast<SimKernel *>(kernelHandle)->kernel;
@@ -258,7 +264,9 @@ const tessera_backend kBackend = {TESSERA_BACKEND_ABI_VERSION,
                                   simSynchronize,
                                   simLoadKernel,
                                   simUnloadKernel,
-                                  simLaunch};
+                                  simLaunch,
+                                  /*encode_tensor_map=*/nullptr,
+                                  simProcessorCount};
 
 } // namespace
 

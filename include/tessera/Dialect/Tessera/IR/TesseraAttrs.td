@@ -1,4 +1,4 @@
-// Attributes of the tessera dialect: mask kind, KV-scale granularity and the tile configuration.
+// Attributes of the tessera dialect: mask kind, KV-scale granularity, tile configuration, and what generated kernels record.
 #ifndef TESSERA_ATTRS_TD
 #define TESSERA_ATTRS_TD
 
@@ -61,6 +61,27 @@ def Tessera_TileConfigAttr : AttrDef<Tessera_Dialect, "TileConfig"> {
                         "int64_t":$stages);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+}
+
+def Tessera_ArgRolesAttr : AttrDef<Tessera_Dialect, "ArgRoles"> {
+  let mnemonic = "arg_roles";
+  let summary = "Roles of a generated kernel's arguments";
+  let description = [{
+    One role per argument of the `gpu.func` carrying it as `tessera.arg_roles`, in order
+    (the names are those of the manifest, docs/bundle.md): `input`, `output`, `inout`,
+    `size`, `stride`, `scale`, `param`, and the two the runtime fills at launch,
+    `tensor_map` and `tile_counter`. The enum and its names are
+    `tessera::ArgRole` (`tessera/Support/ArgRole.h`), shared with the simulator and the
+    runtime.
+
+    ```mlir
+    gpu.func @colsum(%x: memref<?xf32>, %out: memref<?xf32>, %M: index) kernel
+        attributes {tessera.arg_names = ["x", "out", "M"],
+                    tessera.arg_roles = #tessera.arg_roles<[input, output, size]>}
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::tessera::ArgRole", "one role per argument">:$roles);
+  let hasCustomAssemblyFormat = 1;
 }
 
 #endif // TESSERA_ATTRS_TD

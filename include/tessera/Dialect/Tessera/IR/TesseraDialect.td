@@ -18,6 +18,8 @@ def Tessera_Dialect : Dialect {
   }];
   let cppNamespace = "::tessera";
   let useDefaultAttributePrinterParser = 1;
+  // tessera.arg_roles on generated kernels is checked where it sits.
+  let hasOperationAttrVerify = 1;
 }
 
 class Tessera_Op<string mnemonic, list<Trait> traits = []>

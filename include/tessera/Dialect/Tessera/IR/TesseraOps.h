@@ -9,6 +9,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "tessera/Support/ArgRole.h"
+
 #include "tessera/Dialect/Tessera/IR/TesseraDialect.h.inc"
 #include "tessera/Dialect/Tessera/IR/TesseraEnums.h.inc"
 
@@ -17,5 +19,10 @@
 
 #define GET_OP_CLASSES
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h.inc"
+
+namespace tessera {
+/// Discardable attributes of generated kernels (gpu.func) that are dialect attributes.
+inline constexpr llvm::StringLiteral kArgRolesAttrName = "tessera.arg_roles"; ///< ArgRolesAttr
+} // namespace tessera
 
 #endif // TESSERA_DIALECT_TESSERA_IR_TESSERAOPS_H
