@@ -104,9 +104,28 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   }
   if (sig.dynamicSharedBytes)
     func->setAttr("tessera.dynamic_lds_bytes", b.getI64IntegerAttr(sig.dynamicSharedBytes));
+  if (!sig.workspaces.empty()) {
+    std::string specs;
+    for (const WorkspaceSpec &w : sig.workspaces)
+      specs += (specs.empty() ? "" : ", ") + ("{\"arg\": \"" + w.arg + "\", \"bytes\": " + w.bytes.json +
+                                              ", \"zero\": " + (w.zero ? "true" : "false") + "}");
+    func->setAttr("tessera.workspaces", b.getStringAttr("[" + specs + "]"));
+  }
   b.setInsertionPointToEnd(&func.getBody().front());
   gpu::ReturnOp::create(b, loc);
   return func;
+}
+
+void recordKernelSet(const KernelSet &set) {
+  auto hasWorkspace = [](gpu::GPUFuncOp func) {
+    auto roles = func->getAttrOfType<ArgRolesAttr>(kArgRolesAttrName);
+    return roles && llvm::is_contained(roles.getRoles(), ArgRole::Workspace);
+  };
+  if (set.kernels.size() == 1 && !hasWorkspace(set.kernels.front())) return;
+  for (auto [position, kernel] : llvm::enumerate(set.kernels)) {
+    gpu::GPUFuncOp func = kernel;
+    func->setAttr(kKernelSetAttrName, KernelSetAttr::get(func.getContext(), set.name, position));
+  }
 }
 
 Value kernelArgument(gpu::GPUFuncOp func, StringRef name) {

@@ -14,7 +14,8 @@ struct RoleEntry {
 constexpr RoleEntry kRoles[] = {
     {ArgRole::Input, "input"},         {ArgRole::Output, "output"},     {ArgRole::InOut, "inout"},
     {ArgRole::Size, "size"},           {ArgRole::Stride, "stride"},     {ArgRole::Scale, "scale"},
-    {ArgRole::Param, "param"},         {ArgRole::TensorMap, "tensor_map"}, {ArgRole::TileCounter, "tile_counter"}};
+    {ArgRole::Param, "param"},         {ArgRole::TensorMap, "tensor_map"}, {ArgRole::TileCounter, "tile_counter"},
+    {ArgRole::Workspace, "workspace"}};
 } // namespace
 
 const char *argRoleName(ArgRole role) {
@@ -42,7 +43,7 @@ const char *argRoleNames() {
 }
 
 bool isRuntimeFilled(ArgRole role) {
-  return role == ArgRole::TensorMap || role == ArgRole::TileCounter;
+  return role == ArgRole::TensorMap || role == ArgRole::TileCounter || role == ArgRole::Workspace;
 }
 
 } // namespace tessera

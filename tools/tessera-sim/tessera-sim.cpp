@@ -341,8 +341,11 @@ void makeBuffer(Run &run, const std::string &spec) {
     die("kernel " + run.kernel->info().name + " has no buffer argument '" + name + "'");
   HostBuffer b{p->elem, {}};
   b.bytes.resize(size_t(parseInteger(countText.str(), "--buffer count")) * storageBytes(p->elem));
+  // Outputs start poisoned; workspaces as the runtime's zeroed ones; inputs random.
   if (init.empty())
-    init = p->role == tessera::ArgRole::Output ? "nan" : "random";
+    init = p->role == tessera::ArgRole::Output      ? "nan"
+           : p->role == tessera::ArgRole::Workspace ? "zero"
+                                                    : "random";
   if (init == "random")
     fillRandom(b, run.rng);
   else if (init == "nan")

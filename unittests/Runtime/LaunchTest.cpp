@@ -367,14 +367,8 @@ tessera_status gridOf(const TempDir &dir, const json &expr, int64_t m, int64_t n
   tessera_args *args = nullptr;
   char buffer[4];
   tessera_status s = tessera_device_open("cuda", 0, &device);
-  if (!s && !(s = tessera_bundle_load(device, dir.path().c_str(), &bundle)) && !(s = tessera_kernel_get(bundle, "gemm", &k)) &&
-      !(s = tessera_args_create(k, &args))) {
-    for (const char *p : {"a", "b", "c"})
-      tessera_args_set_ptr(args, p, buffer);
-    tessera_args_set_i64(args, "M", m);
-    tessera_args_set_i64(args, "N", n);
-    tessera_args_set_i64(args, "K", 1);
-    tessera_args_set_f32(args, "alpha", 1);
+  if (!s && !(s = tessera_bundle_load(device, dir.path().c_str(), &bundle)) && !(s = tessera_kernel_get(bundle, "gemm", &k))) {
+    args = gemmArgs(k, m, n, buffer);
     s = tessera_launch_grid(k, args, grid);
   }
   if (args)

@@ -20,7 +20,7 @@ namespace tessera {
 
 // ArgRole (tessera/Support/ArgRole.h): the role of a kernel argument, recorded on the kernel as
 // #tessera.arg_roles and in the manifest by name. A TensorMap argument is encoded from a
-// TensorMapRecipe.
+// TensorMapRecipe, a Workspace one sized by a WorkspaceSpec.
 
 /// One kernel parameter: pointers are `memref<?xT>` (bare pointers after lowering), scalars
 /// are `index` (i64), `i32` or `f32`.
@@ -58,6 +58,15 @@ struct TensorMapRecipe {
                                const std::vector<int> &box);
 };
 
+/// A workspace argument (ArgRole::Workspace): device memory the runtime allocates for each
+/// launch of the kernel's set, `bytes` long (an expression over the arguments), zeroed on the
+/// stream before the set's first kernel when `zero` (manifest "bytes" and "zero").
+struct WorkspaceSpec {
+  std::string arg;
+  GridExpr bytes;
+  bool zero = false;
+};
+
 /// What a generator declares about the kernel it is about to build.
 struct KernelSignature {
   std::string name;
@@ -71,7 +80,22 @@ struct KernelSignature {
   /// (manifest "divisible").
   std::vector<std::pair<std::string, GridExpr>> divisible;
   int dynamicSharedBytes = 0; ///< passed at every launch (manifest "dynamic_lds_bytes")
+  std::vector<WorkspaceSpec> workspaces; ///< one per workspace argument
 };
+
+/// The kernels one directive generates, in launch order (a backward pass's preprocess, main and
+/// convert kernels; a split-KV decode and its combine). They are launched together with one
+/// argument set: each takes the arguments it declares, by name, and workspace arguments of the
+/// same name are one buffer for the whole launch. A single kernel is a set of one.
+struct KernelSet {
+  std::string name;
+  llvm::SmallVector<mlir::gpu::GPUFuncOp> kernels;
+};
+
+/// Records `set` on its kernels as #tessera.kernel_set<name, position> (the bundle writer makes
+/// the manifest's "kernel_sets" from it). A set of one kernel without workspaces is a plain
+/// kernel and records nothing, so its manifest entry stays as it was.
+void recordKernelSet(const KernelSet &set);
 
 /// The attributes of a directive without its symbol name: what the manifest records.
 mlir::DictionaryAttr directiveAttributes(mlir::Operation *directive);

@@ -140,6 +140,11 @@ tessera_status simMemset(void *device, void *dst, int value, size_t bytes) {
   return TESSERA_SUCCESS;
 }
 
+/// Launches run synchronously, so the stream's earlier work is done: a plain memset is in order.
+tessera_status simMemsetAsync(void *device, void *dst, int value, size_t bytes, void *) {
+  return simMemset(device, dst, value, bytes);
+}
+
 tessera_status simSynchronize(void *) { return TESSERA_SUCCESS; } // launches are synchronous
 
 /// The manifest's argument type of a parameter the kernel IR declares.
@@ -266,7 +271,9 @@ const tessera_backend kBackend = {TESSERA_BACKEND_ABI_VERSION,
                                   simUnloadKernel,
                                   simLaunch,
                                   /*encode_tensor_map=*/nullptr,
-                                  simProcessorCount};
+                                  simProcessorCount,
+                                  simMemsetAsync,
+                                  /*stream_capturing=*/nullptr};
 
 } // namespace
 

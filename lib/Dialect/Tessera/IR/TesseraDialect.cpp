@@ -49,7 +49,7 @@ LogicalResult TileConfigAttr::verify(function_ref<InFlightDiagnostic()> emitErro
 }
 
 //===----------------------------------------------------------------------===//
-// ArgRolesAttr
+// ArgRolesAttr, KernelSetAttr
 //===----------------------------------------------------------------------===//
 
 // #tessera.arg_roles<[input, output, size]>: the role names of tessera/Support/ArgRole.h.
@@ -79,8 +79,17 @@ void ArgRolesAttr::print(AsmPrinter &printer) const {
   printer << "]>";
 }
 
+LogicalResult KernelSetAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                    int64_t position) {
+  if (name.empty()) return emitError() << "a kernel set needs a name";
+  if (position < 0) return emitError() << "kernel set position must be >= 0, got " << position;
+  return success();
+}
+
 LogicalResult TesseraDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
+  if (name == kKernelSetAttrName && !isa<KernelSetAttr>(attr.getValue()))
+    return op->emitOpError() << "'" << name << "' must be a #tessera.kernel_set attribute";
   if (name != kArgRolesAttrName) return success();
   auto roles = dyn_cast<ArgRolesAttr>(attr.getValue());
   if (!roles) return op->emitOpError() << "'" << name << "' must be a #tessera.arg_roles attribute";
@@ -91,7 +100,7 @@ LogicalResult TesseraDialect::verifyOperationAttribute(Operation *op, NamedAttri
     return op->emitOpError() << "has " << func.getNumArguments() << " arguments but '" << name
                              << "' lists " << roles.getRoles().size() << " roles";
   for (auto [i, role] : llvm::enumerate(roles.getRoles()))
-    if (role == ArgRole::TileCounter &&
+    if ((role == ArgRole::TileCounter || role == ArgRole::Workspace) &&
         !isa<MemRefType>(func.getArgumentTypes()[i]))
       return op->emitOpError() << "argument " << i << " has role '" << argRoleName(role)
                                << "' but is not a memref (the runtime passes a pointer)";

@@ -18,7 +18,7 @@ def Tessera_Dialect : Dialect {
   }];
   let cppNamespace = "::tessera";
   let useDefaultAttributePrinterParser = 1;
-  // tessera.arg_roles on generated kernels is checked where it sits.
+  // tessera.arg_roles and tessera.kernel_set on generated kernels are checked where they sit.
   let hasOperationAttrVerify = 1;
 }
 

@@ -22,7 +22,8 @@
 
 namespace tessera {
 /// Discardable attributes of generated kernels (gpu.func) that are dialect attributes.
-inline constexpr llvm::StringLiteral kArgRolesAttrName = "tessera.arg_roles"; ///< ArgRolesAttr
+inline constexpr llvm::StringLiteral kArgRolesAttrName = "tessera.arg_roles";   ///< ArgRolesAttr
+inline constexpr llvm::StringLiteral kKernelSetAttrName = "tessera.kernel_set"; ///< KernelSetAttr
 } // namespace tessera
 
 #endif // TESSERA_DIALECT_TESSERA_IR_TESSERAOPS_H
