@@ -86,6 +86,18 @@ for target in $targets; do
   fi
 done
 
+# The test-only kernel set of python/tests/test_kernel_set_gpu.py, per plain target (PTX runs on later chips).
+for target in $targets; do
+  [[ $target == *a ]] && continue
+  if ! compile "$root/test/Inputs/colsum-kernel-set.mlir" "$target" "$stage/colsum-$target"; then
+    cat "$stage/colsum-$target.err" >&2
+    echo "error: tessera-compile --target=$target failed on the test kernel set" >&2
+    exit 1
+  fi
+  mkdir -p "$dist/test-bundles/colsum/$target"
+  find "$stage/colsum-$target" -maxdepth 1 -type f ! -name '*.s' -exec cp {} "$dist/test-bundles/colsum/$target/" \;
+done
+
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
 cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$dist/bench/"

@@ -20,43 +20,21 @@ using namespace mlir;
 
 namespace tessera {
 
-const char *argRoleName(ArgRole r) {
-  switch (r) {
-  case ArgRole::Input: return "input";
-  case ArgRole::Output: return "output";
-  case ArgRole::InOut: return "inout";
-  case ArgRole::Size: return "size";
-  case ArgRole::Stride: return "stride";
-  case ArgRole::Scale: return "scale";
-  case ArgRole::Param: return "param";
-  case ArgRole::TensorMap: return "tensor_map";
-  case ArgRole::TileCounter: return "tile_counter";
-  }
-  return "param";
-}
-
 //===----------------------------------------------------------------------===//
 // Grid expressions and the kernel skeleton
 //===----------------------------------------------------------------------===//
 
 GridExpr GridExpr::constant(int64_t v) { return {std::to_string(v)}; }
 GridExpr GridExpr::arg(const std::string &name) { return {"\"" + name + "\""}; }
-GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) {
-  return {"[\"ceil_div\", " + a.json + ", " + b.json + "]"};
+GridExpr GridExpr::apply(grid::Op op, const GridExpr &a, const GridExpr &b) {
+  return {std::string("[\"") + grid::opName(op) + "\", " + a.json + ", " + b.json + "]"};
 }
-GridExpr GridExpr::min(const GridExpr &a, const GridExpr &b) {
-  return {"[\"min\", " + a.json + ", " + b.json + "]"};
-}
-GridExpr GridExpr::max(const GridExpr &a, const GridExpr &b) {
-  return {"[\"max\", " + a.json + ", " + b.json + "]"};
-}
-GridExpr GridExpr::floorDiv(const GridExpr &a, const GridExpr &b) {
-  return {"[\"div\", " + a.json + ", " + b.json + "]"};
-}
-GridExpr GridExpr::smCount() { return {"\"$sm_count\""}; }
-GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) {
-  return {"[\"mul\", " + a.json + ", " + b.json + "]"};
-}
+GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::CeilDiv, a, b); }
+GridExpr GridExpr::min(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Min, a, b); }
+GridExpr GridExpr::max(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Max, a, b); }
+GridExpr GridExpr::floorDiv(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Div, a, b); }
+GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Mul, a, b); }
+GridExpr GridExpr::smCount() { return {std::string("\"") + grid::kSmCount + "\""}; }
 
 TensorMapRecipe TensorMapRecipe::tiled(const std::string &mapArg, const std::string &tensorArg,
                                        const std::vector<GridExpr> &dims,
@@ -98,11 +76,12 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   b.setInsertionPointToStart(module.getBody());
 
   SmallVector<Type> types;
-  SmallVector<Attribute> names, roles;
+  SmallVector<Attribute> names;
+  SmallVector<ArgRole> roles;
   for (const KernelArg &a : sig.args) {
     types.push_back(a.type);
     names.push_back(b.getStringAttr(a.name));
-    roles.push_back(b.getStringAttr(argRoleName(a.role)));
+    roles.push_back(a.role);
   }
   auto func = gpu::GPUFuncOp::create(b, loc, sig.name, b.getFunctionType(types, {}));
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
@@ -110,10 +89,10 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
   func->setAttr(TesseraDialect::getDirectiveAttrName(), b.getStringAttr(sig.directive));
   func->setAttr(TesseraDialect::getAttributesAttrName(), sig.directiveAttrs);
   func->setAttr(TesseraDialect::getArgNamesAttrName(), b.getArrayAttr(names));
-  func->setAttr(TesseraDialect::getArgRolesAttrName(), b.getArrayAttr(roles));
-  func->setAttr(TesseraDialect::getGridAttrName(),
-                b.getStringAttr("[" + sig.grid[0].json + ", " + sig.grid[1].json + ", " +
-                                sig.grid[2].json + "]"));
+  func->setAttr(TesseraDialect::getArgRolesAttrName(), ArgRolesAttr::get(ctx, roles));
+  func->setAttr(TesseraDialect::getGridAttrName(), b.getStringAttr("[" + sig.grid[0].json + ", " +
+                                                sig.grid[1].json + ", " + sig.grid[2].json +
+                                                "]"));
   if (!sig.tensorMaps.empty()) {
     std::string maps;
     for (const TensorMapRecipe &m : sig.tensorMaps) maps += (maps.empty() ? "" : ", ") + m.json;
@@ -126,11 +105,29 @@ gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, const TargetInfo &target
     func->setAttr(TesseraDialect::getDivisibleAttrName(), b.getStringAttr("[" + rules + "]"));
   }
   if (sig.dynamicSharedBytes)
-    func->setAttr(TesseraDialect::getDynamicLdsBytesAttrName(),
-                  b.getI64IntegerAttr(sig.dynamicSharedBytes));
+    func->setAttr(TesseraDialect::getDynamicLdsBytesAttrName(), b.getI64IntegerAttr(sig.dynamicSharedBytes));
+  if (!sig.workspaces.empty()) {
+    std::string specs;
+    for (const WorkspaceSpec &w : sig.workspaces)
+      specs += (specs.empty() ? "" : ", ") + ("{\"arg\": \"" + w.arg + "\", \"bytes\": " + w.bytes.json +
+                                              ", \"zero\": " + (w.zero ? "true" : "false") + "}");
+    func->setAttr(TesseraDialect::getWorkspacesAttrName(), b.getStringAttr("[" + specs + "]"));
+  }
   b.setInsertionPointToEnd(&func.getBody().front());
   gpu::ReturnOp::create(b, loc);
   return func;
+}
+
+void recordKernelSet(const KernelSet &set) {
+  auto hasWorkspace = [](gpu::GPUFuncOp func) {
+    auto roles = func->getAttrOfType<ArgRolesAttr>(TesseraDialect::getArgRolesAttrName());
+    return roles && llvm::is_contained(roles.getRoles(), ArgRole::Workspace);
+  };
+  if (set.kernels.size() == 1 && !hasWorkspace(set.kernels.front())) return;
+  for (auto [position, kernel] : llvm::enumerate(set.kernels)) {
+    gpu::GPUFuncOp func = kernel;
+    func->setAttr(TesseraDialect::getKernelSetAttrName(), KernelSetAttr::get(func.getContext(), set.name, position));
+  }
 }
 
 //===----------------------------------------------------------------------===//

@@ -12,6 +12,8 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
+
 using namespace mlir;
 namespace json = llvm::json;
 
@@ -71,28 +73,62 @@ json::Value spillsJson(const TargetInfo &target, const KernelResources &r) {
   return json::Object{{"vgpr", optionalInt(r.vgprSpills)}, {"sgpr", optionalInt(r.sgprSpills)}};
 }
 
+/// tessera.workspaces, `[{"arg", "bytes", "zero"}]`, by argument name; an error names the kernel.
+FailureOr<std::map<std::string, json::Object>> workspaceSpecs(gpu::GPUFuncOp func) {
+  std::map<std::string, json::Object> specs;
+  auto text = func->getAttrOfType<StringAttr>(TesseraDialect::getWorkspacesAttrName());
+  if (!text) return specs;
+  llvm::Expected<json::Value> parsed = json::parse(text.getValue());
+  json::Array *list = parsed ? parsed->getAsArray() : nullptr;
+  if (!list) {
+    if (!parsed) llvm::consumeError(parsed.takeError());
+    return func.emitError() << "'tessera.workspaces' must be a JSON list of {\"arg\", \"bytes\", \"zero\"}";
+  }
+  for (json::Value &v : *list) {
+    json::Object *spec = v.getAsObject();
+    std::optional<StringRef> arg = spec ? spec->getString("arg") : std::nullopt;
+    if (!arg || !spec->get("bytes"))
+      return func.emitError() << "each 'tessera.workspaces' entry needs \"arg\" and \"bytes\"";
+    specs[arg->str()] = std::move(*spec);
+  }
+  return specs;
+}
+
 /// The manifest entry of one kernel, from the tessera.* attributes its generator recorded.
-json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
-                         const CompiledKernel &compiled, StringRef codeObjectFile,
-                         StringRef isaFile) {
+FailureOr<json::Object> kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
+                                    const CompiledKernel &compiled, StringRef codeObjectFile,
+                                    StringRef isaFile) {
   std::string name = func.getName().str();
   json::Object attrs;
   if (auto dict = func->getAttrOfType<DictionaryAttr>(TesseraDialect::getAttributesAttrName()))
     for (NamedAttribute a : dict) attrs[a.getName().str()] = attrToJson(a.getValue());
   json::Array args;
   auto names = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgNamesAttrName());
-  auto roles = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgRolesAttrName());
-  // Hand-written kernel IR (no generator signature) gets positional names.
-  auto recorded = [](ArrayAttr list, size_t i, std::string fallback) {
-    return list && i < list.size() ? cast<StringAttr>(list[i]).str() : fallback;
+  auto roles = func->getAttrOfType<ArgRolesAttr>(TesseraDialect::getArgRolesAttrName());
+  // Hand-written kernel IR (no generator signature) gets positional names and role param.
+  auto argName = [&](size_t i) {
+    return names && i < names.size() ? cast<StringAttr>(names[i]).str() : "arg" + std::to_string(i);
   };
+  auto role = [&](size_t i) {
+    return roles && i < roles.getRoles().size() ? roles.getRoles()[i] : ArgRole::Param;
+  };
+  FailureOr<std::map<std::string, json::Object>> workspaces = workspaceSpecs(func);
+  if (failed(workspaces)) return failure();
   for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-    json::Object arg{{"name", recorded(names, i, "arg" + std::to_string(i))},
-                     {"role", recorded(roles, i, "param")}};
+    json::Object arg{{"name", argName(i)}, {"role", argRoleName(role(i))}};
+    auto spec = workspaces->find(argName(i));
+    if (role(i) == ArgRole::Workspace) {
+      if (spec == workspaces->end())
+        return func.emitError() << "kernel '" << func.getName() << "': workspace argument '" << argName(i)
+                                << "' has no 'tessera.workspaces' entry (its size in bytes)";
+      arg["bytes"] = std::move(*spec->second.get("bytes"));
+      arg["zero"] = spec->second.getBoolean("zero").value_or(false);
+      workspaces->erase(spec);
+    }
     if (isa<MemRefType>(type)) {
       arg["type"] = "ptr";
       arg["dtype"] = typeName(type);
-    } else if (recorded(roles, i, "") == "tensor_map") {
+    } else if (role(i) == ArgRole::TensorMap) {
       arg["type"] = "tensor_map";
     } else {
       arg["type"] = type.isIndex() ? "i64" : typeName(type);
@@ -129,16 +165,53 @@ json::Object kernelEntry(gpu::GPUFuncOp func, const TargetInfo &target,
   if (auto dynamic =
           func->getAttrOfType<IntegerAttr>(TesseraDialect::getDynamicLdsBytesAttrName()))
     entry["dynamic_lds_bytes"] = dynamic.getInt();
-  // The manifest key is the attribute name without "tessera.".
-  auto key = [](StringRef attr) { return attr.split('.').second.str(); };
-  for (StringRef attr : {TesseraDialect::getTensorMapsAttrName(), TesseraDialect::getDivisibleAttrName()})
-    if (auto text = func->getAttrOfType<StringAttr>(attr))
-      if (auto parsed = json::parse(text.getValue())) entry[key(attr)] = std::move(*parsed);
-  for (StringRef attr : {TesseraDialect::getFallbackAttrName(), TesseraDialect::getPortableTwinAttrName(),
-                         TesseraDialect::getTwinOfAttrName()})
-    if (auto value = func->getAttrOfType<StringAttr>(attr))
-      entry[key(attr)] = value.str();
+  for (const char *key : {"tensor_maps", "divisible"})
+    if (auto text = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
+      if (auto parsed = json::parse(text.getValue())) entry[key] = std::move(*parsed);
+  for (const char *key : {"fallback", "portable_twin", "twin_of"})
+    if (auto value = func->getAttrOfType<StringAttr>(std::string("tessera.") + key))
+      entry[key] = value.str();
+  if (!workspaces->empty())
+    return func.emitError() << "kernel '" << func.getName() << "': 'tessera.workspaces' names '"
+                            << workspaces->begin()->first << "', which is not a workspace argument";
   return entry;
+}
+
+/// The manifest's "kernel_sets", from the kernels' #tessera.kernel_set: each set's kernels in
+/// launch order (positions 0..n-1, once each), its directive and attributes those of its first.
+FailureOr<json::Array> kernelSets(SmallVectorImpl<gpu::GPUFuncOp> &funcs,
+                                   const std::vector<json::Object> &entries) {
+  std::map<std::string, std::map<int64_t, size_t>> sets; // name -> position -> kernel
+  std::vector<std::string> order;                         // set names, by first kernel
+  for (auto [i, func] : llvm::enumerate(funcs)) {
+    auto member = func->getAttrOfType<KernelSetAttr>(TesseraDialect::getKernelSetAttrName());
+    if (!member) continue;
+    std::string name = member.getName().str();
+    if (!sets.count(name)) order.push_back(name);
+    if (!sets[name].emplace(member.getPosition(), i).second)
+      return func.emitError() << "kernels '" << funcs[sets[name][member.getPosition()]].getName()
+                              << "' and '" << func.getName() << "' are both at position "
+                              << member.getPosition() << " of kernel set '" << name << "'";
+  }
+  json::Array out;
+  for (const std::string &name : order) {
+    const std::map<int64_t, size_t> &members = sets[name];
+    json::Array kernels;
+    int64_t expected = 0;
+    for (auto [position, i] : members) {
+      if (position != expected++)
+        return funcs[i].emitError() << "kernel set '" << name << "' has " << members.size()
+                                    << " kernels but '" << funcs[i].getName() << "' is at position "
+                                    << position << " (positions run from 0 to " << members.size() - 1 << ")";
+      kernels.push_back(entries[i].getString("name")->str()); // owned: the entries move on
+    }
+    const json::Object &first = entries[members.begin()->second];
+    out.push_back(json::Object{{"name", name},
+                               {"directive", *first.get("directive")},
+                               {"attributes", *first.get("attributes")},
+                               {"kernels", std::move(kernels)}});
+  }
+  return out;
 }
 
 LogicalResult writeFile(Location loc, StringRef path, StringRef data) {
@@ -198,7 +271,8 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
     return std::string(p);
   };
 
-  json::Array kernels;
+  std::vector<json::Object> kernels;
+  SmallVector<gpu::GPUFuncOp> kernelFuncs;
   SmallVector<gpu::GPUModuleOp> modules(module.getOps<gpu::GPUModuleOp>());
   for (gpu::GPUModuleOp gpuModule : modules) {
     auto funcs = gpuModule.getOps<gpu::GPUFuncOp>();
@@ -229,8 +303,15 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
         (target.isAMD() && failed(writeFile(loc, inStaging(isaFile), compiled->isa))) ||
         failed(writeFile(loc, inStaging(name + ".kernel.mlir"), kernelIR)))
       return fail();
-    kernels.push_back(kernelEntry(func, target, *compiled, codeObjectFile, isaFile));
+    FailureOr<json::Object> entry = kernelEntry(func, target, *compiled, codeObjectFile, isaFile);
+    if (failed(entry)) return fail();
+    kernels.push_back(std::move(*entry));
+    kernelFuncs.push_back(func);
   }
+  FailureOr<json::Array> sets = kernelSets(kernelFuncs, kernels);
+  if (failed(sets)) return fail();
+  json::Array kernelList;
+  for (json::Object &k : kernels) kernelList.push_back(std::move(k));
   json::Object manifest{
       {"format", "tessera-bundle"},
       {"version", 1},
@@ -239,8 +320,10 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
       {"code_object_format", target.isAMD() ? "hsaco" : "ptx"},
       {"code_object_version", kCodeObjectVersion},
       {"compiler", "tessera 0.1.0 (LLVM " LLVM_VERSION_STRING ")"},
-      {"kernels", std::move(kernels)},
+      {"kernels", std::move(kernelList)},
   };
+  // Only bundles with kernel sets have the field: other manifests stay as they were.
+  if (!sets->empty()) manifest["kernel_sets"] = std::move(*sets);
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", json::Value(std::move(manifest))) << "\n";

@@ -57,6 +57,21 @@ tessera_status kernelInfoField(const tessera_bundle *bundle, int index, const ch
   });
 }
 
+/// Shared body of the tessera_bundle_kernel_set_* getters.
+template <typename Field>
+tessera_status kernelSetField(const tessera_bundle *bundle, int index, const char **out, const char *function,
+                              Field field) {
+  if (!bundle || !out)
+    return missing(function, bundle ? "out" : "bundle");
+  return guard([&]() -> tessera_status {
+    const std::vector<KernelSetInfo> &sets = bundle->manifest.kernelSets;
+    if (tessera_status s = checkIndex(index, sets.size(), function, "index"))
+      return s;
+    *out = field(sets[index]);
+    return TESSERA_SUCCESS;
+  });
+}
+
 template <typename T> tessera_status setArgOf(tessera_args *args, const char *name, ArgType type, T value, const char *function) {
   if (!args || !name)
     return missing(function, args ? "name" : "args");
@@ -193,6 +208,45 @@ TESSERA_API tessera_status tessera_bundle_kernel_json(const tessera_bundle *bund
   return kernelInfoField(bundle, index, out, __func__, [](const KernelInfo &k) { return k.json.c_str(); });
 }
 
+TESSERA_API tessera_status tessera_bundle_kernel_set_count(const tessera_bundle *bundle, int *out) {
+  TESSERA_REQUIRE(bundle);
+  TESSERA_REQUIRE(out);
+  *out = static_cast<int>(bundle->sets.size());
+  return TESSERA_SUCCESS;
+}
+
+TESSERA_API tessera_status tessera_bundle_kernel_set_name(const tessera_bundle *bundle, int index, const char **out) {
+  return kernelSetField(bundle, index, out, __func__, [](const KernelSetInfo &s) { return s.name.c_str(); });
+}
+
+TESSERA_API tessera_status tessera_bundle_kernel_set_json(const tessera_bundle *bundle, int index, const char **out) {
+  return kernelSetField(bundle, index, out, __func__, [](const KernelSetInfo &s) { return s.json.c_str(); });
+}
+
+TESSERA_API tessera_status tessera_kernel_set_get(const tessera_bundle *bundle, const char *name,
+                                                  tessera_kernel_set **out) {
+  TESSERA_REQUIRE(bundle);
+  TESSERA_REQUIRE(name);
+  TESSERA_REQUIRE(out);
+  return guard([&]() -> tessera_status { return getKernelSet(*bundle, name, *out); });
+}
+
+TESSERA_API tessera_status tessera_kernel_set_json(const tessera_kernel_set *set, const char **out) {
+  TESSERA_REQUIRE(set);
+  TESSERA_REQUIRE(out);
+  *out = set->info->json.c_str();
+  return TESSERA_SUCCESS;
+}
+
+TESSERA_API tessera_status tessera_set_args_create(const tessera_kernel_set *set, tessera_args **out) {
+  TESSERA_REQUIRE(set);
+  TESSERA_REQUIRE(out);
+  return guard([&]() -> tessera_status {
+    *out = new tessera_args(*set);
+    return TESSERA_SUCCESS;
+  });
+}
+
 TESSERA_API tessera_status tessera_kernel_get(const tessera_bundle *bundle, const char *name, tessera_kernel **out) {
   TESSERA_REQUIRE(bundle);
   TESSERA_REQUIRE(name);
@@ -227,7 +281,7 @@ TESSERA_API tessera_status tessera_kernel_arg_dtype(const tessera_kernel *kernel
 }
 
 TESSERA_API tessera_status tessera_kernel_arg_role(const tessera_kernel *kernel, int index, const char **out) {
-  return argField(kernel, index, out, __func__, [](const ArgInfo &a) { return a.role.c_str(); });
+  return argField(kernel, index, out, __func__, [](const ArgInfo &a) { return argRoleName(a.role); });
 }
 
 TESSERA_API tessera_status tessera_kernel_json(const tessera_kernel *kernel, const char **out) {
@@ -282,9 +336,19 @@ TESSERA_API tessera_status tessera_args_set_all(tessera_args *args, const uint64
 static tessera_status checkArgsKernel(const tessera_kernel *kernel, const tessera_args *args, const char *function) {
   if (!kernel || !args)
     return missing(function, kernel ? "args" : "kernel");
-  if (&args->kernel != kernel)
-    return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": args were created for kernel " +
-                                                    args->kernel.info->name + ", not " + kernel->info->name);
+  if (args->kernel != kernel)
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": args were created for " + args->owner() +
+                                                    ", not " + kernel->info->name);
+  return TESSERA_SUCCESS;
+}
+
+/// The same for the arguments of a kernel set.
+static tessera_status checkArgsSet(const tessera_kernel_set *set, const tessera_args *args, const char *function) {
+  if (!set || !args)
+    return missing(function, set ? "args" : "set");
+  if (args->set != set)
+    return fail(TESSERA_ERROR_INVALID_ARGUMENT, std::string(function) + ": args were created for " + args->owner() +
+                                                    ", not " + set->info->name);
   return TESSERA_SUCCESS;
 }
 
@@ -292,6 +356,21 @@ TESSERA_API tessera_status tessera_launch(const tessera_kernel *kernel, const te
   return guard([&]() -> tessera_status {
     tessera_status s = checkArgsKernel(kernel, args, "tessera_launch");
     return s ? s : launch(*args, stream);
+  });
+}
+
+TESSERA_API tessera_status tessera_launch_set(const tessera_kernel_set *set, const tessera_args *args, void *stream) {
+  return guard([&]() -> tessera_status {
+    tessera_status s = checkArgsSet(set, args, "tessera_launch_set");
+    return s ? s : launchSet(*args, stream);
+  });
+}
+
+TESSERA_API tessera_status tessera_kernel_set_reserve(const tessera_kernel_set *set, const tessera_args *args,
+                                                      void *stream) {
+  return guard([&]() -> tessera_status {
+    tessera_status s = checkArgsSet(set, args, "tessera_kernel_set_reserve");
+    return s ? s : reserveSet(*args, stream);
   });
 }
 

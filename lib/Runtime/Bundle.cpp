@@ -46,6 +46,14 @@ tessera_status loadBundle(const std::shared_ptr<Device> &device, const std::stri
     }
     bundle->kernels.push_back(std::move(kernel));
   }
+  for (const KernelSetInfo &s : manifest.kernelSets) {
+    auto set = std::make_unique<tessera_kernel_set>();
+    set->bundle = bundle.get();
+    set->info = &s;
+    for (int k : s.kernels)
+      set->kernels.push_back(bundle->kernels[k].get());
+    bundle->sets.push_back(std::move(set));
+  }
   out = std::move(bundle);
   return TESSERA_SUCCESS;
 }
@@ -87,6 +95,22 @@ tessera_status getKernel(const tessera_bundle &bundle, const std::string &name, 
   }
   return fail(TESSERA_ERROR_KERNEL_NOT_FOUND,
               "bundle " + bundle.dir + " has no kernel '" + name + "' (kernels: " + (known.empty() ? "none" : known) + ")");
+}
+
+tessera_status getKernelSet(const tessera_bundle &bundle, const std::string &name, tessera_kernel_set *&out) {
+  std::string known;
+  for (const auto &set : bundle.sets) {
+    if (set->info->name == name) {
+      for (tessera_kernel *kernel : set->kernels)
+        if (tessera_status s = loadKernel(*kernel))
+          return s;
+      out = set.get();
+      return TESSERA_SUCCESS;
+    }
+    appendToList(known, set->info->name);
+  }
+  return fail(TESSERA_ERROR_KERNEL_NOT_FOUND, "bundle " + bundle.dir + " has no kernel set '" + name +
+                                                  "' (kernel sets: " + (known.empty() ? "none" : known) + ")");
 }
 
 } // namespace tessera::runtime

@@ -36,7 +36,7 @@ size_t argSize(ArgType type) {
 
 size_t argAlignment(ArgType type) { return type == ArgType::TensorMap ? 64 : argSize(type); }
 
-int KernelInfo::argIndex(const std::string &name) const {
+int ArgList::argIndex(const std::string &name) const {
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].name == name)
       return static_cast<int>(i);
@@ -88,6 +88,14 @@ public:
   int64_t integer(const char *key, int64_t min, int64_t max) const {
     return checkedInteger(field(key), at(key), min, max);
   }
+  bool optionalBool(const char *key) const {
+    if (!has(key))
+      return false;
+    const json &v = field(key);
+    if (!v.is_boolean())
+      throw ManifestError{at(key), "expected true or false, got " + describe(v)};
+    return v.get<bool>();
+  }
   uint32_t optionalBytes(const char *key) const {
     return has(key) ? static_cast<uint32_t>(integer(key, 0, std::numeric_limits<int32_t>::max())) : 0;
   }
@@ -126,55 +134,42 @@ ArgInfo parseArg(const Object &o) {
                                     : ArgType::F32;
   if (o.has("dtype"))
     arg.dtype = o.string("dtype");
-  arg.role = o.oneOf("role", {"input", "output", "inout", "size", "stride", "scale", "param", "tensor_map",
-                              "tile_counter"});
-  if ((arg.role == "tensor_map") != (arg.type == ArgType::TensorMap))
+  std::string role = o.string("role");
+  std::optional<ArgRole> parsed = parseArgRole(role);
+  if (!parsed)
+    throw ManifestError{o.at("role"), "'" + role + "' is not one of " + argRoleNames()};
+  arg.role = *parsed;
+  if ((arg.role == ArgRole::TensorMap) != (arg.type == ArgType::TensorMap))
     throw ManifestError{o.at("role"), "an argument has type tensor_map exactly when its role is tensor_map"};
-  if (arg.role == "tile_counter" && arg.type != ArgType::Ptr)
-    throw ManifestError{o.at("role"), "a tile_counter argument has type ptr"};
-  arg.runtimeFilled = arg.type == ArgType::TensorMap || arg.role == "tile_counter";
+  if ((arg.role == ArgRole::TileCounter || arg.role == ArgRole::Workspace) && arg.type != ArgType::Ptr)
+    throw ManifestError{o.at("role"), std::string("a ") + argRoleName(arg.role) + " argument has type ptr"};
+  arg.runtimeFilled = isRuntimeFilled(arg.role);
   return arg;
 }
 
 GridExpr parseGridExpr(const json &v, const std::string &where, const KernelInfo &kernel) {
-  GridExpr e;
-  if (v.is_number_integer()) {
-    e.value = Object::checkedInteger(v, where, 0, std::numeric_limits<uint32_t>::max());
-    return e;
-  }
-  if (v.is_string() && v.get<std::string>() == "$sm_count") {
-    e.op = GridExpr::Op::SmCount;
-    return e;
-  }
+  if (v.is_number_integer())
+    return GridExpr::constant(Object::checkedInteger(v, where, 0, std::numeric_limits<uint32_t>::max()));
+  if (v.is_string() && v.get<std::string>() == grid::kSmCount)
+    return GridExpr::smCount();
   if (v.is_string()) {
     std::string name = v.get<std::string>();
-    e.op = GridExpr::Op::Arg;
-    e.arg = kernel.argIndex(name);
-    if (e.arg < 0)
+    int index = kernel.argIndex(name);
+    if (index < 0)
       throw ManifestError{where, "'" + name + "' is not an argument of kernel " + kernel.name};
-    ArgType type = kernel.args[e.arg].type;
+    ArgType type = kernel.args[index].type;
     if (type != ArgType::I32 && type != ArgType::I64)
       throw ManifestError{where, "argument '" + name + "' is " + argTypeName(type) + "; grid expressions use i32 or i64 arguments"};
-    return e;
+    return GridExpr::argument(index);
   }
   if (!v.is_array() || v.size() != 3 || !v[0].is_string())
     throw ManifestError{where, "expected an integer, an argument name or [op, e1, e2], got " + describe(v)};
-  std::string op = v[0].get<std::string>();
-  if (op == "ceil_div")
-    e.op = GridExpr::Op::CeilDiv;
-  else if (op == "div")
-    e.op = GridExpr::Op::Div;
-  else if (op == "mul")
-    e.op = GridExpr::Op::Mul;
-  else if (op == "max")
-    e.op = GridExpr::Op::Max;
-  else if (op == "min")
-    e.op = GridExpr::Op::Min;
-  else
-    throw ManifestError{where, "unknown operator '" + op + "' (expected ceil_div, div, mul, max or min)"};
-  for (size_t i = 1; i < 3; ++i)
-    e.operands.push_back(parseGridExpr(v[i], indexed(where, i), kernel));
-  return e;
+  std::string name = v[0].get<std::string>();
+  std::optional<grid::Op> op = grid::parseOp(name);
+  if (!op)
+    throw ManifestError{where, "unknown operator '" + name + "' (expected " + grid::opNames() + ")"};
+  GridExpr a = parseGridExpr(v[1], indexed(where, 1), kernel);
+  return GridExpr::apply(*op, std::move(a), parseGridExpr(v[2], indexed(where, 2), kernel));
 }
 
 /// One "tensor_maps" entry: {"arg", "tensor", "dims", "strides", "box", "swizzle": "128B"}.
@@ -203,7 +198,7 @@ TensorMapInfo parseTensorMap(const Object &o, const KernelInfo &kernel) {
 }
 
 /// The C ABI of the argument list: each argument at its natural alignment, pointers 8 bytes.
-void layoutArgs(KernelInfo &kernel) {
+void layoutArgs(ArgList &kernel) {
   size_t offset = 0, maxAlign = 1;
   for (ArgInfo &arg : kernel.args) {
     size_t size = argSize(arg.type), align = argAlignment(arg.type);
@@ -237,7 +232,7 @@ KernelInfo parseKernel(const Object &o) {
     ArgInfo arg = parseArg(Object(args[i], indexed(o.at("args"), i)));
     if (k.argIndex(arg.name) >= 0)
       throw ManifestError{indexed(o.at("args"), i), "duplicate argument '" + arg.name + "'"};
-    if (arg.role == "tile_counter") {
+    if (arg.role == ArgRole::TileCounter) {
       if (k.tileCounterArg >= 0)
         throw ManifestError{indexed(o.at("args"), i), "a kernel has at most one tile_counter argument"};
       k.tileCounterArg = int(i);
@@ -263,7 +258,7 @@ KernelInfo parseKernel(const Object &o) {
       DivisibleInfo d;
       // The argument as a grid expression: the same name and integer-type checks.
       GridExpr arg = parseGridExpr(json(rule.string("arg")), rule.at("arg"), k);
-      if (arg.op != GridExpr::Op::Arg)
+      if (arg.kind != GridExpr::Kind::Arg)
         throw ManifestError{rule.at("arg"), "expected the name of an integer argument"};
       d.arg = arg.arg;
       d.by = parseGridExpr(rule.field("by"), rule.at("by"), k);
@@ -275,9 +270,110 @@ KernelInfo parseKernel(const Object &o) {
     if (k.args[i].type == ArgType::TensorMap &&
         std::none_of(k.tensorMaps.begin(), k.tensorMaps.end(), [&](const TensorMapInfo &m) { return m.arg == int(i); }))
       throw ManifestError{indexed(o.at("args"), i), "tensor_map argument '" + k.args[i].name + "' has no entry in tensor_maps"};
+  // Workspace sizes may name any integer argument, so they are read once all are known.
+  for (size_t i = 0; i < args.size(); ++i) {
+    Object arg(args[i], indexed(o.at("args"), i));
+    if (k.args[i].role != ArgRole::Workspace) {
+      if (arg.has("bytes") || arg.has("zero"))
+        throw ManifestError{arg.at("bytes"), "only workspace arguments have 'bytes' and 'zero'"};
+      continue;
+    }
+    WorkspaceInfo w;
+    w.arg = int(i);
+    w.bytes = parseGridExpr(arg.field("bytes"), arg.at("bytes"), k);
+    w.bytesText = arg.field("bytes").dump();
+    w.zero = arg.optionalBool("zero");
+    k.workspaces.push_back(std::move(w));
+  }
   k.ldsBytes = o.optionalBytes("lds_bytes");
   k.dynamicLdsBytes = o.optionalBytes("dynamic_lds_bytes");
   return k;
+}
+
+/// "ptr f16", "i64": an argument's type as messages about kernel sets show it.
+std::string typeLabel(const ArgInfo &arg) {
+  return std::string(argTypeName(arg.type)) + (arg.dtype ? " " + *arg.dtype : "");
+}
+
+/// One "kernel_sets" entry: {"name", "kernels": [launch order]}; the kernels' arguments become the
+/// set's, shared by name, which must agree in type and in being a workspace or not.
+KernelSetInfo parseKernelSet(const json &value, const std::string &path, int index, Manifest &m) {
+  Object o(value, path);
+  KernelSetInfo set;
+  set.name = o.string("name");
+  const json &names = o.array("kernels");
+  if (names.empty())
+    throw ManifestError{o.at("kernels"), "a kernel set has at least one kernel"};
+  for (size_t pos = 0; pos < names.size(); ++pos) {
+    std::string where = indexed(o.at("kernels"), pos);
+    if (!names[pos].is_string())
+      throw ManifestError{where, "expected a kernel name, got " + describe(names[pos])};
+    std::string name = names[pos].get<std::string>();
+    auto found = std::find_if(m.kernels.begin(), m.kernels.end(), [&](const KernelInfo &k) { return k.name == name; });
+    if (found == m.kernels.end())
+      throw ManifestError{where, "'" + name + "' is not a kernel of the bundle"};
+    if (found->kernelSet >= 0)
+      throw ManifestError{where, "kernel '" + name + "' is already in kernel set '" + m.kernelSets[found->kernelSet].name + "'"};
+    if (found->kernelSet == -2)
+      throw ManifestError{where, "kernel '" + name + "' is listed twice"};
+    found->kernelSet = -2; // listed; set to `index` once the set is complete
+    const KernelInfo &kernel = *found;
+    set.kernels.push_back(int(found - m.kernels.begin()));
+    std::vector<int> &argOf = set.argOf.emplace_back();
+    for (const ArgInfo &arg : kernel.args) {
+      int shared = set.argIndex(arg.name);
+      if (shared < 0) {
+        set.args.push_back(arg);
+        shared = int(set.args.size() - 1);
+      } else {
+        const ArgInfo &first = set.args[shared];
+        std::string firstKernel;
+        for (size_t p = 0; p < pos && firstKernel.empty(); ++p)
+          if (m.kernels[set.kernels[p]].argIndex(arg.name) >= 0)
+            firstKernel = m.kernels[set.kernels[p]].name;
+        if (first.type != arg.type || first.dtype != arg.dtype)
+          throw ManifestError{where, "argument '" + arg.name + "' is " + typeLabel(arg) + " in kernel " + kernel.name +
+                                         " but " + typeLabel(first) + " in kernel " + firstKernel};
+        if ((first.role == ArgRole::Workspace) != (arg.role == ArgRole::Workspace))
+          throw ManifestError{where, "argument '" + arg.name + "' is " + argRoleName(arg.role) + " in kernel " + kernel.name +
+                                         " but " + argRoleName(first.role) + " in kernel " + firstKernel +
+                                         " (a workspace is one in every kernel of its set)"};
+      }
+      argOf.push_back(shared);
+    }
+    for (size_t w = 0; w < kernel.workspaces.size(); ++w) {
+      const WorkspaceInfo &info = kernel.workspaces[w];
+      int arg = argOf[info.arg];
+      auto same = std::find_if(set.workspaces.begin(), set.workspaces.end(),
+                               [&](const KernelSetInfo::Workspace &s) { return s.arg == arg; });
+      if (same == set.workspaces.end()) {
+        set.workspaces.push_back({arg, int(pos), int(w)});
+        continue;
+      }
+      const KernelInfo &firstKernel = m.kernels[set.kernels[same->kernel]];
+      const WorkspaceInfo &first = firstKernel.workspaces[same->workspace];
+      auto describeWorkspace = [](const WorkspaceInfo &x) {
+        return "bytes " + x.bytesText + ", zero " + (x.zero ? "true" : "false");
+      };
+      if (first.bytesText != info.bytesText || first.zero != info.zero)
+        throw ManifestError{where, "workspace '" + set.args[arg].name + "' has " + describeWorkspace(info) + " in kernel " +
+                                       kernel.name + " but " + describeWorkspace(first) + " in kernel " + firstKernel.name};
+    }
+  }
+  for (int k : set.kernels)
+    m.kernels[k].kernelSet = index;
+  layoutArgs(set);
+  json entry = value;
+  json args = json::array();
+  for (const ArgInfo &arg : set.args) {
+    json a = {{"name", arg.name}, {"type", argTypeName(arg.type)}, {"role", argRoleName(arg.role)}};
+    if (arg.dtype)
+      a["dtype"] = *arg.dtype;
+    args.push_back(std::move(a));
+  }
+  entry["args"] = std::move(args);
+  set.json = entry.dump();
+  return set;
 }
 
 Manifest parseManifest(const json &root) {
@@ -302,6 +398,23 @@ Manifest parseManifest(const json &root) {
       throw ManifestError{indexed("kernels", i), "duplicate kernel name '" + k.name + "'"};
     k.json = kernels[i].dump();
     m.kernels.push_back(std::move(k));
+  }
+  if (o.has("kernel_sets")) {
+    const json &sets = o.array("kernel_sets");
+    std::set<std::string> setNames;
+    for (size_t i = 0; i < sets.size(); ++i) {
+      KernelSetInfo set = parseKernelSet(sets[i], indexed("kernel_sets", i), int(i), m);
+      if (!setNames.insert(set.name).second)
+        throw ManifestError{indexed("kernel_sets", i), "duplicate kernel set name '" + set.name + "'"};
+      m.kernelSets.push_back(std::move(set));
+    }
+  }
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const KernelInfo &k = m.kernels[i];
+    if (!k.workspaces.empty() && k.kernelSet < 0)
+      throw ManifestError{indexed("kernels", i), "kernel '" + k.name + "' has the workspace '" + k.args[k.workspaces[0].arg].name +
+                                                     "' but is in no kernel set (workspaces belong to the launch of a set: "
+                                                     "list the kernel in kernel_sets)"};
   }
   return m;
 }

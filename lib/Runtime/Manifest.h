@@ -3,6 +3,8 @@
 #define TESSERA_RUNTIME_MANIFEST_H
 
 #include "tessera/Runtime/tessera_runtime.h"
+#include "tessera/Support/ArgRole.h"
+#include "tessera/Support/GridExpr.h"
 
 #include <cstdint>
 #include <optional>
@@ -23,23 +25,16 @@ struct ArgInfo {
   std::string name;
   ArgType type;
   std::optional<std::string> dtype; ///< element type of a ptr argument
-  std::string role;                 ///< input, output, inout, size, stride, scale, param, tensor_map, tile_counter
+  ArgRole role = ArgRole::Param;
   size_t offset = 0;                ///< where the C ABI puts it in the packed argument buffer
-  /// Filled by the runtime at launch, never by callers: tensor maps, and tile counters (a ptr
-  /// to the per-stream counter a persistent kernel claims tiles from). Set once when parsed:
-  /// every launch asks.
+  /// Filled by the runtime at launch, never by callers (isRuntimeFilled(role)): tensor maps,
+  /// tile counters and workspaces. Set once when parsed: every launch asks.
   bool runtimeFilled = false;
 };
 
-/// A grid dimension: an integer, an integer argument's value, the device's processor count
-/// ("$sm_count"), or an operator on two expressions.
-struct GridExpr {
-  enum class Op { Const, Arg, SmCount, CeilDiv, Div, Mul, Max, Min };
-  Op op = Op::Const;
-  int64_t value = 0;                 ///< Const
-  int arg = -1;                      ///< Arg: index into KernelInfo::args
-  std::vector<GridExpr> operands;    ///< CeilDiv, Div (floor), Mul, Max, Min: two
-};
+/// A grid dimension (or any other expression over the arguments): the shared evaluator's
+/// expression, its Arg indices into KernelInfo::args.
+using GridExpr = grid::Expr;
 
 /// How a tensor_map argument is encoded at launch (manifest "tensor_maps", docs/bundle.md).
 struct TensorMapInfo {
@@ -59,23 +54,55 @@ struct DivisibleInfo {
   std::string byText;                ///< the expression as written, for the error message
 };
 
-struct KernelInfo {
+/// A workspace argument (role workspace): device memory the runtime allocates per stream, of
+/// `bytes` (an expression over the arguments), zeroed before the set's first kernel if `zero`.
+struct WorkspaceInfo {
+  int arg = -1;
+  GridExpr bytes;
+  std::string bytesText;             ///< as written, for messages and to compare kernels of a set
+  bool zero = false;
+};
+
+/// What tessera_args are set against: the arguments of a kernel, or of a kernel set (the union
+/// of its kernels' arguments by name), each at its C offset in one packed buffer.
+struct ArgList {
   std::string name;
+  std::vector<ArgInfo> args;
+  size_t argBufferSize = 0;          ///< packed size, rounded up to the largest alignment
+
+  /// Index of the argument called `name`, or -1.
+  int argIndex(const std::string &name) const;
+};
+
+struct KernelInfo : ArgList {
   std::string entry;
   std::string codeObject;            ///< file name relative to the bundle directory
   uint32_t block[3];
   GridExpr grid[3];
-  std::vector<ArgInfo> args;
-  size_t argBufferSize = 0;          ///< packed size, rounded up to the largest alignment
   uint32_t ldsBytes = 0;
   uint32_t dynamicLdsBytes = 0;
   std::vector<TensorMapInfo> tensorMaps;
   int tileCounterArg = -1;           ///< the tile_counter argument, or -1
   std::vector<DivisibleInfo> divisible;
+  std::vector<WorkspaceInfo> workspaces;
+  int kernelSet = -1;                ///< index into Manifest::kernelSets, or -1
   std::string json;                  ///< the manifest entry, for tessera_kernel_json
+};
 
-  /// Index of the argument called `name`, or -1.
-  int argIndex(const std::string &name) const;
+/// Kernels launched together in order, with one argument set: each kernel takes the arguments
+/// it declares, by name (manifest "kernel_sets", docs/bundle.md).
+struct KernelSetInfo : ArgList {
+  std::vector<int> kernels;            ///< indices into Manifest::kernels, in launch order
+  std::vector<std::vector<int>> argOf; ///< per kernel of the set: its argument i is set argument argOf[k][i]
+  /// One per distinct workspace (by name); every kernel declaring it declares the same size and
+  /// zeroing, and the first one's expression, over its own arguments, is evaluated.
+  struct Workspace {
+    int arg = -1;                      ///< the set argument
+    int kernel = 0;                    ///< position in `kernels` of the first kernel declaring it
+    int workspace = 0;                 ///< index into that kernel's KernelInfo::workspaces
+  };
+  std::vector<Workspace> workspaces;
+  std::string json;                    ///< the manifest entry plus the set's "args", for tessera_bundle_kernel_set_json
 };
 
 struct Manifest {
@@ -83,6 +110,7 @@ struct Manifest {
   std::string vendor;
   std::string codeObjectFormat;
   std::vector<KernelInfo> kernels;
+  std::vector<KernelSetInfo> kernelSets;
 };
 
 /// Reads and validates `dir`/manifest.json. Failures are TESSERA_ERROR_MANIFEST with the file,

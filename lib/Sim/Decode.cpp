@@ -362,7 +362,7 @@ void Decoder::decodeFunction(gpu::GPUFuncOp func) {
   KernelInfo &info = P.info;
   info.name = func.getName().str();
   auto names = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgNamesAttrName());
-  auto roles = func->getAttrOfType<ArrayAttr>(TesseraDialect::getArgRolesAttrName());
+  auto roles = func->getAttrOfType<ArgRolesAttr>(TesseraDialect::getArgRolesAttrName());
   if (auto d = func->getAttrOfType<StringAttr>(TesseraDialect::getDirectiveAttrName()))
     info.directive = d.getValue().str();
   if (auto g = func->getAttrOfType<StringAttr>(TesseraDialect::getGridAttrName()))
@@ -384,7 +384,8 @@ void Decoder::decodeFunction(gpu::GPUFuncOp func) {
     BlockArgument arg = func.getArgument(i);
     ParamInfo param;
     param.name = names && i < names.size() ? cast<StringAttr>(names[i]).getValue().str() : "arg" + std::to_string(i);
-    param.role = roles && i < roles.size() ? cast<StringAttr>(roles[i]).getValue().str() : "";
+    if (roles && i < roles.getRoles().size())
+      param.role = roles.getRoles()[i];
     int32_t slot = -1, binding = -1;
     if (auto m = dyn_cast<MemRefType>(arg.getType())) {
       param.kind = ParamInfo::Kind::Buffer;

@@ -1,6 +1,8 @@
 // The public simulator interface: loading kernels from IR text or files, launching them, evaluating grids.
 #include "Program.h"
 
+#include "tessera/Support/GridExpr.h"
+
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -12,38 +14,51 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// One docs/bundle.md grid expression: an integer, an argument name, or [op, e1, e2].
-llvm::Expected<int64_t> evaluate(const llvm::json::Value &e,
-                                 llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg) {
+/// Converts one docs/bundle.md grid expression (an integer, an argument name, "$sm_count" or
+/// [op, e1, e2]) into the shared evaluator's form; argument values are looked up here, in order.
+llvm::Expected<grid::Expr> convert(const llvm::json::Value &e,
+                                   llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg,
+                                   std::vector<int64_t> &argValues) {
   if (auto i = e.getAsInteger())
-    return *i;
+    return grid::Expr::constant(*i);
   if (auto name = e.getAsString()) {
-    if (auto v = arg(*name))
-      return *v;
-    return fail("grid expression names argument '" + *name + "', which has no integer value");
+    if (*name == grid::kSmCount)
+      return grid::Expr::smCount();
+    std::optional<int64_t> v = arg(*name);
+    if (!v)
+      return fail("grid expression names argument '" + *name + "', which has no integer value");
+    argValues.push_back(*v);
+    return grid::Expr::argument(int(argValues.size() - 1));
   }
   const llvm::json::Array *list = e.getAsArray();
   if (!list || list->size() != 3 || !(*list)[0].getAsString())
     return fail("malformed grid expression (expected an integer, a name or [op, e1, e2])");
-  llvm::StringRef op = *(*list)[0].getAsString();
-  llvm::Expected<int64_t> a = evaluate((*list)[1], arg);
+  llvm::StringRef name = *(*list)[0].getAsString();
+  std::optional<grid::Op> op = grid::parseOp(name);
+  if (!op)
+    return fail("unknown grid operator '" + name + "' (expected " + grid::opNames() + ")");
+  llvm::Expected<grid::Expr> a = convert((*list)[1], arg, argValues);
   if (!a)
     return a.takeError();
-  llvm::Expected<int64_t> b = evaluate((*list)[2], arg);
+  llvm::Expected<grid::Expr> b = convert((*list)[2], arg, argValues);
   if (!b)
     return b.takeError();
-  if (op == "ceil_div") {
-    if (*b <= 0 || *a < 0)
-      return fail("grid ceil_div(" + llvm::Twine(*a) + ", " + llvm::Twine(*b) +
-                  ") needs a non-negative dividend and a positive divisor");
-    return *a / *b + (*a % *b != 0);
-  }
-  if (op == "mul")
-    return *a * *b;
-  if (op == "max")
-    return std::max(*a, *b);
-  return fail("unknown grid operator '" + op + "'");
+  return grid::Expr::apply(*op, std::move(*a), std::move(*b));
 }
+
+/// The values a converted expression sees: the arguments it named, in order, and the
+/// simulated processor count.
+class SimValues final : public grid::Values {
+public:
+  SimValues(const std::vector<int64_t> &args, uint32_t smCount) : args(args), count(smCount) {}
+  int64_t arg(int index) const override { return args[index]; }
+  std::optional<int64_t> smCount() const override { return count; }
+  std::string smCountSource() const override { return "the simulator"; }
+
+private:
+  const std::vector<int64_t> &args;
+  uint32_t count;
+};
 
 } // namespace
 
@@ -72,7 +87,8 @@ llvm::Expected<RunStats> Kernel::launch(const LaunchConfig &config, llvm::ArrayR
 }
 
 llvm::Expected<std::array<uint32_t, 3>> evaluateGrid(llvm::StringRef gridJson,
-                                                     llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg) {
+                                                     llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg,
+                                                     uint32_t smCount) {
   llvm::Expected<llvm::json::Value> json = llvm::json::parse(gridJson);
   if (!json)
     return fail("grid is not JSON: " + llvm::toString(json.takeError()));
@@ -81,9 +97,14 @@ llvm::Expected<std::array<uint32_t, 3>> evaluateGrid(llvm::StringRef gridJson,
     return fail("grid must be a list of three expressions: " + gridJson);
   std::array<uint32_t, 3> grid;
   for (int d = 0; d < 3; ++d) {
-    llvm::Expected<int64_t> v = evaluate((*dims)[d], arg);
+    std::vector<int64_t> argValues;
+    llvm::Expected<grid::Expr> e = convert((*dims)[d], arg, argValues);
+    if (!e)
+      return e.takeError();
+    std::string error;
+    std::optional<int64_t> v = grid::evaluate(*e, SimValues(argValues, smCount), error);
     if (!v)
-      return v.takeError();
+      return fail("grid[" + llvm::Twine(d) + "]: " + error);
     if (*v < 0 || *v > int64_t(UINT32_MAX))
       return fail("grid[" + llvm::Twine(d) + "] = " + llvm::Twine(*v) + " is outside [0, 2^32)");
     grid[d] = uint32_t(*v);

@@ -1,5 +1,5 @@
 """Tessera Python API: GEMM and attention forward on torch CUDA tensors (or numpy arrays on the simulator) through libtessera_runtime."""
-from ._device import Bundle, Device, Kernel, device
+from ._device import Bundle, Device, Kernel, KernelSet, device
 from ._errors import (ArgumentError, BackendUnavailableError, BundleNotFoundError, CodeObjectCorruptError,
                       CodeObjectMissingError, DriverError, InputError, InternalError, InvalidArgumentError,
                       KernelNotFoundError, LibraryNotFoundError, ManifestError, TargetMismatchError, TesseraError)
@@ -12,7 +12,7 @@ from . import testing
 __version__ = "0.1.0"
 
 __all__ = [
-    "gemm", "flash_attn", "flash_attn_varlen", "testing", "device", "Device", "Bundle", "Kernel", "runtime_library", "find_bundle", "bundle_dirs",
+    "gemm", "flash_attn", "flash_attn_varlen", "testing", "device", "Device", "Bundle", "Kernel", "KernelSet", "runtime_library", "find_bundle", "bundle_dirs",
     "available_targets", "TesseraError", "InputError", "LibraryNotFoundError", "BundleNotFoundError",
     "InvalidArgumentError", "BackendUnavailableError", "DriverError", "TargetMismatchError", "ManifestError",
     "CodeObjectMissingError", "CodeObjectCorruptError", "KernelNotFoundError", "ArgumentError", "InternalError",

@@ -49,6 +49,14 @@ _SIGNATURES = {
     "tessera_args_set_all": (c_int, [_H, c_void_p, c_size_t]),   # const uint64_t *values (a byref to 8-byte slots)
     "tessera_launch": (c_int, [_H, _H, c_void_p]),
     "tessera_launch_grid": (c_int, [_H, _H, POINTER(c_uint32 * 3)]),
+    "tessera_bundle_kernel_set_count": (c_int, [_H, _OUT_I]),
+    "tessera_bundle_kernel_set_name": (c_int, [_H, c_int, _OUT_S]),
+    "tessera_bundle_kernel_set_json": (c_int, [_H, c_int, _OUT_S]),
+    "tessera_kernel_set_get": (c_int, [_H, c_char_p, _OUT_H]),
+    "tessera_kernel_set_json": (c_int, [_H, _OUT_S]),
+    "tessera_set_args_create": (c_int, [_H, _OUT_H]),
+    "tessera_launch_set": (c_int, [_H, _H, c_void_p]),
+    "tessera_kernel_set_reserve": (c_int, [_H, _H, c_void_p]),
 }
 
 _library = None

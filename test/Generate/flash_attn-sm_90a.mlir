@@ -9,7 +9,7 @@
 // CHECK: gpu.func @fa({{.*}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr, %[[COUNTER:.+]]: memref<?xi32>) kernel
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 1 : i32
-// CHECK-SAME: tessera.arg_roles = [{{.*}}"tensor_map", "tensor_map", "tensor_map", "tensor_map", "tile_counter"]
+// CHECK-SAME: tessera.arg_roles = #tessera.arg_roles<[{{.*}}tensor_map, tensor_map, tensor_map, tensor_map, tile_counter]>
 // Q, K, V, O buffers and the tile index of each Q buffer.
 // CHECK-SAME: tessera.dynamic_lds_bytes = 229392 : i64
 // A causal mask gives tiles unequal work: persistent, each workgroup claiming its next tile
@@ -65,7 +65,7 @@ tessera.flash_attn @fa {dtype = f16, head_dim = 128, mask = #tessera.mask<causal
 // counter like the causal kernels; the producer carries Q phases and ring iterations, and the
 // consumers take tiles as it hands them over.
 // CHECK-LABEL: gpu.func @fa_persistent(
-// CHECK-SAME: tessera.arg_roles = [{{.*}}"tensor_map", "tensor_map", "tensor_map", "tensor_map", "tile_counter"]
+// CHECK-SAME: tessera.arg_roles = #tessera.arg_roles<[{{.*}}tensor_map, tensor_map, tensor_map, tensor_map, tile_counter]>
 // CHECK-SAME: tessera.grid = "{{\[\[}}\22min\22, [\22mul\22, [\22ceil_div\22, \22Sq\22, 128], [\22mul\22, \22Hq\22, \22B\22]], \22$sm_count\22], 1, 1]"
 // CHECK: nvvm.setmaxregister  decrease 24
 // CHECK: scf.while (%{{.+}} = %{{.+}}, %{{.+}} = %c0_i32, %{{.+}} = %c0_i32) : (i32, i32, i32) -> (i32, i32, i32)
@@ -80,7 +80,7 @@ tessera.flash_attn @fa_persistent {dtype = bf16, head_dim = 128, mask = #tessera
 // would overwrite the next one): no O map, no TMA store. One workgroup per tile (no tile counter):
 // a tile loop spills the sequence bounds (ptxas gate).
 // CHECK-LABEL: gpu.func @fa_varlen(
-// CHECK-SAME: tessera.arg_roles = [{{.*}}"size", "size", "size", "size", "size", "size", "size", {{.*}}"tensor_map", "tensor_map", "tensor_map"]
+// CHECK-SAME: tessera.arg_roles = #tessera.arg_roles<[{{.*}}size, size, size, size, size, size, size, {{.*}}tensor_map, tensor_map, tensor_map]>
 // CHECK-SAME: tessera.grid = "{{\[\[}}\22mul\22, [\22ceil_div\22, \22Sq\22, 128], [\22mul\22, \22Hq\22, \22B\22]], 1, 1]"
 // CHECK-SAME: tessera.portable_twin = "fa_varlen_portable"
 // CHECK-SAME: tessera.tensor_maps = "[{\22arg\22: \22q_tma\22, \22tensor\22: \22q\22, \22dims\22: [128, \22total_q\22, \22Hq\22], \22strides\22: [\22q_stride_s\22, \22q_stride_h\22], \22box\22: [64, 64, 1]
@@ -129,7 +129,7 @@ tessera.flash_attn @fa_d64_three {dtype = f16, head_dim = 64, mask = #tessera.ma
 // rest of the tile's (waits for each K/V stage and frees it).
 // CHECK-LABEL: gpu.func @fa_d64_three_causal(
 // CHECK-SAME: known_block_size = array<i32: 512, 1, 1>
-// CHECK-SAME: tessera.arg_roles = [{{.*}}"tensor_map", "tile_counter"]
+// CHECK-SAME: tessera.arg_roles = #tessera.arg_roles<[{{.*}}tensor_map, tile_counter]>
 // CHECK-SAME: tessera.grid = "{{\[\[}}\22min\22, [\22mul\22, [\22ceil_div\22, \22Sq\22, 192], [\22mul\22, \22Hq\22, \22B\22]], \22$sm_count\22], 1, 1]"
 // CHECK: nvvm.setmaxregister  increase 160
 // CHECK-NOT: nvvm.barrier.arrive

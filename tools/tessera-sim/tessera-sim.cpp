@@ -39,6 +39,8 @@ cl::list<std::string> dumpSpecs("dump", cl::desc("write the bytes of buffer NAME
 cl::opt<std::string> gridSpec("grid", cl::desc("workgroups X,Y,Z (default: the kernel's grid expression)"));
 cl::opt<std::string> blockSpec("block",
                                cl::desc("threads per workgroup X,Y,Z (default: the kernel's known_block_size)"));
+cl::opt<unsigned> smCountOpt("sm-count", cl::desc("the multiprocessor count grids read as $sm_count"),
+                             cl::init(kDefaultSmCount));
 cl::opt<unsigned> hostThreads("host-threads", cl::desc("host threads sharing the workgroups"), cl::init(1));
 cl::opt<uint64_t> seedOpt("seed", cl::desc("random seed (default: fresh, printed)"));
 cl::opt<bool> checkGemm("check", cl::desc("run wmma_gemm kernels on random inputs and compare with a float64 reference "
@@ -221,7 +223,8 @@ RunStats launch(Run &run) {
   if (!gridSpec.empty()) {
     config.grid = parseTriple(gridSpec, "--grid");
   } else if (!info.gridJson.empty()) {
-    config.grid = orDie(evaluateGrid(info.gridJson, [&](llvm::StringRef n) { return scalarValue(run, n); }));
+    config.grid =
+        orDie(evaluateGrid(info.gridJson, [&](llvm::StringRef n) { return scalarValue(run, n); }, smCountOpt));
   } else {
     die("kernel " + info.name + " has no grid expression: give --grid X,Y,Z");
   }
@@ -338,9 +341,11 @@ void makeBuffer(Run &run, const std::string &spec) {
     die("kernel " + run.kernel->info().name + " has no buffer argument '" + name + "'");
   HostBuffer b{p->elem, {}};
   b.bytes.resize(size_t(parseInteger(countText.str(), "--buffer count")) * storageBytes(p->elem));
-  bool output = p->role == "output";
+  // Outputs start poisoned; workspaces as the runtime's zeroed ones; inputs random.
   if (init.empty())
-    init = output ? "nan" : "random";
+    init = p->role == tessera::ArgRole::Output      ? "nan"
+           : p->role == tessera::ArgRole::Workspace ? "zero"
+                                                    : "random";
   if (init == "random")
     fillRandom(b, run.rng);
   else if (init == "nan")

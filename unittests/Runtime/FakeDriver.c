@@ -48,6 +48,10 @@ static fake_tensor_map last_tensor_map;
 static char sim_bundle_dir[512], sim_kernel_json[4096];
 static int sim_code_object_given;
 static int jit_ms;
+static int processor_count = 132;
+static fake_memset memsets[32];
+static int memset_count;
+static void *capturing_stream;
 
 EXPORT void fake_reset(void) {
   call_log_size = 0;
@@ -59,10 +63,32 @@ EXPORT void fake_reset(void) {
   sim_bundle_dir[0] = sim_kernel_json[0] = 0;
   sim_code_object_given = 0;
   jit_ms = 0;
+  processor_count = 132;
+  memset_count = 0;
+  capturing_stream = NULL;
 }
+EXPORT int fake_memset_count(void) { return memset_count; }
+EXPORT const fake_memset *fake_memset_at(int i) {
+  return i >= 0 && i < memset_count && i >= memset_count - 32 ? &memsets[i % 32] : NULL;
+}
+EXPORT void fake_set_capturing(void *stream) { capturing_stream = stream; }
+
+static void record_memset(void *dst, int value, size_t bytes, void *stream) {
+  fake_memset *m = &memsets[memset_count++ % 32];
+  m->dst = dst, m->value = value, m->bytes = bytes, m->stream = stream, m->launches_before = launch_count;
+  memset(dst, value, bytes);
+}
+
+/* During a capture the calls that would break it fail, as in the drivers' global capture mode. */
+#define CAPTURE_UNSUPPORTED 900
+#define FORBIDDEN_IN_CAPTURE()                                                                     \
+  do {                                                                                             \
+    if (capturing_stream) return CAPTURE_UNSUPPORTED;                                              \
+  } while (0)
 EXPORT void fake_set_cuda_arch(int major, int minor) { cuda_major = major, cuda_minor = minor; }
 EXPORT void fake_set_hip_arch(const char *name) { snprintf(hip_arch, sizeof hip_arch, "%s", name); }
 EXPORT void fake_set_jit_ms(int ms) { jit_ms = ms; }
+EXPORT void fake_set_processor_count(int count) { processor_count = count; }
 EXPORT void fake_fail(const char *call, int code, int after) {
   call_entry *e = entry_for(call);
   e->fail_code = code, e->fail_after = after;
@@ -145,7 +171,7 @@ EXPORT CUresult cuDeviceGet(int *device, int ordinal) {
 EXPORT CUresult cuDeviceGetAttribute(int *value, int attribute, int device) {
   int e = enter("cuDeviceGetAttribute");
   if (e) return e;
-  *value = attribute == 75 ? cuda_major : attribute == 76 ? cuda_minor : attribute == 16 ? 132 : 0;
+  *value = attribute == 75 ? cuda_major : attribute == 76 ? cuda_minor : attribute == 16 ? processor_count : 0;
   return device == 0 ? 0 : CUDA_ERROR_INVALID_DEVICE;
 }
 EXPORT CUresult cuDevicePrimaryCtxRetain(void **context, int device) {
@@ -164,13 +190,14 @@ EXPORT CUresult cuCtxSetCurrent(void *context) {
   current_context = context;
   return 0;
 }
-EXPORT CUresult cuCtxSynchronize(void) { CU_ENTER("cuCtxSynchronize"); return 0; }
+EXPORT CUresult cuCtxSynchronize(void) { CU_ENTER("cuCtxSynchronize"); FORBIDDEN_IN_CAPTURE(); return 0; }
 EXPORT CUresult cuMemAlloc_v2(unsigned long long *ptr, size_t bytes) {
   CU_ENTER("cuMemAlloc_v2");
+  FORBIDDEN_IN_CAPTURE();
   *ptr = (unsigned long long)(uintptr_t)device_alloc(bytes);
   return 0;
 }
-EXPORT CUresult cuMemFree_v2(unsigned long long ptr) { CU_ENTER("cuMemFree_v2"); device_free((void *)(uintptr_t)ptr); return 0; }
+EXPORT CUresult cuMemFree_v2(unsigned long long ptr) { CU_ENTER("cuMemFree_v2"); FORBIDDEN_IN_CAPTURE(); device_free((void *)(uintptr_t)ptr); return 0; }
 EXPORT CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t bytes) {
   CU_ENTER("cuMemcpyHtoD_v2");
   memcpy((void *)(uintptr_t)dst, src, bytes);
@@ -183,7 +210,18 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t bytes)
 }
 EXPORT CUresult cuMemsetD8_v2(unsigned long long dst, unsigned char value, size_t bytes) {
   CU_ENTER("cuMemsetD8_v2");
+  FORBIDDEN_IN_CAPTURE();
   memset((void *)(uintptr_t)dst, value, bytes);
+  return 0;
+}
+EXPORT CUresult cuMemsetD8Async(unsigned long long dst, unsigned char value, size_t bytes, void *stream) {
+  CU_ENTER("cuMemsetD8Async");
+  record_memset((void *)(uintptr_t)dst, value, bytes, stream);
+  return 0;
+}
+EXPORT CUresult cuStreamIsCapturing(void *stream, int *status) {
+  CU_ENTER("cuStreamIsCapturing");
+  *status = capturing_stream && stream == capturing_stream ? 1 : 0;
   return 0;
 }
 
@@ -354,7 +392,7 @@ EXPORT hipError_t hipGetDevicePropertiesR0600(void *props, int ordinal) {
   snprintf((char *)props + 1160, 256, "%s", hip_arch);
   return ordinal == 0 ? 0 : hipErrorInvalidDevice;
 }
-EXPORT hipError_t hipMalloc(void **ptr, size_t bytes) { HIP_ENTER("hipMalloc"); *ptr = device_alloc(bytes); return 0; }
+EXPORT hipError_t hipMalloc(void **ptr, size_t bytes) { HIP_ENTER("hipMalloc"); FORBIDDEN_IN_CAPTURE(); *ptr = device_alloc(bytes); return 0; }
 EXPORT hipError_t hipFree(void *ptr) { HIP_ENTER("hipFree"); device_free(ptr); return 0; }
 EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t bytes, int kind) {
   HIP_ENTER("hipMemcpy");
@@ -362,6 +400,16 @@ EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t bytes, int kind) 
   return kind == 1 || kind == 2 ? 0 : hipErrorInvalidValue;
 }
 EXPORT hipError_t hipMemset(void *dst, int value, size_t bytes) { HIP_ENTER("hipMemset"); memset(dst, value, bytes); return 0; }
+EXPORT hipError_t hipMemsetAsync(void *dst, int value, size_t bytes, void *stream) {
+  HIP_ENTER("hipMemsetAsync");
+  record_memset(dst, value, bytes, stream);
+  return 0;
+}
+EXPORT hipError_t hipStreamIsCapturing(void *stream, int *status) {
+  HIP_ENTER("hipStreamIsCapturing");
+  *status = capturing_stream && stream == capturing_stream ? 1 : 0;
+  return 0;
+}
 EXPORT hipError_t hipModuleLoadData(void **module, const void *image) {
   HIP_ENTER("hipModuleLoadData");
   *module = (void *)(uintptr_t)image; /* the fake keeps no copy */
@@ -445,6 +493,11 @@ static tessera_status sim_memset(void *device, void *dst, int value, size_t byte
   return TESSERA_SUCCESS;
 }
 static tessera_status sim_synchronize(void *device) { (void)device; return TESSERA_SUCCESS; }
+static tessera_status sim_memset_async(void *device, void *dst, int value, size_t bytes, void *stream) {
+  SIM_ENTER(((sim_device *)device)->host, "sim_memset_async");
+  record_memset(dst, value, bytes, stream);
+  return TESSERA_SUCCESS;
+}
 static tessera_status sim_load_kernel(void *device, const tessera_backend_kernel_desc *desc, void **out) {
   SIM_ENTER(((sim_device *)device)->host, "sim_load_kernel");
   snprintf(sim_bundle_dir, sizeof sim_bundle_dir, "%s", desc->bundle_dir);
@@ -466,7 +519,7 @@ static tessera_status sim_launch(void *device, void *kernel, const tessera_backe
 
 static const tessera_backend sim_backend = {
     TESSERA_BACKEND_ABI_VERSION, "sim", NULL, sim_open, sim_close, sim_arch, sim_alloc, sim_free, sim_copy, sim_copy,
-    sim_memset, sim_synchronize, sim_load_kernel, sim_unload_kernel, sim_launch};
+    sim_memset, sim_synchronize, sim_load_kernel, sim_unload_kernel, sim_launch, NULL, NULL, sim_memset_async, NULL};
 
 EXPORT const tessera_backend *tessera_backend_plugin(uint32_t abi_version) {
   return abi_version == TESSERA_BACKEND_ABI_VERSION ? &sim_backend : NULL;

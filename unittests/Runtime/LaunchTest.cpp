@@ -1,7 +1,10 @@
 // Runtime launch tests: argument checks by name and all at once, grid expressions, and the packed arguments drivers see.
 #include "TestSupport.h"
 
+#include "tessera/Support/GridExpr.h"
+
 #include <cstring>
+#include <fstream>
 #include <set>
 
 namespace tessera::runtime::test {
@@ -347,6 +350,70 @@ TEST_F(DivisibleTest, ManifestErrors) {
     writeBundle(dir, m);
     EXPECT_TESSERA_ERROR(tessera_bundle_load(dev, dir.path().c_str(), &b), TESSERA_ERROR_MANIFEST, message);
   }
+}
+
+/// The grid of a gemm kernel whose grid[0] is `expr`, for M and N, on a CUDA device reporting
+/// `smCount` processors; the status of tessera_launch_grid.
+tessera_status gridOf(const TempDir &dir, const json &expr, int64_t m, int64_t n, int smCount, uint32_t grid[3]) {
+  json manifest = nvidiaManifest();
+  manifest["kernels"][0]["args"][3]["role"] = "param"; // allow negative values of M and N through
+  manifest["kernels"][0]["args"][4]["role"] = "param";
+  manifest["kernels"][0]["grid"] = json::array({expr, 1, 1});
+  writeBundle(dir, manifest);
+  fake_set_processor_count(smCount);
+  tessera_device *device = nullptr;
+  tessera_bundle *bundle = nullptr;
+  tessera_kernel *k = nullptr;
+  tessera_args *args = nullptr;
+  char buffer[4];
+  tessera_status s = tessera_device_open("cuda", 0, &device);
+  if (!s && !(s = tessera_bundle_load(device, dir.path().c_str(), &bundle)) && !(s = tessera_kernel_get(bundle, "gemm", &k))) {
+    args = gemmArgs(k, m, n, buffer);
+    s = tessera_launch_grid(k, args, grid);
+  }
+  if (args)
+    tessera_args_destroy(args);
+  if (bundle)
+    tessera_bundle_unload(bundle);
+  if (device)
+    tessera_device_close(device);
+  return s;
+}
+
+// unittests/data/grid-expressions.json: the cases the simulator's tests run too (GridTest.cpp),
+// every operator of the shared table among them.
+TEST_F(RuntimeTest, SharedGridExpressionCases) {
+  std::ifstream in(TESSERA_SHARED_TEST_DATA_DIR "/grid-expressions.json");
+  json cases = json::parse(in);
+  std::set<std::string> used;
+  for (const json &c : cases) {
+    SCOPED_TRACE(c["what"].get<std::string>() + ": " + c["expr"].dump());
+    if (c["expr"].is_array())
+      used.insert(c["expr"][0].get<std::string>());
+    uint32_t grid[3] = {};
+    tessera_status s = gridOf(dir, c["expr"], c["M"], c["N"], c.value("sm_count", 132), grid);
+    if (c.contains("error")) {
+      EXPECT_EQ(s, TESSERA_ERROR_ARGUMENT) << tessera_last_error();
+      EXPECT_THAT(tessera_last_error(), ::testing::ContainsRegex("^kernel gemm: " + c["error"].get<std::string>()));
+    } else {
+      ASSERT_EQ(s, TESSERA_SUCCESS) << tessera_last_error();
+      EXPECT_EQ(grid[0], c["value"].get<uint32_t>());
+    }
+  }
+  for (grid::Op op : {grid::Op::CeilDiv, grid::Op::Div, grid::Op::Mul, grid::Op::Max, grid::Op::Min})
+    EXPECT_TRUE(used.count(grid::opName(op))) << grid::opName(op) << " has no case";
+}
+
+TEST_F(GridErrorTest, ProcessorCountTheBackendDoesNotReport) {
+  json manifest = amdManifest();
+  manifest["kernels"][0]["grid"] = json::parse(R"([["min", "M", "$sm_count"], 1, 1])");
+  tessera_kernel *k = kernel(load("hip", manifest));
+  char buffer[4];
+  tessera_args *args = gemmArgs(k, 10, 1, buffer);
+  uint32_t grid[3];
+  EXPECT_TESSERA_ERROR(tessera_launch_grid(k, args, grid), TESSERA_ERROR_ARGUMENT,
+                       "^kernel gemm: grid\\[0\\]: \\$sm_count is not reported by the 'hip' backend$");
+  tessera_args_destroy(args);
 }
 
 TEST_F(GridErrorTest, DivisionByZero) {

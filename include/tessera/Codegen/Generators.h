@@ -1,4 +1,8 @@
-// One generator per directive: each builds its kernel from the shared builders.
+// One generator per directive: each builds its kernel (or kernel set) from the shared builders.
+//
+// A directive that needs several kernels launched together returns a KernelSet
+// (KernelBuilder.h) in launch order, and tessera-generate-kernels records it with
+// recordKernelSet; a single kernel is a set of one.
 #ifndef TESSERA_CODEGEN_GENERATORS_H
 #define TESSERA_CODEGEN_GENERATORS_H
 

@@ -4,6 +4,9 @@
 #define TESSERA_CODEGEN_KERNELBUILDER_H
 
 #include "tessera/Codegen/MMAAtom.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+#include "tessera/Support/ArgRole.h"
+#include "tessera/Support/GridExpr.h"
 #include "tessera/Target/TargetInfo.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -19,13 +22,9 @@ enum class CombiningKind : uint32_t;
 
 namespace tessera {
 
-/// The role of a kernel argument, recorded in the manifest.
-/// TensorMap: a 128-byte TMA descriptor the runtime encodes at launch from a recipe
-/// (TensorMapRecipe); TileCounter: a pointer to the per-stream tile counter of a dynamically
-/// scheduled persistent kernel (two i32, zero at launch, left zero at exit). Callers set
-/// neither: the runtime does.
-enum class ArgRole { Input, Output, InOut, Size, Stride, Scale, Param, TensorMap, TileCounter };
-const char *argRoleName(ArgRole r);
+// ArgRole (tessera/Support/ArgRole.h): the role of a kernel argument, recorded on the kernel as
+// #tessera.arg_roles and in the manifest by name. A TensorMap argument is encoded from a
+// TensorMapRecipe, a Workspace one sized by a WorkspaceSpec.
 
 /// One kernel parameter: pointers are `memref<?xT>` (bare pointers after lowering), scalars
 /// are `index` (i64), `i32` or `f32`.
@@ -35,7 +34,8 @@ struct KernelArg {
   ArgRole role;
 };
 
-/// The grid of a kernel as an expression over its runtime arguments (docs/bundle.md).
+/// The grid of a kernel as an expression over its runtime arguments (docs/bundle.md), with the
+/// operator names of tessera/Support/GridExpr.h.
 struct GridExpr {
   std::string json; ///< e.g. ["ceil_div", "N", 128]
   static GridExpr constant(int64_t v);
@@ -47,6 +47,8 @@ struct GridExpr {
   static GridExpr floorDiv(const GridExpr &a, const GridExpr &b);
   /// The device's multiprocessor count (persistent kernels launch at most one workgroup each).
   static GridExpr smCount();
+  /// `[op, a, b]`.
+  static GridExpr apply(grid::Op op, const GridExpr &a, const GridExpr &b);
 };
 
 /// How the runtime builds a TMA tensor map argument at launch (docs/bundle.md, "tensor_maps"):
@@ -65,6 +67,15 @@ struct TensorMapRecipe {
 struct ArgHandle {
   int index = -1;
   explicit operator bool() const { return index >= 0; }
+};
+
+/// A workspace argument (ArgRole::Workspace): device memory the runtime allocates for each
+/// launch of the kernel's set, `bytes` long (an expression over the arguments), zeroed on the
+/// stream before the set's first kernel when `zero` (manifest "bytes" and "zero").
+struct WorkspaceSpec {
+  std::string arg;
+  GridExpr bytes;
+  bool zero = false;
 };
 
 /// What a generator declares about the kernel it is about to build.
@@ -88,7 +99,22 @@ struct KernelSignature {
   }
   /// The grid-expression term of a declared argument (its value at launch).
   GridExpr expr(ArgHandle h) const { return GridExpr::arg(args[h.index].name); }
+  std::vector<WorkspaceSpec> workspaces; ///< one per workspace argument
 };
+
+/// The kernels one directive generates, in launch order (a backward pass's preprocess, main and
+/// convert kernels; a split-KV decode and its combine). They are launched together with one
+/// argument set: each takes the arguments it declares, by name, and workspace arguments of the
+/// same name are one buffer for the whole launch. A single kernel is a set of one.
+struct KernelSet {
+  std::string name;
+  llvm::SmallVector<mlir::gpu::GPUFuncOp> kernels;
+};
+
+/// Records `set` on its kernels as #tessera.kernel_set<name, position> (the bundle writer makes
+/// the manifest's "kernel_sets" from it). A set of one kernel without workspaces is a plain
+/// kernel and records nothing, so its manifest entry stays as it was.
+void recordKernelSet(const KernelSet &set);
 
 /// The attributes of a directive without its symbol name: what the manifest records.
 mlir::DictionaryAttr directiveAttributes(mlir::Operation *directive);

@@ -9,7 +9,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct below changes layout; the runtime refuses plugins of another version. */
-#define TESSERA_BACKEND_ABI_VERSION 2
+#define TESSERA_BACKEND_ABI_VERSION 3
 
 /* Services the runtime gives a backend. */
 typedef struct tessera_backend_host {
@@ -87,6 +87,12 @@ typedef struct tessera_backend {
   /* Multiprocessors (SMs / CUs) of the device, for persistent kernels' grids ("$sm_count" in the
      manifest); NULL or 0 when unknown. */
   uint32_t (*processor_count)(void *device);
+  /* ABI 3. Sets `bytes` bytes at `dst` to `value` in order on `stream` (cuMemsetD8Async,
+     hipMemsetAsync; capturable in a CUDA graph): how kernel sets zero their workspaces. */
+  tessera_status (*memset_async)(void *device, void *dst, int value, size_t bytes, void *stream);
+  /* ABI 3, optional (NULL: never). Whether `stream` is capturing a graph (cuStreamIsCapturing):
+     asked before a workspace would be allocated, which a capture forbids. */
+  tessera_status (*stream_capturing)(void *device, void *stream, int *capturing);
 } tessera_backend;
 
 /* A plugin library (libtessera_sim_plugin.so) exports this function under this name. It

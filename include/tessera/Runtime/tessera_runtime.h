@@ -36,6 +36,7 @@ typedef struct tessera_device tessera_device;
 typedef struct tessera_bundle tessera_bundle;
 typedef struct tessera_kernel tessera_kernel;
 typedef struct tessera_args tessera_args;
+typedef struct tessera_kernel_set tessera_kernel_set;
 
 /* The message of the most recent failing call on this thread ("" if none). Successful calls
    leave it unchanged. Valid until the next failing call on this thread. */
@@ -86,7 +87,8 @@ TESSERA_API tessera_status tessera_kernel_arg_name(const tessera_kernel *kernel,
 TESSERA_API tessera_status tessera_kernel_arg_type(const tessera_kernel *kernel, int index, const char **out);
 /* The element type of a ptr argument ("f16", ...); NULL for scalars. */
 TESSERA_API tessera_status tessera_kernel_arg_dtype(const tessera_kernel *kernel, int index, const char **out);
-/* "input", "output", "inout", "size", "stride", "scale" or "param". */
+/* "input", "output", "inout", "size", "stride", "scale", "param", or one the runtime fills:
+   "tensor_map", "tile_counter", "workspace". */
 TESSERA_API tessera_status tessera_kernel_arg_role(const tessera_kernel *kernel, int index, const char **out);
 /* The kernel's manifest entry as JSON text (directive, attributes, block, grid, args, ...). */
 TESSERA_API tessera_status tessera_kernel_json(const tessera_kernel *kernel, const char **out);
@@ -120,6 +122,37 @@ TESSERA_API tessera_status tessera_launch(const tessera_kernel *kernel, const te
 /* The grid tessera_launch would use for these arguments (all arguments must be set). */
 TESSERA_API tessera_status tessera_launch_grid(const tessera_kernel *kernel, const tessera_args *args,
                                                uint32_t grid[3]);
+
+/* ---- Kernel sets (manifest "kernel_sets") -------------------------------------------------- */
+/* Kernels launched together, in order, with one argument set: each kernel takes the arguments it
+   declares, by name, and "workspace" arguments (device memory the runtime allocates per stream,
+   zeroed before the first kernel where the manifest says so) are shared by the set's kernels. */
+TESSERA_API tessera_status tessera_bundle_kernel_set_count(const tessera_bundle *bundle, int *out);
+TESSERA_API tessera_status tessera_bundle_kernel_set_name(const tessera_bundle *bundle, int index, const char **out);
+/* Set `index`'s manifest entry plus "args": the set's arguments (name, type, role, dtype) in the
+   order tessera_args_set_all takes them. Owned by the bundle. */
+TESSERA_API tessera_status tessera_bundle_kernel_set_json(const tessera_bundle *bundle, int index, const char **out);
+/* The set is owned by the bundle; TESSERA_ERROR_KERNEL_NOT_FOUND if there is no such name. Loads every
+   kernel of the set as tessera_kernel_get does. */
+TESSERA_API tessera_status tessera_kernel_set_get(const tessera_bundle *bundle, const char *name,
+                                                  tessera_kernel_set **out);
+/* What tessera_bundle_kernel_set_json gives for the set. */
+TESSERA_API tessera_status tessera_kernel_set_json(const tessera_kernel_set *set, const char **out);
+/* An argument set for the kernel set, filled with the tessera_args_* setters above (names and the
+   order of tessera_args_set_all are the set's arguments); destroyed with tessera_args_destroy. */
+TESSERA_API tessera_status tessera_set_args_create(const tessera_kernel_set *set, tessera_args **out);
+/* Checks every argument, grid, precondition and workspace size of every kernel, then on `stream`:
+   zeroes the workspaces that ask for it (an asynchronous memset) and launches the kernels in order
+   (one with an empty grid is skipped). Workspaces are the stream's, reused by later launches and grown
+   when a launch needs more; no allocation or synchronisation happens once they are large enough, so
+   launches can be captured in a CUDA graph after one launch outside the capture. A capture that
+   needs more than was reserved fails with TESSERA_ERROR_ARGUMENT. Asynchronous. */
+TESSERA_API tessera_status tessera_launch_set(const tessera_kernel_set *set, const tessera_args *args, void *stream);
+/* Makes the workspaces of `stream`, of every other stream the set has run on, and the spare a stream
+   new to the set takes (a graph capture's), as large as a launch with these arguments needs, without
+   launching: before capturing calls larger than any made so far. */
+TESSERA_API tessera_status tessera_kernel_set_reserve(const tessera_kernel_set *set, const tessera_args *args,
+                                                      void *stream);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #define TESSERA_SIM_SIMULATOR_H
 
 #include "tessera/Sim/Numerics.h"
+#include "tessera/Support/ArgRole.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -31,7 +32,7 @@ struct Program;
 struct ParamInfo {
   enum class Kind { Buffer, Scalar };
   std::string name; ///< tessera.arg_names entry, or "arg<N>"
-  std::string role; ///< tessera.arg_roles entry ("input", "size", ...), or ""
+  std::optional<ArgRole> role; ///< tessera.arg_roles entry, nullopt when the kernel has none
   Kind kind;
   ElemKind elem;        ///< a buffer's element type, or the scalar's type
   bool isIndex = false; ///< scalar of type index (passed as i64)
@@ -110,10 +111,16 @@ private:
   std::unique_ptr<detail::Program> program;
 };
 
+/// The multiprocessor count the simulator reports for "$sm_count" (tessera-sim --sm-count and
+/// TESSERA_SIM_SM_COUNT override it): small, so a persistent kernel's workgroups each loop over
+/// several tiles on the small problems simulated, as they do on a GPU with large ones.
+inline constexpr uint32_t kDefaultSmCount = 4;
+
 /// Evaluates a docs/bundle.md grid (a JSON array of three expressions) with `arg` giving the
-/// value of a named integer argument.
+/// value of a named integer argument and `smCount` the value of "$sm_count".
 llvm::Expected<std::array<uint32_t, 3>> evaluateGrid(llvm::StringRef gridJson,
-                                                     llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg);
+                                                     llvm::function_ref<std::optional<int64_t>(llvm::StringRef)> arg,
+                                                     uint32_t smCount = kDefaultSmCount);
 
 } // namespace tessera::sim
 

@@ -35,6 +35,8 @@ constexpr uint32_t kDefaultSharedLimit = 48 * 1024; // more needs an explicit op
   X(cuMemcpyHtoD_v2, CUresult(CUdeviceptr, const void *, size_t))                                \
   X(cuMemcpyDtoH_v2, CUresult(void *, CUdeviceptr, size_t))                                      \
   X(cuMemsetD8_v2, CUresult(CUdeviceptr, unsigned char, size_t))                                 \
+  X(cuMemsetD8Async, CUresult(CUdeviceptr, unsigned char, size_t, CUstream))                     \
+  X(cuStreamIsCapturing, CUresult(CUstream, int *))                                              \
   X(cuModuleLoadDataEx, CUresult(CUmodule *, const void *, unsigned, int *, void **))            \
   X(cuModuleUnload, CUresult(CUmodule))                                                          \
   X(cuModuleGetFunction, CUresult(CUfunction *, CUmodule, const char *))                         \
@@ -154,6 +156,18 @@ tessera_status memset(void *device, void *dst, int value, size_t bytes) {
   return CU_BOUND(cuda(device), cuMemsetD8_v2, devicePtr(dst), static_cast<unsigned char>(value), bytes);
 }
 
+tessera_status memsetAsync(void *device, void *dst, int value, size_t bytes, void *stream) {
+  return CU_BOUND(cuda(device), cuMemsetD8Async, devicePtr(dst), static_cast<unsigned char>(value), bytes,
+                  static_cast<CUstream>(stream));
+}
+
+tessera_status streamCapturing(void *device, void *stream, int *capturing) {
+  int status = 0; // CUstreamCaptureStatus: NONE 0, ACTIVE 1, INVALIDATED 2 (a failed capture still captures)
+  tessera_status s = CU_BOUND(cuda(device), cuStreamIsCapturing, static_cast<CUstream>(stream), &status);
+  *capturing = status != 0;
+  return s;
+}
+
 tessera_status synchronize(void *device) { return CU_BOUND(cuda(device), cuCtxSynchronize); }
 
 void unloadKernel(void *device, void *kernel) {
@@ -216,7 +230,8 @@ tessera_status encodeTensorMap(void *device, const tessera_tensor_map_desc *desc
 const tessera_backend *cudaBackend() {
   static const tessera_backend backend = {
       TESSERA_BACKEND_ABI_VERSION, "cuda", "ptx", open, close, archName, alloc, free, memcpyHtoD, memcpyDtoH,
-      memset, synchronize, loadKernel, unloadKernel, launch, encodeTensorMap, processorCount};
+      memset, synchronize, loadKernel, unloadKernel, launch, encodeTensorMap, processorCount, memsetAsync,
+      streamCapturing};
   return &backend;
 }
 

@@ -34,6 +34,8 @@ struct HipDeviceProps {
   X(hipFree, hipError_t(void *))                                                                 \
   X(hipMemcpy, hipError_t(void *, const void *, size_t, int))                                    \
   X(hipMemset, hipError_t(void *, int, size_t))                                                  \
+  X(hipMemsetAsync, hipError_t(void *, int, size_t, hipStream_t))                                \
+  X(hipStreamIsCapturing, hipError_t(hipStream_t, int *))                                        \
   X(hipModuleLoadData, hipError_t(hipModule_t *, const void *))                                  \
   X(hipModuleUnload, hipError_t(hipModule_t))                                                    \
   X(hipModuleGetFunction, hipError_t(hipFunction_t *, hipModule_t, const char *))                \
@@ -121,6 +123,17 @@ tessera_status memset(void *device, void *dst, int value, size_t bytes) {
   return HIP_BOUND(hip(device), hipMemset, dst, value, bytes);
 }
 
+tessera_status memsetAsync(void *device, void *dst, int value, size_t bytes, void *stream) {
+  return HIP_BOUND(hip(device), hipMemsetAsync, dst, value, bytes, static_cast<hipStream_t>(stream));
+}
+
+tessera_status streamCapturing(void *device, void *stream, int *capturing) {
+  int status = 0; // hipStreamCaptureStatus: None 0, Active 1, Invalidated 2
+  tessera_status s = HIP_BOUND(hip(device), hipStreamIsCapturing, static_cast<hipStream_t>(stream), &status);
+  *capturing = status != 0;
+  return s;
+}
+
 tessera_status synchronize(void *device) { return HIP_BOUND(hip(device), hipDeviceSynchronize); }
 
 void unloadKernel(void *device, void *kernel) {
@@ -159,7 +172,8 @@ tessera_status launch(void *device, void *kernel, const tessera_backend_launch *
 const tessera_backend *hipBackend() {
   static const tessera_backend backend = {
       TESSERA_BACKEND_ABI_VERSION, "hip", "hsaco", open, close, archName, alloc, free, memcpyHtoD, memcpyDtoH,
-      memset, synchronize, loadKernel, unloadKernel, launch};
+      memset, synchronize, loadKernel, unloadKernel, launch, /*encode_tensor_map=*/nullptr,
+      /*processor_count=*/nullptr, memsetAsync, streamCapturing};
   return &backend;
 }
 

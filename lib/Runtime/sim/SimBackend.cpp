@@ -16,6 +16,8 @@ tessera_status loadSimBackend(std::unique_ptr<SharedLibrary> &plugin, const tess
   if (!backend || backend->abi_version != TESSERA_BACKEND_ABI_VERSION)
     return fail(TESSERA_ERROR_BACKEND_UNAVAILABLE,
                 plugin->path() + " does not provide backend ABI version " + std::to_string(TESSERA_BACKEND_ABI_VERSION));
+  if (!backend->memset_async)
+    return fail(TESSERA_ERROR_BACKEND_UNAVAILABLE, plugin->path() + " has no memset_async (backend ABI 3 requires it)");
   return TESSERA_SUCCESS;
 }
 

@@ -140,6 +140,11 @@ tessera_status simMemset(void *device, void *dst, int value, size_t bytes) {
   return TESSERA_SUCCESS;
 }
 
+/// Launches run synchronously, so the stream's earlier work is done: a plain memset is in order.
+tessera_status simMemsetAsync(void *device, void *dst, int value, size_t bytes, void *) {
+  return simMemset(device, dst, value, bytes);
+}
+
 tessera_status simSynchronize(void *) { return TESSERA_SUCCESS; } // launches are synchronous
 
 /// The manifest's argument type of a parameter the kernel IR declares.
@@ -194,6 +199,12 @@ tessera_status simLoadKernel(void *device, const tessera_backend_kernel_desc *de
 }
 
 void simUnloadKernel(void *, void *kernel) { delete static_cast<SimKernel *>(kernel); }
+
+/// "$sm_count": sim::kDefaultSmCount, or TESSERA_SIM_SM_COUNT (docs/simulator.md).
+uint32_t simProcessorCount(void *) {
+  const char *count = std::getenv("TESSERA_SIM_SM_COUNT");
+  return count && std::atoi(count) > 0 ? uint32_t(std::atoi(count)) : sim::kDefaultSmCount;
+}
 
 tessera_status simLaunch(void *device, void *kernelHandle, const tessera_backend_launch *launch) {
   SimDevice &d = dev(device);
@@ -258,7 +269,11 @@ const tessera_backend kBackend = {TESSERA_BACKEND_ABI_VERSION,
                                   simSynchronize,
                                   simLoadKernel,
                                   simUnloadKernel,
-                                  simLaunch};
+                                  simLaunch,
+                                  /*encode_tensor_map=*/nullptr,
+                                  simProcessorCount,
+                                  simMemsetAsync,
+                                  /*stream_capturing=*/nullptr};
 
 } // namespace
 

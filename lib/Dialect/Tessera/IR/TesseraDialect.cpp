@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -45,6 +46,65 @@ LogicalResult TileConfigAttr::verify(function_ref<InFlightDiagnostic()> emitErro
     return emitError() << "tile 'waves' must be 1, 2, 4 or 8, got " << waves;
   if (stages < 1 || stages > 4)
     return emitError() << "tile 'stages' must be between 1 and 4, got " << stages;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ArgRolesAttr, KernelSetAttr
+//===----------------------------------------------------------------------===//
+
+// #tessera.arg_roles<[input, output, size]>: the role names of tessera/Support/ArgRole.h.
+Attribute ArgRolesAttr::parse(AsmParser &parser, Type) {
+  SmallVector<ArgRole> roles;
+  auto parseRole = [&]() -> ParseResult {
+    SMLoc loc = parser.getCurrentLocation();
+    StringRef name;
+    if (parser.parseKeyword(&name)) return failure();
+    std::optional<ArgRole> role = parseArgRole(name);
+    if (!role)
+      return parser.emitError(loc) << "unknown argument role '" << name << "' (expected one of "
+                                   << argRoleNames() << ")";
+    roles.push_back(*role);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseRole) ||
+      parser.parseGreater())
+    return {};
+  return get(parser.getContext(), roles);
+}
+
+void ArgRolesAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getRoles(), printer, [&](ArgRole r) { printer << argRoleName(r); });
+  printer << "]>";
+}
+
+LogicalResult KernelSetAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef name,
+                                    int64_t position) {
+  if (name.empty()) return emitError() << "a kernel set needs a name";
+  if (position < 0) return emitError() << "kernel set position must be >= 0, got " << position;
+  return success();
+}
+
+LogicalResult TesseraDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == TesseraDialect::getKernelSetAttrName() && !isa<KernelSetAttr>(attr.getValue()))
+    return op->emitOpError() << "'" << name << "' must be a #tessera.kernel_set attribute";
+  if (name != TesseraDialect::getArgRolesAttrName()) return success();
+  auto roles = dyn_cast<ArgRolesAttr>(attr.getValue());
+  if (!roles) return op->emitOpError() << "'" << name << "' must be a #tessera.arg_roles attribute";
+  // Checked on the kernel IR; lowerings keep the attribute on functions of other argument types.
+  auto func = dyn_cast<gpu::GPUFuncOp>(op);
+  if (!func) return success();
+  if (roles.getRoles().size() != func.getNumArguments())
+    return op->emitOpError() << "has " << func.getNumArguments() << " arguments but '" << name
+                             << "' lists " << roles.getRoles().size() << " roles";
+  for (auto [i, role] : llvm::enumerate(roles.getRoles()))
+    if ((role == ArgRole::TileCounter || role == ArgRole::Workspace) &&
+        !isa<MemRefType>(func.getArgumentTypes()[i]))
+      return op->emitOpError() << "argument " << i << " has role '" << argRoleName(role)
+                               << "' but is not a memref (the runtime passes a pointer)";
   return success();
 }
 

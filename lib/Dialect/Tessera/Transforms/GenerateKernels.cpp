@@ -83,7 +83,9 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
     LogicalResult result =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
             .Case([&](tessera::WmmaGemmOp gemm) -> LogicalResult {
-              if (failed(generateWmmaGemm(gemm, target))) return failure();
+              FailureOr<gpu::GPUFuncOp> func = generateWmmaGemm(gemm, target);
+              if (failed(func)) return failure();
+              recordKernelSet({gemm.getSymName().str(), {*func}});
               gemm.erase();
               return success();
             })

@@ -68,7 +68,7 @@ struct SameOperandsToLLVM : OpRewritePattern<From> {
 
 /// TMA tensor maps are 128-byte kernel parameters passed by value (CUTLASS's
 /// `const __grid_constant__ CUtensorMap`): the TMA instructions take their generic address.
-/// The generators mark them with the role "tensor_map"; convert-gpu-to-nvvm drops byval, so
+/// The generators mark them with the role ArgRole::TensorMap; convert-gpu-to-nvvm drops byval, so
 /// the attributes are set on the lowered function.
 struct TensorMapParamsPass
     : PassWrapper<TensorMapParamsPass, OperationPass<gpu::GPUModuleOp>> {
@@ -76,12 +76,12 @@ struct TensorMapParamsPass
   StringRef getArgument() const override { return "tessera-nvvm-tensor-map-params"; }
   void runOnOperation() override {
     getOperation().walk([](LLVM::LLVMFuncOp func) {
-      auto roles = func->getAttrOfType<ArrayAttr>(tessera::TesseraDialect::getArgRolesAttrName());
-      if (!roles || roles.size() != func.getNumArguments()) return;
+      auto roles = func->getAttrOfType<tessera::ArgRolesAttr>(tessera::TesseraDialect::getArgRolesAttrName());
+      if (!roles || roles.getRoles().size() != func.getNumArguments()) return;
       MLIRContext *ctx = func.getContext();
       OpBuilder b(ctx);
-      for (auto [i, role] : llvm::enumerate(roles)) {
-        if (cast<StringAttr>(role).getValue() != "tensor_map") continue;
+      for (auto [i, role] : llvm::enumerate(roles.getRoles())) {
+        if (role != tessera::ArgRole::TensorMap) continue;
         func.setArgAttr(i, LLVM::LLVMDialect::getByValAttrName(),
                         TypeAttr::get(LLVM::LLVMArrayType::get(b.getI64Type(), 16)));
         func.setArgAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b.getI64IntegerAttr(64));

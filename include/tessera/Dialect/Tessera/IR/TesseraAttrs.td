@@ -1,4 +1,4 @@
-// Attributes of the tessera dialect: mask kind, KV-scale granularity and the tile configuration.
+// Attributes of the tessera dialect: mask kind, KV-scale granularity, tile configuration, and what generated kernels record.
 #ifndef TESSERA_ATTRS_TD
 #define TESSERA_ATTRS_TD
 
@@ -60,6 +60,46 @@ def Tessera_TileConfigAttr : AttrDef<Tessera_Dialect, "TileConfig"> {
   let parameters = (ins "int64_t":$m, "int64_t":$n, "int64_t":$k, "int64_t":$waves,
                         "int64_t":$stages);
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Tessera_ArgRolesAttr : AttrDef<Tessera_Dialect, "ArgRoles"> {
+  let mnemonic = "arg_roles";
+  let summary = "Roles of a generated kernel's arguments";
+  let description = [{
+    One role per argument of the `gpu.func` carrying it as `tessera.arg_roles`, in order
+    (the names are those of the manifest, docs/bundle.md): `input`, `output`, `inout`,
+    `size`, `stride`, `scale`, `param`, and the three the runtime fills at launch,
+    `tensor_map`, `tile_counter` and `workspace`. The enum and its names are
+    `tessera::ArgRole` (`tessera/Support/ArgRole.h`), shared with the simulator and the
+    runtime.
+
+    ```mlir
+    gpu.func @colsum(%x: memref<?xf32>, %acc: memref<?xf32>, %M: index) kernel
+        attributes {tessera.arg_names = ["x", "acc", "M"],
+                    tessera.arg_roles = #tessera.arg_roles<[input, workspace, size]>}
+    ```
+  }];
+  let parameters = (ins ArrayRefParameter<"::tessera::ArgRole", "one role per argument">:$roles);
+  let hasCustomAssemblyFormat = 1;
+}
+
+def Tessera_KernelSetAttr : AttrDef<Tessera_Dialect, "KernelSet"> {
+  let mnemonic = "kernel_set";
+  let summary = "A kernel's set and its position in the set's launch order";
+  let description = [{
+    Carried as `tessera.kernel_set` by each `gpu.func` of a directive that generates several
+    kernels launched together (a backward pass's preprocess, main and convert kernels; a
+    split-KV decode and its combine): the set's name and the kernel's position in the launch
+    order, from 0. The bundle writer records the set in the manifest's `kernel_sets`
+    (docs/bundle.md). A kernel without it is launched alone.
+
+    ```mlir
+    #tessera.kernel_set<"colsum", 1>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"the set's name">:$name, "int64_t":$position);
+  let assemblyFormat = "`<` $name `,` $position `>`";
   let genVerifyDecl = 1;
 }
 

@@ -32,7 +32,11 @@ def Tessera_Dialect : Dialect {
     static ::llvm::StringRef getFallbackAttrName() { return "tessera.fallback"; }
     static ::llvm::StringRef getPortableTwinAttrName() { return "tessera.portable_twin"; }
     static ::llvm::StringRef getTwinOfAttrName() { return "tessera.twin_of"; }
+    static ::llvm::StringRef getWorkspacesAttrName() { return "tessera.workspaces"; }
+    static ::llvm::StringRef getKernelSetAttrName() { return "tessera.kernel_set"; } // KernelSetAttr
   }];
+  // tessera.arg_roles and tessera.kernel_set on generated kernels are checked where they sit.
+  let hasOperationAttrVerify = 1;
 }
 
 class Tessera_Op<string mnemonic, list<Trait> traits = []>

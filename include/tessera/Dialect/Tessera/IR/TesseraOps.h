@@ -9,6 +9,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "tessera/Support/ArgRole.h"
+
 #include "tessera/Dialect/Tessera/IR/TesseraDialect.h.inc"
 #include "tessera/Dialect/Tessera/IR/TesseraEnums.h.inc"
 
@@ -19,5 +21,6 @@
 
 #define GET_OP_CLASSES
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h.inc"
+
 
 #endif // TESSERA_DIALECT_TESSERA_IR_TESSERAOPS_H
