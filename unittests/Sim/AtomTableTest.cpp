@@ -1,5 +1,6 @@
 // The compiler's atom table against the simulator's independent matrix layouts, map by map and through KernelBuilder::mma.
 #include "tessera/Codegen/KernelBuilder.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 #include "tessera/Sim/MatrixOps.h"
 #include "tessera/Sim/Simulator.h"
 
@@ -153,7 +154,8 @@ int wrongProducts(const MMAAtom &atom, const TargetInfo &target) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlir::gpu::GPUDialect, mlir::amdgpu::AMDGPUDialect, mlir::arith::ArithDialect,
                   mlir::memref::MemRefDialect, mlir::vector::VectorDialect, mlir::scf::SCFDialect,
-                  mlir::NVVM::NVVMDialect, mlir::ROCDL::ROCDLDialect, mlir::LLVM::LLVMDialect>();
+                  mlir::NVVM::NVVMDialect, mlir::ROCDL::ROCDLDialect, mlir::LLVM::LLVMDialect,
+                  tessera::TesseraDialect>(); // createKernel records the roles as a tessera attribute
   const std::string ir = oneMmaKernel(ctx, target, atom);
   auto kernel = sim::Kernel::fromSource(ir, "one_mma.mlir", {});
   if (!kernel) {
