@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Attention forward benchmark on a CUDA GPU: tessera.flash_attn vs torch SDPA's FlashAttention-2 and cuDNN backends on
-the same inputs in one run, each output checked, after the host time per call of each; table last, JSON to
-$TESSERA_BENCH_OUT."""
+"""Attention benchmark on a CUDA GPU: tessera.flash_attn vs torch SDPA's FlashAttention-2 and cuDNN backends on the same
+inputs in one run, each output checked, after the host time per call of each; table last, JSON to $TESSERA_BENCH_OUT.
+--backward: the backward instead (tessera.flash_attn_bwd, non-deterministic and deterministic, against the SDPA
+backends' backward through autograd), gradients checked against FlashAttention-2's."""
 import argparse
 import os
 import statistics
@@ -35,22 +36,32 @@ def default_cases():
     return cases + [(1, 8192, 128, 8, 128, "bf16", True)]
 
 
+def default_backward_cases():
+    """The backward table: B4 S4096 and B2 S8192 at H32, D64 and D128, causal and full, bf16; GQA Hq128/Hkv8 S8192
+    causal; each deterministic and not (the last field)."""
+    cases = [(B, S, HEADS, HEADS, D, "bf16", causal) for D in (128, 64) for causal in (True, False)
+             for B, S in ((4, 4096), (2, 8192))]
+    cases.append((1, 8192, 128, 8, 128, "bf16", True))
+    return [c + (det,) for c in cases for det in (False, True)]
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cases", help="BxSxHqxHkvxD:dtype:causal|full,... e.g. 4x4096x32x32x128:bf16:causal "
                                    "(default: the fixed list incl. the GQA case)")
     p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function in a round")
     p.add_argument("--rounds", type=int, default=3, help="rounds of timing, the functions alternating")
+    p.add_argument("--backward", action="store_true", help="the backward table (--cases take a 4th field det|nondet)")
     args = p.parse_args()
     if args.cases:
         cases = []
         for spec in args.cases.split(","):
-            shape, dtype, mask = spec.split(":")
+            shape, dtype, mask, *mode = spec.split(":")
             B, S, Hq, Hkv, D = (int(x) for x in shape.split("x"))
-            cases.append((B, S, Hq, Hkv, D, dtype, mask == "causal"))
+            cases.append((B, S, Hq, Hkv, D, dtype, mask == "causal") + ((mode == ["det"],) if args.backward else ()))
         args.cases = cases
     else:
-        args.cases = default_cases()
+        args.cases = default_backward_cases() if args.backward else default_cases()
     return args
 
 
@@ -169,6 +180,124 @@ def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, rounds, gen, row_gen):
     return row
 
 
+def peer_backward_fn(backend, q, k, v, do, causal, gqa):
+    """The SDPA backend's backward alone: its forward recorded once, then autograd.grad of it (retain_graph)."""
+    qt, kt, vt = (x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v))
+    kwargs = {"enable_gqa": True} if gqa else {}
+    with sdpa_kernel(PEERS[backend]):
+        o = sdpa(qt, kt, vt, is_causal=causal, **kwargs)
+    dot = do.transpose(1, 2)
+
+    def run():
+        return torch.autograd.grad(o, (qt, kt, vt), dot, retain_graph=True)
+    return run
+
+
+def check_gradients(grads, peer_grads):
+    """No NaN/Inf, and each of dq, dk, dv within 2% of the largest FlashAttention-2 gradient element of its kind plus
+    twice the difference that rounding both to the input type allows (a same-precision agreement test; the float64
+    rule of CORRECTNESS.md is the GPU test suite's, at sizes a reference can take)."""
+    out = {"finite": all(bool(torch.isfinite(g).all()) for g in grads)}
+    ok = out["finite"]
+    for name, g, peer in zip(("dq", "dk", "dv"), grads, peer_grads):
+        peer = peer.transpose(1, 2)
+        diff = float((g.double() - peer.double()).abs().max())
+        scale = float(peer.double().abs().max())
+        out[f"{name}_max_diff_vs_peer"] = diff
+        ok &= diff <= 0.02 * scale + 1e-6
+    out["correct"] = ok
+    return out
+
+
+def run_backward_case(B, S, Hq, Hkv, D, dtype, causal, deterministic, rep_ms, rounds, gen):
+    flops = int(2.5 * 4 * B * Hq * S * S * D) // (2 if causal else 1)
+    row = {"B": B, "S": S, "Hq": Hq, "Hkv": Hkv, "D": D, "dtype": dtype, "causal": causal,
+           "deterministic": deterministic, "flops": flops}
+    dt = TORCH_DTYPES[dtype]
+    q = torch.randn(B, S, Hq, D, device="cuda", generator=gen).to(dt)
+    k = torch.randn(B, S, Hkv, D, device="cuda", generator=gen).to(dt)
+    v = torch.randn(B, S, Hkv, D, device="cuda", generator=gen).to(dt)
+    do = torch.randn(B, S, Hq, D, device="cuda", generator=gen).to(dt)
+    timed, peer_grads = {}, {}
+    for name in PEERS:
+        try:
+            fn = peer_backward_fn(name, q, k, v, do, causal, Hq != Hkv)
+            peer_grads[name] = fn()
+            torch.cuda.synchronize()
+            timed[name] = fn
+        except RuntimeError as e:
+            row[f"{name}_error"] = str(e).splitlines()[0][:160]
+            torch.cuda.synchronize()
+    try:
+        with torch.no_grad():
+            o, lse = tessera.flash_attn(q, k, v, causal=causal, return_lse=True)
+        grads = tuple(torch.full_like(x, float("nan")) for x in (q, k, v))
+
+        def run():
+            return tessera.flash_attn_bwd(q, k, v, o, do, lse, causal=causal, deterministic=deterministic,
+                                          dq=grads[0], dk=grads[1], dv=grads[2])
+        run()
+        torch.cuda.synchronize()
+        peer = next((n for n in ("flash", "cudnn") if n in peer_grads), None)
+        if peer:
+            row.update(check_gradients(grads, peer_grads[peer]), checked_against=peer)
+        else:
+            row.update(correct=all(bool(torch.isfinite(g).all()) for g in grads), checked_against=None)
+        timed["tessera"] = run
+    except tessera.TesseraError as e:
+        row["error"] = f"{type(e).__name__}: {e}"
+    for _ in range(rounds):
+        for who, fn in timed.items():
+            row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
+    for who in timed:
+        row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
+        row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
+    for peer in PEERS:
+        if "tessera_tflops" in row and f"{peer}_tflops" in row:
+            row[f"ratio_{peer}"] = row["tessera_tflops"] / row[f"{peer}_tflops"]
+    return row
+
+
+def backward_table(meta, rows):
+    lines = [f"Attention backward: tessera.flash_attn_bwd vs SDPA FlashAttention-2 (flash) and cuDNN backward, same "
+             f"inputs, TFLOP/s from the median of {meta.get('rounds', 1)} alternating rounds' median times "
+             f"({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, {meta['date']}); "
+             "FLOPs = 2.5 x forward (10·B·Hq·S²·D), halved for causal; peers are non-deterministic",
+             f"{'B x S x Hq/Hkv x D':>22} {'dtype':>5} {'mask':>6} {'mode':>6} {'tessera':>8} {'flash':>7} "
+             f"{'cudnn':>7} {'t/flash':>7} {'t/cudnn':>7}  check"]
+    for r in rows:
+        shape = f"{r['B']}x{r['S']}x{r['Hq']}/{r['Hkv']}x{r['D']}"
+        if "error" in r:
+            verdict = r["error"]
+        elif r["correct"]:
+            verdict = "ok" + (f" (vs {r['checked_against']}: " + ", ".join(
+                f"{g} {r[g + '_max_diff_vs_peer']:.3g}" for g in ("dq", "dk", "dv")) + ")" if r["checked_against"] else "")
+        else:
+            verdict = "WRONG (" + ", ".join(f"{g} {r.get(g + '_max_diff_vs_peer')}" for g in ("dq", "dk", "dv")) + \
+                f"; finite {r['finite']})"
+        notes = "".join(f"; {p}: {r[p + '_error']}" for p in PEERS if p + "_error" in r)
+        lines.append(f"{shape:>22} {r['dtype']:>5} {'causal' if r['causal'] else 'full':>6} "
+                     f"{'det' if r['deterministic'] else 'atomic':>6} {_num(r, 'tessera_tflops', '8.1f')} "
+                     f"{_num(r, 'flash_tflops', '7.1f')} {_num(r, 'cudnn_tflops', '7.1f')} "
+                     f"{_num(r, 'ratio_flash', '7.2f')} {_num(r, 'ratio_cudnn', '7.2f')}  {verdict}{notes}")
+    return "\n".join(lines)
+
+
+def main_backward(args, meta):
+    gen = torch.Generator(device="cuda").manual_seed(meta["seed"])
+    rows = []
+    for case in args.cases:
+        r = run_backward_case(*case, args.rep_ms, args.rounds, gen)
+        rows.append(r)
+        B, S, Hq, Hkv, D, dtype, causal, det = case
+        print(f"  bwd B{B} S{S} H{Hq}/{Hkv} D{D} {dtype} {'causal' if causal else 'full'} "
+              f"{'det' if det else 'atomic'}: " + (r.get("error") or (
+                  f"tessera {r['tessera_tflops']:.1f} TFLOP/s, flash {_num(r, 'flash_tflops', '.1f')}, "
+                  f"cudnn {_num(r, 'cudnn_tflops', '.1f')}, {'ok' if r['correct'] else 'WRONG'}")), flush=True)
+        torch.cuda.empty_cache()
+    return finish("bench_attn_bwd", meta, rows, backward_table(meta, rows))
+
+
 def _num(row, key, fmt):
     """row[key] formatted, or '-' right-aligned to the format's width."""
     width = int(fmt.split(".")[0] or 0)
@@ -207,6 +336,8 @@ def main():
     seed = int.from_bytes(os.urandom(4), "little")
     meta["seed"] = seed
     meta["rounds"] = args.rounds
+    if args.backward:
+        return main_backward(args, meta)
     meta["host_us_per_call"] = host_overhead()
     print(host_line(meta["host_us_per_call"]), flush=True)
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)

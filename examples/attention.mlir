@@ -108,3 +108,126 @@ tessera.flash_attn @fa_bf16_d128_tl_lse_gqa4 {dtype = bf16, head_dim = 128, mask
 tessera.flash_attn @fa_bf16_d128_tl_lse_gqa8 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, return_lse, pack_gqa = 8}
 tessera.flash_attn @fa_bf16_d128_br_lse_gqa4 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 4}
 tessera.flash_attn @fa_bf16_d128_br_lse_gqa8 {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, return_lse, pack_gqa = 8}
+
+// Backward kernel sets of every forward variant above (pre, main, then dq_convert or, deterministic,
+// dq): the same dtypes, head dims, masks and features; each with a deterministic twin (no atomics).
+tessera.flash_attn_bwd @fa_bwd_f16_d32_none {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_none_det {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_none_varlen {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_none_varlen_det {dtype = f16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_tl {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_tl_det {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_tl_varlen {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_tl_varlen_det {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_br {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_br_det {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_br_varlen {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d32_br_varlen_det {dtype = f16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_none {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_none_det {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_none_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_none_varlen_det {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_tl {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_tl_det {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_tl_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_tl_varlen_det {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_br {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_br_det {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_br_varlen {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d64_br_varlen_det {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_none {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_none_det {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_none_varlen {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_none_varlen_det {dtype = f16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_tl {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_tl_det {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_tl_varlen {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_tl_varlen_det {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_br {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_br_det {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_br_varlen {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d96_br_varlen_det {dtype = f16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_none {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_none_det {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_none_varlen {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_none_varlen_det {dtype = f16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_tl {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_tl_det {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_tl_varlen {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_tl_varlen_det {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_br {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_br_det {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_br_varlen {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d128_br_varlen_det {dtype = f16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_none {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_none_det {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_none_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_none_varlen_det {dtype = f16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_tl {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_tl_det {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_tl_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_tl_varlen_det {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_br {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_br_det {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_br_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_f16_d256_br_varlen_det {dtype = f16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_none {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_none_det {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_none_varlen {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_none_varlen_det {dtype = bf16, head_dim = 32, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_tl {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_tl_det {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_tl_varlen {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_tl_varlen_det {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_br {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_br_det {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_br_varlen {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d32_br_varlen_det {dtype = bf16, head_dim = 32, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_none {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_none_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_none_varlen {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_none_varlen_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_tl {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_tl_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_tl_varlen {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_tl_varlen_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_br {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_varlen {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_varlen_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_none {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_none_det {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_none_varlen {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_none_varlen_det {dtype = bf16, head_dim = 96, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_tl {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_tl_det {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_tl_varlen {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_tl_varlen_det {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_br {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_br_det {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_br_varlen {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d96_br_varlen_det {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_none {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_none_det {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_none_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_none_varlen_det {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_tl {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_tl_det {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_tl_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_tl_varlen_det {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_br {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_br_det {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_br_varlen {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_br_varlen_det {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_none {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_none_det {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_none_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_none_varlen_det {dtype = bf16, head_dim = 256, mask = #tessera.mask<none>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_det {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_varlen_det {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_br {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_br_det {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_br_varlen {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen}
+tessera.flash_attn_bwd @fa_bwd_bf16_d256_br_varlen_det {dtype = bf16, head_dim = 256, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, deterministic}

@@ -4,6 +4,7 @@ assemble with 0 spill bytes and without any "Potential Performance Loss" (C75xx)
 information, and each one means serialised wgmma or a broken pipeline (../shared/toolchain/examples/hopper-fa).
 
   ptxas_gate.py BUNDLE_DIR     check; exit 1 listing the offending kernels
+  ptxas_gate.py --all BUNDLE_DIR   the same over every kernel of the bundle (the portable lane too)
   ptxas_gate.py --find         print the ptxas path (exit 1 when there is none)
 
 ptxas is looked up in $TESSERA_PTXAS, PATH, /usr/local/cuda/bin, then the nvidia-cuda-nvcc wheel (pip)."""
@@ -35,12 +36,12 @@ SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 PERF = re.compile(r"C75\d\d|Potential Performance Loss")
 
 
-def check(bundle, ptxas):
+def check(bundle, ptxas, every=False):
     manifest = json.loads((Path(bundle) / "manifest.json").read_text())
     target = manifest["target"]
     bad, checked = [], 0
     for k in manifest["kernels"]:
-        if not k.get("tensor_maps"):
+        if not (every or k.get("tensor_maps")):
             continue
         checked += 1
         run = subprocess.run([ptxas, f"-arch={target}", "-v", str(Path(bundle) / k["code_object"]), "-o", os.devnull],
@@ -53,7 +54,7 @@ def check(bundle, ptxas):
                       f"{sum(spills)} spill bytes" if spills and sum(spills) else
                       "; ".join(perf) if perf else "no ptxas report")
             bad.append(f"{k['name']}: {reason}")
-    print(f"ptxas gate ({target}): {checked} wgmma kernels, {len(bad)} failing")
+    print(f"ptxas gate ({target}): {checked} {'' if every else 'wgmma '}kernels, {len(bad)} failing")
     for line in bad:
         print(f"  FAIL {line}")
     return 0 if checked and not bad else 1
@@ -64,14 +65,16 @@ def main():
         path = find_ptxas()
         print(path or "no ptxas found ($TESSERA_PTXAS, PATH, /usr/local/cuda/bin, pip nvidia-cuda-nvcc-cu12)")
         return 0 if path else 1
-    if len(sys.argv) != 2:
+    every = sys.argv[1:2] == ["--all"]
+    args = sys.argv[2:] if every else sys.argv[1:]
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     ptxas = find_ptxas()
     if not ptxas:
         print("ptxas gate: no ptxas found (install nvidia-cuda-nvcc-cu12 or set TESSERA_PTXAS)", file=sys.stderr)
         return 2
-    return check(sys.argv[1], ptxas)
+    return check(args[0], ptxas, every)
 
 
 if __name__ == "__main__":

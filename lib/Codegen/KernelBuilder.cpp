@@ -429,9 +429,27 @@ Value KernelBuilder::loadOperand(const LdsTile &tile, const MMAAtom &atom, Opera
                                  Value lane, Value outerBase, int kBase, bool kAlongRows) {
   if (atom.kind == AtomKind::MMASync)
     return ldmatrixOperand(tile, atom, which, lane, outerBase, kBase, kAlongRows);
-  assert(!kAlongRows && "transposed operand loads need matrix loads");
   bool isB = which == Operand::B;
-  return loadFragment(tile, isB ? atom.b : atom.a, isB, lane, outerBase, kBase);
+  const OperandLayout &layout = isB ? atom.b : atom.a;
+  if (!kAlongRows) return loadFragment(tile, layout, isB, lane, outerBase, kBase);
+  // A [K][outer] tile without transposing matrix loads: the lane's elements run down a column,
+  // one LDS read each.
+  Type elemType = cast<MemRefType>(tile.memref.getType()).getElementType();
+  auto [laneRow, laneCol] = laneCoord(layout, lane);
+  Value laneOuter = isB ? laneCol : laneRow, laneK = isB ? laneRow : laneCol;
+  SmallVector<Value> elems;
+  for (int e = 0; e < layout.elementsPerLane(); ++e) {
+    Coord c = layout.at(0, e);
+    Value row = add(laneK, kBase + (isB ? c.row : c.col));
+    Value col = add(add(outerBase, laneOuter), isB ? c.col : c.row);
+    elems.push_back(memref::LoadOp::create(b, loc, tile.memref, ValueRange{ldsOffset(tile, row, col)}));
+  }
+  auto type = VectorType::get({int64_t(elems.size())}, elemType);
+  return vector::FromElementsOp::create(b, loc, type, elems);
+}
+
+void KernelBuilder::atomicAdd(Value value, Value memref, Value index) {
+  memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf, value, memref, ValueRange{index});
 }
 
 // ldmatrix moves 8x8 blocks of 16-bit elements: lane 8j + r gives the address of row r of block

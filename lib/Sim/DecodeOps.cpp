@@ -412,11 +412,11 @@ Inst Decoder::memoryAccess(Operation *op, Op code, Value memref, ValueRange indi
     problem(op, "vector access along a non-unit-stride dimension");
   I.kind = access.kind;
   I.count = access.count;
-  if (code == Op::Store)
+  if (code == Op::Store || code == Op::AtomicAddF)
     I.in.push_back(use(value));
   for (Value i : indices)
     I.in.push_back(use(i));
-  if (code != Op::Store)
+  if (code != Op::Store && code != Op::AtomicAddF)
     I.out.push_back(def(value, op));
   return I;
 }
@@ -429,6 +429,15 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
       .Case([&](memref::StoreOp o) {
         return memoryAccess(op, Op::Store, o.getMemRef(), o.getIndices(), o.getValueToStore(),
                             o.getValueToStore().getType());
+      })
+      .Case([&](memref::AtomicRMWOp o) -> std::optional<Inst> {
+        if (o.getKind() != arith::AtomicRMWKind::addf || !o.getType().isF32()) {
+          unsupported(op, "atomic_rmw other than addf on f32");
+          return std::nullopt;
+        }
+        Inst I = memoryAccess(op, Op::AtomicAddF, o.getMemref(), o.getIndices(), o.getValue(), o.getType());
+        I.out.push_back(def(o.getResult(), op));
+        return I;
       })
       .Case([&](vector::LoadOp o) {
         return memoryAccess(op, Op::Load, o.getBase(), o.getIndices(), o.getResult(), o.getVectorType());

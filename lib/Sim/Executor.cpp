@@ -121,6 +121,7 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::Load:
     case Op::Store: ok = execMemory(I, mask); break;
     case Op::LdMatrix: ok = execLdMatrix(I, mask); break;
+    case Op::AtomicAddF: ok = execAtomicAdd(I, mask); break;
     case Op::ExtractDyn:
     case Op::InsertDyn: ok = execDynamicPosition(I, mask); break;
     case Op::ThreadId:
@@ -301,6 +302,30 @@ bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
       else
         value[size_t(e) * T + t] = loadElem(at + e * elemBytes, kind);
     }
+  }
+  return true;
+}
+
+bool Executor::execAtomicAdd(const Inst &I, const uint8_t *mask) {
+  // Workgroups run on several host threads: a compare-and-swap loop on the f32 bits, each add
+  // rounded to f32 as the GPU's.
+  const Cell *value = cells(I.in[0]);
+  Cell *old = cells(I.out[0]);
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    uint8_t *at = address(I, t, 1, 1, true);
+    if (!at)
+      return false;
+    auto *word = reinterpret_cast<uint32_t *>(at);
+    uint32_t seen = __atomic_load_n(word, __ATOMIC_RELAXED), next;
+    do {
+      float before;
+      std::memcpy(&before, &seen, 4);
+      old[t].f = before;
+      float sum = before + float(value[t].f);
+      std::memcpy(&next, &sum, 4);
+    } while (!__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   }
   return true;
 }

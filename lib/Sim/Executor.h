@@ -60,6 +60,7 @@ private:
   uint8_t *address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, bool store);
   bool execMemory(const Inst &I, const uint8_t *mask);
   bool execLdMatrix(const Inst &I, const uint8_t *mask);
+  bool execAtomicAdd(const Inst &I, const uint8_t *mask);
   bool execDynamicPosition(const Inst &I, const uint8_t *mask);
   void execGeometry(const Inst &I);
   bool execBarrier(const Inst &I, const uint8_t *mask);

@@ -46,6 +46,7 @@ enum class Op : uint8_t {
   // Memory: mem is the MemRefDesc; count elements contiguous in the innermost dimension.
   Load,     ///< in: indices
   Store,    ///< in: value, indices
+  AtomicAddF, ///< memref.atomic_rmw addf on f32; in: value, indices; out: the old value
   LdMatrix, ///< nvgpu.ldmatrix; in: indices (each lane's row address); imm: tiles, imm2: transpose
   // Thread geometry; imm: dimension 0-2.
   ThreadId, BlockId, BlockDim, GridDim, LaneId, SubgroupId, NumSubgroups, SubgroupSize,

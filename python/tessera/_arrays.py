@@ -74,6 +74,14 @@ def empty(like, shape, dtype):
     return _numpy().empty(shape, dtype=numpy_dtype(dtype))
 
 
+def zeros(like, shape, dtype):
+    """A new zero-filled array of `dtype` on the same device/library as `like` (torch: a memset on the current stream)."""
+    if like.kind == "torch":
+        torch = _torch()
+        return torch.zeros(shape, dtype=getattr(torch, TORCH_NAMES[dtype]), device=like.obj.device)
+    return _numpy().zeros(shape, dtype=numpy_dtype(dtype))
+
+
 def numpy_dtype(dtype):
     """The numpy dtype for a canonical name; bf16 needs the ml_dtypes package."""
     np = _numpy()

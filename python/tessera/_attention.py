@@ -45,7 +45,10 @@ def _spelled(dtype):
 
 def _non_overlapping(shape, strides):
     """True when no two elements share memory (a sufficient test: sorted by stride, each stride exceeds the
-    extent of the smaller ones). Dimensions of size 1 do not matter."""
+    extent of the smaller ones). Dimensions of size 1 do not matter; an empty array has no elements to share (numpy
+    gives it zero strides)."""
+    if 0 in shape:
+        return True
     dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
     extent = 0
     for stride, n in dims:
@@ -132,11 +135,15 @@ def _options(who, D, causal, causal_align, scale, window, softcap, return_lse):
     return mask, scale, (left, right), softcap, bool(return_lse)
 
 
-def _check_output(who, name, info, shape, dtype, unit_last=True):
+def _check_shape_dtype(who, name, info, shape, dtype):
     if info.shape != shape:
         raise InputError(f"{who}: {name} has shape {info.shape}, expected {shape}")
     if info.dtype != dtype:
         raise InputError(f"{who}: {name} has dtype {_spelled(info.dtype)}, expected {_spelled(dtype)}")
+
+
+def _check_output(who, name, info, shape, dtype, unit_last=True):
+    _check_shape_dtype(who, name, info, shape, dtype)
     if info.strides is None or (unit_last and shape[-1] > 1 and info.strides[-1] != 1 and all(shape)) or \
             not _non_overlapping(info.shape, info.strides):
         raise InputError(f"{who}: {name} has shape {info.shape} and strides {info.strides} (elements); it needs "
@@ -264,17 +271,19 @@ def with_tma_fallback(bundle, kernel, p, infos):
 
 
 # ---- Launch -------------------------------------------------------------------------------------
-_STRIDE_ARGS = {name: tuple(f"{name}_stride_{axis}" for axis in "bsh") for name in "qkvo"}   # q_stride_b, ...
+def _stride_args(name):
+    return tuple(f"{name}_stride_{axis}" for axis in "bsh")   # q_stride_b, q_stride_s, q_stride_h
 
 
-def _values(p, ptrs, infos, lse_strides, kernel):
-    """Every argument of the ABI by name, restricted to those the kernel takes."""
+def _values(p, ptrs, infos, lse_strides, kernel, tensors=("q", "k", "v", "o")):
+    """Every argument of the ABI by name, restricted to those the kernel (or kernel set) takes; `tensors` name the
+    arrays of infos with stride arguments."""
     values = dict(ptrs)
     values.update(B=p.B, Sq=p.Sq, Sk=p.Sk, Hq=p.Hq, Hkv=p.Hkv, scale=p.scale, window_left=p.window[0],
                   window_right=p.window[1], softcap=p.softcap, lse_stride_b=lse_strides[0],
                   lse_stride_h=lse_strides[1])
-    for name, stride_names in _STRIDE_ARGS.items():
-        values.update(zip(stride_names, _strides(infos[name], p.varlen)))
+    for name in tensors:
+        values.update(zip(_stride_args(name), _strides(infos[name], p.varlen)))
     if p.varlen:   # the packed row counts
         values.update(total_q=infos["q"].shape[0], total_k=infos["k"].shape[0])
     return {name: value for name, value in values.items() if name in kernel.settable}
@@ -400,8 +409,28 @@ class _CheckedCall(NamedTuple):
         return (out, lse) if p.return_lse else out
 
 
+def records_grad(tensors):
+    """True when autograd would record a call on these arrays: grad mode is on and a torch tensor requires grad."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)
+
+
+def dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_lse):
+    """The Plan of a flash_attn call (or of its backward) on q, k, v of `infos`, checked."""
+    dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 4, "(B, Sq, Hq, D)", "(B, Sk, Hkv, D)")
+    (B, Sq, Hq, _), (Bk, Sk, Hkv, _) = infos["q"].shape, infos["k"].shape
+    if Bk != B:
+        raise InputError(f"{who}: q has batch size {B} but k and v have {Bk}")
+    _check_heads(who, Hq, Hkv)
+    mask, scale, window, softcap, return_lse = _options(who, D, causal, causal_align, scale, window, softcap,
+                                                        return_lse)
+    return Plan(who, False, dtype, D, B, Sq, Sk, Hq, Hkv, mask, scale, window, softcap, return_lse,
+                (B, Sq, Hq, D), (B, Hq, Sq))
+
+
 def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-               return_lse=False, *, out=None, lse=None, device=None):
+               return_lse=False, *, deterministic=False, out=None, lse=None, device=None):
     """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
@@ -418,24 +447,21 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     out / lse: arrays to write instead of allocating (unit stride on the last dimension).
     torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
     device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
+    Differentiable: with torch tensors that require grad (grad mode on) autograd records the call and its backward
+    runs tessera.flash_attn_bwd (deterministic: its deterministic kernels); the LSE output is not differentiable.
     """
     who = "tessera.flash_attn"
-    _arrays.refuse_grad(who, (("q", q), ("k", k), ("v", v)))
+    if records_grad((q, k, v)):   # before the repeat path: a remembered launch would bypass autograd
+        from . import _attention_bwd
+        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+        return _attention_bwd.recorded(who, q, k, v, (), options, return_lse, deterministic, out, lse, device)
     signature = _signature((q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
     repeat = _REPEATS.get(signature) if signature is not None else None
     if repeat is not None and _aligned(q, k, v, out):
         return repeat(q, k, v, out, lse)
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
-    dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 4, "(B, Sq, Hq, D)", "(B, Sk, Hkv, D)")
-    (B, Sq, Hq, _), (Bk, Sk, Hkv, _) = infos["q"].shape, infos["k"].shape
-    if Bk != B:
-        raise InputError(f"{who}: q has batch size {B} but k and v have {Bk}")
-    _check_heads(who, Hq, Hkv)
-    mask, scale, window, softcap, return_lse = _options(who, D, causal, causal_align, scale, window, softcap,
-                                                        return_lse)
-    p = Plan(who, False, dtype, D, B, Sq, Sk, Hq, Hkv, mask, scale, window, softcap, return_lse,
-             (B, Sq, Hq, D), (B, Hq, Sq))
+    p = dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_lse)
     _check_outputs(who, p, outs["out"], outs["lse"])
     arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
@@ -469,22 +495,10 @@ def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
     return cq.shape[0] - 1
 
 
-def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
-                      causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
-                      out=None, lse=None, device=None):
-    """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
-    b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
-    cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
-    Masks, window and softcap as in flash_attn, per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
-    and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
-    its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
-    torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
-    """
-    who = "tessera.flash_attn_varlen"
-    _arrays.refuse_grad(who, (("q", q), ("k", k), ("v", v)))
-    infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
-    cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
-    outs = _describe_all(who, (("out", out), ("lse", lse)))
+def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
+                return_lse):
+    """The Plan of a flash_attn_varlen call (or of its backward) on q, k, v of `infos` and the cu_seqlens of `cus`,
+    checked; a cu_seqlens without unit stride is replaced in `cus` by a contiguous copy."""
     dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", "(total_k, Hkv, D)")
     (total_q, Hq, _), (total_k, Hkv, _) = infos["q"].shape, infos["k"].shape
     _check_heads(who, Hq, Hkv)
@@ -498,14 +512,39 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     B = _check_cu_seqlens(who, cus, total_q, total_k, max_q, max_k)
     mask, scale, window, softcap, return_lse = _options(who, D, causal, causal_align, scale, window, softcap,
                                                         return_lse)
-    p = Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
-             (total_q, Hq, D), (Hq, total_q))
-    _check_outputs(who, p, outs["out"], outs["lse"])
     for name in ("cu_seqlens_q", "cu_seqlens_k"):   # the kernel reads cu_seqlens[b] and [b + 1]: unit stride
         info = cus[name]
         if info.shape[0] > 1 and info.strides != (1,):
             cus[name] = _arrays.describe(info.obj.contiguous() if info.kind == "torch" else
                                          __import__("numpy").ascontiguousarray(info.obj), f"{who}: {name}")
+    return Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
+                (total_q, Hq, D), (Hq, total_q))
+
+
+def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
+                      causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
+                      deterministic=False, out=None, lse=None, device=None):
+    """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
+    b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
+    cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
+    Masks, window and softcap as in flash_attn, per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
+    and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
+    its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
+    torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
+    Differentiable as flash_attn is (its backward: tessera.flash_attn_varlen_bwd).
+    """
+    who = "tessera.flash_attn_varlen"
+    if records_grad((q, k, v)):
+        from . import _attention_bwd
+        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+        return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+                                       options, return_lse, deterministic, out, lse, device)
+    infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
+    cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
+    outs = _describe_all(who, (("out", out), ("lse", lse)))
+    p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
+                    return_lse)
+    _check_outputs(who, p, outs["out"], outs["lse"])
     arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     infos.update(cus)

@@ -25,11 +25,12 @@ def check_tolerance(out64, ref64, same64, scale64, factor=2.0, floor=1e-5):
     magnitude the floor scales with (|A|·|B| for a GEMM: it grows with K like any accumulation
     error). factor is 2 for forward kernels, 3 for backward. NaN never passes.
     """
-    reference_error = float(abs(same64 - ref64).max()) if same64.shape[0] * same64.shape[-1] else 0.0
+    empty = 0 in tuple(same64.shape)
+    reference_error = 0.0 if empty else float(abs(same64 - ref64).max())
     err = abs(out64 - ref64)
     bad = ~(err <= factor * reference_error + floor * scale64)
     failing, nan = int(bad.sum()), int((out64 != out64).sum())
-    max_error = float(err.max()) if err.shape[0] * err.shape[-1] else 0.0
+    max_error = 0.0 if empty else float(err.max())
     return Tolerance(failing == 0, failing, nan, max_error, reference_error)
 
 
@@ -107,6 +108,27 @@ def visible_keys(Sq, Sk, causal=False, causal_align="bottom_right", window=(-1, 
     return ok
 
 
+def _logits(ops, qb, kbt, scale, softcap, visible):
+    """(s, t): the scaled (capped) logits q·k of qb (h, Sq, D) and kbt ([h,] D, Sk), -inf where `visible` is False;
+    t = tanh(scale·q·k / softcap), unmasked, for softcap's derivative 1 - t² (None without softcap)."""
+    s = (qb @ kbt) * scale
+    t = None
+    if softcap > 0:
+        t = ops.lib.tanh(s / softcap)
+        s = softcap * t
+    return ops.where(visible, s, float("-inf")), t
+
+
+def _softmax(ops, s):
+    """(P, LSE) of logits s (..., Sk), LSE with a trailing 1; rows without a visible key: P = 0, LSE = -inf."""
+    m = ops.amax(s) if s.shape[-1] else ops.full(s.shape[:-1] + (1,), float("-inf"), s)
+    m = ops.where(m > float("-inf"), m, 0.0)
+    p = ops.lib.exp(s - m)
+    l = ops.rowsum(p)
+    row_lse = ops.where(l > 0, m + ops.lib.log(ops.where(l > 0, l, 1.0)), float("-inf"))
+    return p / ops.where(l > 0, l, 1.0), row_lse
+
+
 def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
                         softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30):
     """Attention forward on numpy arrays or torch tensors q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D) with
@@ -139,17 +161,8 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
             qb = ops.perm(ops.cast(q[b, :, h0:h0 + chunk], work), 1, 0, 2)   # (h, Sq, D)
             kb = ops.perm(ops.cast(k[b][:, heads], work), 1, 2, 0)          # (h, D, Sk)
             vb = ops.perm(ops.cast(v[b][:, heads], work), 1, 0, 2)          # (h, Sk, D)
-            s = (qb @ kb) * scale
-            if softcap > 0:
-                s = softcap * ops.lib.tanh(s / softcap)
-            s = ops.where(visible, s, float("-inf"))
-            m = ops.amax(s) if Sk else ops.full(s.shape[:-1] + (1,), float("-inf"), s)
-            m = ops.where(m > float("-inf"), m, 0.0)
-            p = ops.lib.exp(s - m)
-            l = ops.rowsum(p)
-            row_lse = m + ops.lib.log(ops.where(l > 0, l, 1.0))
-            row_lse = ops.where(l > 0, row_lse, float("-inf"))
-            p = p / ops.where(l > 0, l, 1.0)
+            s, _ = _logits(ops, qb, kb, scale, softcap, visible)
+            p, row_lse = _softmax(ops, s)
             if precision != "float64":
                 p = ops.cast(p, dtype)
             ob = p @ vb
@@ -176,6 +189,96 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
         r = attention_reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], **options)
         o[q0:q1], o_abs[q0:q1], lse[:, q0:q1] = r.o[0], r.o_abs[0], r.lse[0]
     return AttentionResult(o, lse, o_abs)
+
+
+class AttentionGradients(NamedTuple):
+    dq: object      # (B, Sq, Hq, D) float64 (same-precision: the values rounded to the input dtype)
+    dk: object      # (B, Sk, Hkv, D), summed over the query heads of each GQA group
+    dv: object      # (B, Sk, Hkv, D)
+    # float64 magnitudes the tolerance floor scales with (zeros for precision "same"), sums of the absolute terms:
+    # with |dS|' = P·(|dO|·|V|ᵀ + rowsum(|dO|·P|V|))·|1 - t²| (the terms of dP and D), scale·|dS|'·|K|,
+    # scale·|dS|'ᵀ·|Q| and Pᵀ·|dO|; 0 exactly where no visible (query, key) pair reaches the element, where the
+    # kernels must give exactly 0
+    dq_abs: object
+    dk_abs: object
+    dv_abs: object
+
+
+def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom_right", scale=None,
+                                 window=(-1, -1), softcap=0.0, precision="float64", dtype=None, max_bytes=1 << 30):
+    """The gradients of attention_reference's O for upstream gradient `do` (O's shape), on numpy arrays or torch
+    tensors, with the same mask, window, softcap and GQA rules. precision "float64": the reference (exact math on
+    the same input values); "same": the straightforward same-precision implementation of CORRECTNESS.md, the
+    arithmetic of the kernels (FlashAttention-2's): fp32 logits, softcap and softmax, O from P rounded to the input
+    dtype (as the forward), D = rowsum(dO·O) in fp32 from O rounded, dS = P·(dP - D) in fp32, P and dS rounded to
+    the input dtype for the fp32 products, each gradient rounded once to the input dtype. Works per batch item, KV
+    head and chunk of its query heads (at most max_bytes of logits at a time)."""
+    from ._arrays import dtype_name
+    ops = _Ops(q)
+    dtype = dtype or dtype_name(q.dtype)
+    exact = precision == "float64"
+    work = "f64" if exact else "f32"
+    rounded = (lambda x: x) if exact else (lambda x: ops.cast(x, dtype))   # noqa: E731
+    B, Sq, Hq, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    scale = 1.0 / D ** 0.5 if scale is None else scale
+    like = ops.cast(q[:0], "f64")
+    dq, dq_abs = ops.full(q.shape, 0.0, like), ops.full(q.shape, 0.0, like)
+    dk, dv, dk_abs, dv_abs = (ops.full(k.shape, 0.0, like) for _ in range(4))
+    if B * Sq * Hq * Sk == 0:
+        return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs)
+    visible = visible_keys(Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q))
+    group = Hq // Hkv
+    chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
+    for b in range(B):
+        for g in range(Hkv):
+            kb, vb = ops.cast(k[b, :, g], work), ops.cast(v[b, :, g], work)        # (Sk, D)
+            dk_sum, dv_sum, dk_abs_sum, dv_abs_sum = 0, 0, 0, 0
+            for h0 in range(g * group, (g + 1) * group, chunk):
+                h1 = min((g + 1) * group, h0 + chunk)
+                qb = ops.perm(ops.cast(q[b, :, h0:h1], work), 1, 0, 2)               # (h, Sq, D)
+                dob = ops.perm(ops.cast(do[b, :, h0:h1], work), 1, 0, 2)
+                s, t = _logits(ops, qb, kb.T, scale, softcap, visible)
+                p, _ = _softmax(ops, s)                                             # (h, Sq, Sk)
+                dp = dob @ vb.T
+                if exact:
+                    delta = ops.rowsum(p * dp)   # = rowsum(dO·O) for the exact O = P·V
+                else:
+                    delta = ops.rowsum(dob * rounded(rounded(p) @ vb))
+                ds = p * (dp - delta)
+                if t is not None:
+                    ds = ds * (1 - t * t)
+                ds_r, pt = rounded(ds), ops.perm(rounded(p), 0, 2, 1)
+                dq[b, :, h0:h1] = ops.cast(ops.perm(rounded((ds_r @ kb) * scale), 1, 0, 2), "f64")
+                dk_sum = dk_sum + (ops.perm(ds_r, 0, 2, 1) @ qb).sum(0)
+                dv_sum = dv_sum + (pt @ dob).sum(0)
+                if exact:   # the magnitude of dS's terms, 0 exactly where P is (dS itself is 0 for a row of one key)
+                    terms = abs(dob) @ abs(vb.T) + ops.rowsum(abs(dob) * (p @ abs(vb)))   # of dP and of D
+                    ds_abs = p * terms * (1 if t is None else abs(1 - t * t))
+                    dq_abs[b, :, h0:h1] = ops.perm((ds_abs @ abs(kb)) * scale, 1, 0, 2)
+                    dk_abs_sum = dk_abs_sum + (ops.perm(ds_abs, 0, 2, 1) @ abs(qb)).sum(0) * scale
+                    dv_abs_sum = dv_abs_sum + (pt @ abs(dob)).sum(0)
+            dk[b, :, g] = ops.cast(rounded(dk_sum * scale), "f64")
+            dv[b, :, g] = ops.cast(rounded(dv_sum), "f64")
+            if exact:
+                dk_abs[b, :, g], dv_abs[b, :, g] = dk_abs_sum, dv_abs_sum
+    return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs)
+
+
+def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
+    """attention_backward_reference over packed sequences (the layouts of flash_attn_varlen_bwd); rows outside
+    every sequence get 0."""
+    ops = _Ops(q)
+    like = ops.cast(q[:0], "f64")
+    grads = [ops.full(x.shape, 0.0, like) for x in (q, k, v, q, k, v)]
+    cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
+    for b in range(len(cq) - 1):
+        rows = (slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1]), slice(ck[b], ck[b + 1])) * 2
+        r = attention_backward_reference(q[None, rows[0]], k[None, rows[1]], v[None, rows[2]], do[None, rows[0]],
+                                         **options)
+        for whole, part, at in zip(grads, r, rows):
+            whole[at] = part[0]
+    return AttentionGradients(*grads)
 
 
 class AttentionCheck(NamedTuple):
@@ -221,3 +324,35 @@ def check_attention(out, ref, same, lse=None, factor=2.0, floor=1e-5):
         if not lse_tol.ok:
             problems.append(f"LSE: {lse_tol}")
     return AttentionCheck(not problems, o_tol, lse_tol, tuple(problems))
+
+
+class BackwardCheck(NamedTuple):
+    ok: bool
+    dq: Tolerance
+    dk: Tolerance
+    dv: Tolerance
+    problems: tuple     # what failed, in words
+
+    def __str__(self):
+        text = f"dq {self.dq}; dk {self.dk}; dv {self.dv}"
+        return text if self.ok else "; ".join(self.problems) + f" ({text})"
+
+
+def check_attention_backward(grads, ref, same, factor=3.0, floor=1e-5):
+    """The tolerance rule of CORRECTNESS.md for attention gradients `grads` = (dq, dk, dv) against the float64
+    reference `ref` and the same-precision `same` (AttentionGradients of attention_backward_reference), each judged
+    on its own: |g - ref| <= factor * max|same - ref| + floor * magnitude (factor 3 for a backward); where the
+    magnitude is exactly 0 (no visible pair reaches the element: fully masked query rows, keys no query sees) the
+    gradient must be exactly 0. NaN never passes."""
+    ops = _Ops(ref.dq)
+    tolerances, problems = [], []
+    for name, got, r, sm, magnitude in zip(("dq", "dk", "dv"), grads, ref[:3], same[:3], ref[3:]):
+        got64 = ops.cast(got, "f64")
+        tol = check_tolerance(got64, r, sm, magnitude, factor, floor)
+        tolerances.append(tol)
+        if not tol.ok:
+            problems.append(f"{name}: {tol}")
+        unreached = int(((magnitude == 0) & (got64 != 0)).sum())
+        if unreached:
+            problems.append(f"{name}: {unreached} elements that no visible (query, key) pair reaches are not exactly 0")
+    return BackwardCheck(not problems, *tolerances, tuple(problems))

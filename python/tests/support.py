@@ -121,12 +121,14 @@ def write_gemm_bundle(directory, target):
                         [gemm_kernel_entry(d, o, t, ext) for d in DTYPES for o in (d, "f32") for t in (False, True)])
 
 
-def write_bundle(directory, target, kernels):
-    """A manifest (no code objects: enough for the fake sim plugin) holding the given kernel entries."""
+def write_bundle(directory, target, kernels, kernel_sets=()):
+    """A manifest (no code objects: enough for the fake sim plugin) holding the given kernel and kernel set entries."""
     nvidia = target.startswith("sm_")
     manifest = {"format": "tessera-bundle", "version": 1, "target": target,
                 "vendor": "nvidia" if nvidia else "amd", "code_object_format": "ptx" if nvidia else "hsaco",
                 "kernels": kernels}
+    if kernel_sets:
+        manifest["kernel_sets"] = list(kernel_sets)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "manifest.json").write_text(json.dumps(manifest))
@@ -208,6 +210,62 @@ def flash_attn_kernel_entry(name, dtype, head_dim, mask="none", varlen=False,
             "code_object": f"{name}.{code_ext}", "block": [256, 1, 1],
             "grid": [["ceil_div", "Sq", tile_m], "Hq", "B"], "lds_bytes": 0,
             "args": flash_attn_args(dtype, varlen, features)}
+
+
+BWD_FEATURES = ("sliding_window", "softcap")
+
+
+def flash_attn_bwd_kernel_set(name, dtype, head_dim, mask="none", varlen=False, deterministic=False,
+                              features=BWD_FEATURES, code_ext="hsaco"):
+    """(kernel entries, kernel set entry) of a flash_attn_bwd kernel set with the ABI's arguments (docs/python.md):
+    name_pre, name_main, then name_dq (deterministic) or name_dq_convert, sharing the workspaces bwd_stats and,
+    unless deterministic, dq_accum (zeroed). Which kernel takes which argument is this fake's own choice; the set's
+    union is the ABI."""
+    def ptrs(names, dt, role):
+        return [{"name": n, "type": "ptr", "dtype": dt, "role": role} for n in names]
+
+    def strides(tensors):
+        return [{"name": f"{t}_stride_{a}", "type": "i64", "role": "stride"} for t in tensors for a in "bsh"]
+
+    def sizes(names):
+        return [{"name": n, "type": "i64", "role": "size"} for n in names + (("total_q", "total_k") if varlen else ())]
+    rows = "total_q" if varlen else ["mul", "B", "Sq"]
+    workspaces = [{"name": "bwd_stats", "type": "ptr", "dtype": "f32", "role": "workspace",
+                   "bytes": ["mul", "Hq", ["mul", rows, 8]]}]
+    if not deterministic:
+        workspaces.append({"name": "dq_accum", "type": "ptr", "dtype": "f32", "role": "workspace",
+                           "bytes": ["mul", "Hq", ["mul", rows, 4 * head_dim]], "zero": True})
+    cu_q = ptrs(["cu_seqlens_q"] * varlen, "i32", "input")
+    cu = ptrs(["cu_seqlens_q", "cu_seqlens_k"] if varlen else [], "i32", "input")
+    lse_strides = [{"name": f"lse_stride_{a}", "type": "i64", "role": "stride"} for a in "bh"]
+    params = [{"name": "scale", "type": "f32", "role": "scale"}]
+    if "sliding_window" in features:
+        params += [{"name": n, "type": "i64", "role": "param"} for n in ("window_left", "window_right")]
+    if "softcap" in features:
+        params.append({"name": "softcap", "type": "f32", "role": "param"})
+    everything = ptrs("qkv", dtype, "input") + ptrs(["do"], dtype, "input") + ptrs(["lse"], "f32", "input")
+    pre = ptrs(["o", "do"], dtype, "input") + ptrs(["lse"], "f32", "input") + cu_q + workspaces + \
+        sizes(("B", "Sq", "Hq")) + strides(("o", "do")) + lse_strides
+    main = everything + ptrs(["dk", "dv"], dtype, "output") + cu + workspaces + \
+        sizes(("B", "Sq", "Sk", "Hq", "Hkv")) + strides("qkv") + strides(("do", "dk", "dv")) + lse_strides + params
+    if deterministic:
+        last, last_args = "dq", everything + ptrs(["dq"], dtype, "output") + cu + workspaces + \
+            sizes(("B", "Sq", "Sk", "Hq", "Hkv")) + strides(("q", "k", "v", "do", "dq")) + lse_strides + params
+    else:
+        last, last_args = "dq_convert", workspaces + ptrs(["dq"], dtype, "output") + cu_q + \
+            sizes(("B", "Sq", "Hq")) + strides(["dq"]) + params[:1]
+    attributes = {"dtype": dtype, "head_dim": head_dim, "mask": mask, **{f: True for f in features}}
+    attributes.update({a: True for a, on in (("varlen", varlen), ("deterministic", deterministic)) if on})
+    kernels = []
+    for part, args, grid in (("pre", pre, [["ceil_div", "Sq", 64], "Hq", "B"]),
+                             ("main", main, [["ceil_div", "Sk", 64], "Hkv", "B"]),
+                             (last, last_args, [["ceil_div", "Sq", 64], "Hq", "B"])):
+        kernel = f"{name}_{part}"
+        kernels.append({"name": kernel, "entry": kernel, "directive": "flash_attn_bwd", "attributes": attributes,
+                        "code_object": f"{kernel}.{code_ext}", "block": [256, 1, 1], "grid": grid, "lds_bytes": 0,
+                        "args": args})
+    return kernels, {"name": name, "directive": "flash_attn_bwd", "attributes": attributes,
+                     "kernels": [k["name"] for k in kernels]}
 
 
 def unpack_args(kernel_entry, data):

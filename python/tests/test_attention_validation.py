@@ -445,7 +445,7 @@ def test_examples_attention_declares_every_variant():
     import re
     full = {}
     for line in (support.REPO / "examples" / "attention.mlir").read_text().splitlines():
-        if not line.startswith("tessera."):
+        if not line.startswith("tessera.flash_attn "):
             continue
         name, attrs = re.fullmatch(r"tessera\.flash_attn @(\w+) \{(.*)\}", line).groups()
         attrs = dict(a.split(" = ") if " = " in a else (a, True) for a in attrs.split(", "))
@@ -458,6 +458,27 @@ def test_examples_attention_declares_every_variant():
         assert name == f"fa_{variant[0]}_d{variant[1]}_{short}" + ("_varlen" if variant[3] else "")
         full[name] = variant
     assert set(full.values()) == ALL_VARIANTS and len(full) == 60
+
+
+def test_examples_attention_declares_every_backward_variant():
+    """examples/attention.mlir: fa_bwd_<dtype>_d<D>_<none|tl|br>[_varlen][_det], window and softcap, for the 60
+    forward variants in both modes (120 kernel sets), no tile."""
+    import re
+    found = set()
+    for line in (support.REPO / "examples" / "attention.mlir").read_text().splitlines():
+        if not line.startswith("tessera.flash_attn_bwd "):
+            continue
+        name, attrs = re.fullmatch(r"tessera\.flash_attn_bwd @(\w+) \{(.*)\}", line).groups()
+        attrs = dict(a.split(" = ") if " = " in a else (a, True) for a in attrs.split(", "))
+        assert "tile" not in attrs and {"sliding_window", "softcap"} <= set(attrs), name
+        mask = re.fullmatch(r"#tessera\.mask<(\w+)>", attrs["mask"]).group(1)
+        short = {v: k for k, v in support.ATTN_MASKS.items()}[mask]
+        variant = (attrs["dtype"], int(attrs["head_dim"]), mask, "varlen" in attrs)
+        det = "deterministic" in attrs
+        assert name == f"fa_bwd_{variant[0]}_d{variant[1]}_{short}" + ("_varlen" if variant[3] else "") + \
+            ("_det" if det else "")
+        found.add((*variant, det))
+    assert found == {(*v, det) for v in ALL_VARIANTS for det in (False, True)}
 
 
 def test_default_bundles_have_every_attention_variant():

@@ -42,5 +42,10 @@ tessera.flash_attn @fa {dtype = f16, head_dim = 128, tile = #tessera.tile<m = 48
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn_bwd' op has no kernel generator for gfx942 in this version of Tessera}}
-tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 128}
+// expected-error @+1 {{'tessera.flash_attn_bwd' op no flash_attn_bwd tile of v_mfma_f32_16x16x16_bf16 fits the given tile: the main kernel needs 75648 bytes of LDS, gfx942 has 65536}}
+tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 128, tile = #tessera.tile<m = 48, n = 64, k = 64, waves = 4, stages = 1>}
+
+// -----
+
+// expected-error @+1 {{'tessera.flash_attn_bwd' op no flash_attn_bwd tile of v_mfma_f32_16x16x16_f16 fits the given tile: the main kernel needs about 320 registers per lane, over the budget of 192 on gfx942}}
+tessera.flash_attn_bwd @bwd {dtype = f16, head_dim = 128, tile = #tessera.tile<m = 16, n = 32, k = 32, waves = 1, stages = 1>}

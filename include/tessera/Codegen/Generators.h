@@ -6,6 +6,7 @@
 #ifndef TESSERA_CODEGEN_GENERATORS_H
 #define TESSERA_CODEGEN_GENERATORS_H
 
+#include "tessera/Codegen/KernelBuilder.h"
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 #include "tessera/Target/TargetInfo.h"
 
@@ -25,6 +26,10 @@ mlir::FailureOr<mlir::gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op,
 mlir::FailureOr<mlir::gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op,
                                                         const TargetInfo &target);
 
+/// Builds the backward kernel set of `op` for `target` before `op`: pre, main, then dq
+/// (deterministic) or dq_convert, sharing the call's workspaces (Generators/FlashAttnBwd.cpp).
+mlir::FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op,
+                                                const TargetInfo &target);
 /// Why `op` cannot take the sm_90a wgmma/TMA kernel; empty when it can.
 std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op);
 /// Builds the FlashAttention-3-style warp-specialised kernel of `op` for an sm_90a target.

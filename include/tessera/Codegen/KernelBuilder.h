@@ -236,9 +236,9 @@ public:
   /// .trans), so a tile whose rows run along K needs no transposed staging.
   bool hasTransposedLoads(const MMAAtom &atom) const;
   /// Loads operand `which` of `atom` at (outerBase, kBase) of an LDS tile. The tile's columns
-  /// are K ([M][K] for A, [N][K] for B) unless `kAlongRows` ([K][M] / [K][N]), which needs
-  /// hasTransposedLoads(atom). mma.sync operands come through ldmatrix; the others through
-  /// loadFragment.
+  /// are K ([M][K] for A, [N][K] for B) unless `kAlongRows` ([K][M] / [K][N]). mma.sync
+  /// operands come through ldmatrix (.trans for kAlongRows); the others through loadFragment,
+  /// or element by element for kAlongRows (no transposing LDS reads).
   mlir::Value loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                           mlir::Value lane, mlir::Value outerBase, int kBase,
                           bool kAlongRows = false);
@@ -253,6 +253,8 @@ public:
                         mlir::Value lane, mlir::Value rowBase, mlir::Value colBase);
 
   mlir::Value convert(mlir::Value v, mlir::Type to);
+  /// memref[index] += value (f32) atomically: global red/atomic add on every target.
+  void atomicAdd(mlir::Value value, mlir::Value memref, mlir::Value index);
   void barrier();
   /// Keeps LDS and global memory operations from being scheduled across this point (AMD
   /// `sched_barrier`; nothing elsewhere): bounds the fragments in flight, and so registers.

@@ -3,6 +3,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <optional>
+
 using namespace mlir;
 
 namespace tessera::attn {
@@ -25,23 +27,27 @@ Value Tensor::stridesAligned16(KernelBuilder &kb, int elemBits) const {
   return ok;
 }
 
-FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int blockThreads) {
-  MLIRContext *ctx = op.getContext();
+namespace {
+
+/// What the attention ABIs share, in their order: the tensors (pointers), the LSE, cu_seqlens,
+/// sizes, every tensor's strides, the LSE strides, scale, window and softcap.
+struct AbiSpec {
+  Type elem;
+  std::vector<std::pair<std::string, ArgRole>> tensors;
+  std::optional<ArgRole> lse; ///< the LSE's role, when the kernel takes one
+  bool varlen = false, slidingWindow = false, softcap = false;
+};
+
+std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spec,
+                                        FlashAttnArgs &a) {
+  MLIRContext *ctx = spec.elem.getContext();
   auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
   Type index = IndexType::get(ctx), f32 = Float32Type::get(ctx), i32 = IntegerType::get(ctx, 32);
-  Type elem = op.getDtype();
-  FlashAttnSignature out;
-  KernelSignature &sig = out.sig;
-  FlashAttnArgs &a = out.args;
-  sig.name = op.getSymName().str();
-  sig.directive = "flash_attn";
-  sig.directiveAttrs = directiveAttributes(op);
-  TensorArg *tensors[] = {&a.q, &a.k, &a.v, &a.o};
-  const char *names[] = {"q", "k", "v", "o"};
-  for (int t = 0; t < 4; ++t)
-    tensors[t]->ptr = sig.add(names[t], ptr(elem), t < 3 ? ArgRole::Input : ArgRole::Output);
-  if (op.getReturnLse()) a.lse = sig.add("lse", ptr(f32), ArgRole::Output);
-  if (op.getVarlen()) {
+  std::vector<TensorArg> tensors(spec.tensors.size());
+  for (auto [t, named] : llvm::zip(tensors, spec.tensors))
+    t.ptr = sig.add(named.first, ptr(spec.elem), named.second);
+  if (spec.lse) a.lse = sig.add("lse", ptr(f32), *spec.lse);
+  if (spec.varlen) {
     a.cuSeqlensQ = sig.add("cu_seqlens_q", ptr(i32), ArgRole::Input);
     a.cuSeqlensK = sig.add("cu_seqlens_k", ptr(i32), ArgRole::Input);
   }
@@ -51,32 +57,81 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
   a.headsQ = sig.add("Hq", index, ArgRole::Size);
   a.headsKv = sig.add("Hkv", index, ArgRole::Size);
   // The packed tensors' row counts: TMA maps of the sm_90a kernel span them.
-  if (op.getVarlen()) {
+  if (spec.varlen) {
     a.totalQ = sig.add("total_q", index, ArgRole::Size);
     a.totalK = sig.add("total_k", index, ArgRole::Size);
   }
-  for (int t = 0; t < 4; ++t) {
-    std::string n = names[t];
-    tensors[t]->strideB = sig.add(n + "_stride_b", index, ArgRole::Stride);
-    tensors[t]->strideS = sig.add(n + "_stride_s", index, ArgRole::Stride);
-    tensors[t]->strideH = sig.add(n + "_stride_h", index, ArgRole::Stride);
+  for (auto [t, named] : llvm::zip(tensors, spec.tensors)) {
+    const std::string &n = named.first;
+    t.strideB = sig.add(n + "_stride_b", index, ArgRole::Stride);
+    t.strideS = sig.add(n + "_stride_s", index, ArgRole::Stride);
+    t.strideH = sig.add(n + "_stride_h", index, ArgRole::Stride);
   }
-  if (op.getReturnLse()) {
+  if (spec.lse) {
     a.lseStrideB = sig.add("lse_stride_b", index, ArgRole::Stride);
     a.lseStrideH = sig.add("lse_stride_h", index, ArgRole::Stride);
   }
   a.scale = sig.add("scale", f32, ArgRole::Scale);
-  if (op.getSlidingWindow()) {
+  if (spec.slidingWindow) {
     a.windowLeft = sig.add("window_left", index, ArgRole::Param);
     a.windowRight = sig.add("window_right", index, ArgRole::Param);
   }
-  if (op.getSoftcap()) a.softcap = sig.add("softcap", f32, ArgRole::Param);
+  if (spec.softcap) a.softcap = sig.add("softcap", f32, ArgRole::Param);
   // Query head h reads KV head h / (Hq / Hkv): Hq must be a multiple of Hkv.
   sig.divisible.push_back({sig.args[a.headsQ.index].name, sig.expr(a.headsKv)});
+  return tensors;
+}
+
+} // namespace
+
+FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int blockThreads) {
+  FlashAttnSignature out;
+  KernelSignature &sig = out.sig;
+  FlashAttnArgs &a = out.args;
+  sig.name = op.getSymName().str();
+  sig.directive = "flash_attn";
+  sig.directiveAttrs = directiveAttributes(op);
+  AbiSpec spec{op.getDtype(),
+               {{"q", ArgRole::Input}, {"k", ArgRole::Input}, {"v", ArgRole::Input},
+                {"o", ArgRole::Output}},
+               op.getReturnLse() ? std::optional(ArgRole::Output) : std::nullopt,
+               op.getVarlen(), op.getSlidingWindow(), op.getSoftcap()};
+  std::vector<TensorArg> t = addAttentionArgs(sig, spec, a);
+  a.q = t[0], a.k = t[1], a.v = t[2], a.o = t[3];
   sig.grid[0] = GridExpr::ceilDiv(sig.expr(a.seqQ), GridExpr::constant(blockM));
   sig.grid[1] = sig.expr(a.headsQ);
   sig.grid[2] = sig.expr(a.batch);
   sig.blockThreads = blockThreads;
+  return out;
+}
+
+FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim) {
+  FlashAttnBwdSignature out;
+  KernelSignature &sig = out.sig;
+  FlashAttnBwdArgs &a = out.args;
+  sig.name = op.getSymName().str();
+  sig.directive = "flash_attn_bwd";
+  sig.directiveAttrs = directiveAttributes(op);
+  AbiSpec spec{op.getDtype(),
+               {{"q", ArgRole::Input}, {"k", ArgRole::Input}, {"v", ArgRole::Input},
+                {"o", ArgRole::Input}, {"do", ArgRole::Input}, {"dq", ArgRole::Output},
+                {"dk", ArgRole::Output}, {"dv", ArgRole::Output}},
+               ArgRole::Input, op.getVarlen(), op.getSlidingWindow(), op.getSoftcap()};
+  std::vector<TensorArg> t = addAttentionArgs(sig, spec, a.fwd);
+  a.fwd.q = t[0], a.fwd.k = t[1], a.fwd.v = t[2], a.fwd.o = t[3];
+  a.dO = t[4], a.dq = t[5], a.dk = t[6], a.dv = t[7];
+  // Per query row and head: the query rows of every item, packed (varlen) or B * Sq.
+  GridExpr rows = op.getVarlen() ? sig.expr(a.fwd.totalQ)
+                                 : GridExpr::mul(sig.expr(a.fwd.batch), sig.expr(a.fwd.seqQ));
+  GridExpr rowsHeads = GridExpr::mul(rows, sig.expr(a.fwd.headsQ));
+  auto memref = MemRefType::get({ShapedType::kDynamic}, Float32Type::get(op.getContext()));
+  a.stats = sig.add("bwd_stats", memref, ArgRole::Workspace);
+  sig.workspaces.push_back({"bwd_stats", GridExpr::mul(rowsHeads, GridExpr::constant(8)), false});
+  if (!op.getDeterministic()) {
+    a.dqAccum = sig.add("dq_accum", memref, ArgRole::Workspace);
+    sig.workspaces.push_back(
+        {"dq_accum", GridExpr::mul(rowsHeads, GridExpr::constant(4 * headDim)), true});
+  }
   return out;
 }
 

@@ -54,6 +54,25 @@ struct FlashAttnSignature {
 };
 FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int blockThreads);
 
+/// Every argument of the flash_attn_bwd kernels (one ABI for the whole set): the forward's q, k,
+/// v, o and LSE (an input here), dO, the gradients dq, dk, dv, and two workspaces: `stats` (f32,
+/// per head and query row: Delta = rowsum(dO * O), then the LSE in the main kernel's base) and,
+/// unless deterministic, `dqAccum` (f32 dQ partials, per head, query row and head-dim column,
+/// zeroed by the runtime).
+struct FlashAttnBwdArgs {
+  FlashAttnArgs fwd;
+  TensorArg dO, dq, dk, dv;
+  ArgHandle stats, dqAccum;
+};
+
+/// The flash_attn_bwd ABI (docs/flash_attn-abi.md); each kernel of the set sets its own name,
+/// grid and block.
+struct FlashAttnBwdSignature {
+  KernelSignature sig;
+  FlashAttnBwdArgs args;
+};
+FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim);
+
 /// The sequence lengths of batch item `batch` of a flash_attn kernel (dense or varlen).
 SeqInfo seqInfo(KernelBuilder &kb, mlir::gpu::GPUFuncOp func, const FlashAttnArgs &a,
                 bool varlen, mlir::Value batch);

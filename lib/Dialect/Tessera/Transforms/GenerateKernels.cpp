@@ -98,7 +98,13 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               attn.erase();
               return success();
             })
-            .Case([&](tessera::FlashAttnBwdOp bwd) { return notGeneratedYet(bwd, target); })
+            .Case([&](tessera::FlashAttnBwdOp bwd) -> LogicalResult {
+              FailureOr<KernelSet> set = generateFlashAttnBwd(bwd, target);
+              if (failed(set)) return failure();
+              recordKernelSet(*set);
+              bwd.erase();
+              return success();
+            })
             .Default([&](Operation *other) {
               return other->emitOpError() << "is not a directive tessera-generate-kernels expands";
             });

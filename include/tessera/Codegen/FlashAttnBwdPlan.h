@@ -1,0 +1,73 @@
+// The portable flash_attn_bwd plan as plain data: the atom of its products, the key block of the
+// main kernel and its query step, the query block of the deterministic dQ kernel, chosen from the
+// target's atoms with a named reason when nothing fits. No MLIR: unit-tested alone.
+#ifndef TESSERA_CODEGEN_FLASHATTNBWDPLAN_H
+#define TESSERA_CODEGEN_FLASHATTNBWDPLAN_H
+
+#include "tessera/Codegen/MMAAtom.h"
+#include "tessera/Target/TargetInfo.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+/// An output of `rows` x `cols` cut into atom tiles dealt to the waves of a workgroup: wave w
+/// owns tiles [w * perWave(), (w + 1) * perWave()) in row-major tile order, those past count()
+/// skipped (the last waves may own fewer).
+struct WaveTiles {
+  int rows = 0, cols = 0, tileRows = 0, tileCols = 0, waves = 0;
+  int count() const { return (rows / tileRows) * (cols / tileCols); }
+  int perWave() const { return (count() + waves - 1) / waves; }
+  /// Every wave owns the same number of tiles (none skipped).
+  bool even() const { return count() % waves == 0; }
+};
+
+/// Both kernels work on one atom (m x n x k, 16 rows) for all products; every wave of
+/// `waves` takes a share of each product's tiles (WaveTiles). The main kernel owns `blockN` keys
+/// (dK and dV in registers) and steps through queries `blockM` at a time:
+///   S^T = K Q^T, dP^T = V dO^T   [blockN x blockM], P^T and dS^T to LDS,
+///   dV += P^T dO, dK += dS^T Q   [blockN x headDim],
+///   dQ partial = dS K            [blockM x headDim], added to the f32 workspace;
+/// the deterministic dQ kernel owns `dqBlockM` queries and steps through keys `dqBlockN` at a
+/// time: S, dP [dqBlockM x dqBlockN], dS to LDS, dQ += dS K [dqBlockM x headDim].
+struct AttnBwdPlan {
+  const MMAAtom *atom = nullptr;
+  ElemType elem = ElemType::F16;
+  int headDim = 0, waves = 0;
+  int blockN = 0, blockM = 0;
+  int dqBlockM = 0, dqBlockN = 0;
+
+  int threads() const { return waves * atom->waveSize; }
+  WaveTiles scores() const { return tiles(blockN, blockM); }
+  WaveTiles keyGrads() const { return tiles(blockN, headDim); }
+  WaveTiles queryGrads() const { return tiles(blockM, headDim); }
+  WaveTiles dqScores() const { return tiles(dqBlockM, dqBlockN); }
+  WaveTiles dqGrads() const { return tiles(dqBlockM, headDim); }
+  WaveTiles tiles(int rows, int cols) const { return {rows, cols, atom->m, atom->n, waves}; }
+};
+
+struct AttnBwdPlanResult {
+  std::optional<AttnBwdPlan> plan;
+  std::string whyNot; ///< the limit the closest candidate failed (atom, shape, LDS, registers)
+};
+
+/// The main kernel's tile a directive asks for (its `tile`: m queries per step, n keys, waves).
+struct AttnBwdTile {
+  int m, n, waves;
+};
+
+/// The plan of a flash_attn_bwd directive of `headDim` and `elem` on `target`: the given main
+/// tile or the first key block (largest first) and query step that fit, and the dQ kernel's
+/// first query block that fits.
+AttnBwdPlanResult planAttentionBwd(int headDim, ElemType elem, const TargetInfo &target,
+                                   std::optional<AttnBwdTile> tile = std::nullopt);
+
+/// LDS bytes of the main kernel (K, V, Q, dO, P^T, dS^T tiles and the per-query statistics) and
+/// of the deterministic dQ kernel (Q, dO, K, V, dS and the statistics).
+int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &target);
+int attnBwdDqLdsBytes(const AttnBwdPlan &p, const TargetInfo &target);
+
+} // namespace tessera
+
+#endif // TESSERA_CODEGEN_FLASHATTNBWDPLAN_H

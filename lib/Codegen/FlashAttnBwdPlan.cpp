@@ -1,0 +1,160 @@
+// The portable flash_attn_bwd planner (FlashAttnBwdPlan.h).
+#include "tessera/Codegen/FlashAttnBwdPlan.h"
+#include "tessera/Codegen/LdsLayout.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace tessera {
+
+namespace {
+
+/// Registers per lane the unrolled products may hold at once: three quarters of what a thread
+/// can address, the rest for addresses, the softmax and the scheduler's slack; half with WMMA,
+/// whose element-wise operand reads and replicated fragments the estimate undercounts.
+int registerBudget(const TargetInfo &t, const MMAAtom &atom) {
+  return std::min(t.maxVgprsPerWave, 256) * 3 / 4;
+}
+
+/// f32 accumulator registers per lane of a wave's share of `w`.
+int accRegs(const WaveTiles &w, int waveSize) {
+  return w.perWave() * w.tileRows * w.tileCols / waveSize;
+}
+
+/// The operands of a product: stored with K along their columns, or along their rows (read
+/// element by element, one register each, where the atom has no transposing matrix loads).
+enum class Stored { Natural, BTransposed, BothTransposed };
+
+/// Registers of the operand fragments of a wave's share of `products` products of `w` reducing
+/// over `depth`: the products are unrolled and the scheduler hoists their LDS reads, up to about
+/// four k-steps ahead of the matrix instructions that consume them.
+int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int products,
+                 Stored stored) {
+  const MMAAtom &a = *p.atom;
+  auto regs = [&](const OperandLayout &l, bool transposed) {
+    bool unpacked = transposed && a.kind != AtomKind::MMASync;
+    return unpacked ? l.elementsPerLane() : l.elementsPerLane() * elemTypeBits(p.elem) / 32;
+  };
+  int perStep = regs(a.a, stored == Stored::BothTransposed) + regs(a.b, stored != Stored::Natural);
+  return w.perWave() * std::min(depth / a.k, 4) * products * perStep;
+}
+
+/// Why an `rows` x `cols` product reducing over `depth` does not tile with the atom, or "".
+std::string shapeProblem(const AttnBwdPlan &p, const char *what, int rows, int cols, int depth) {
+  const MMAAtom &a = *p.atom;
+  if (rows % a.m || cols % a.n || depth % a.k) {
+    std::ostringstream s;
+    s << what << " (" << rows << " x " << cols << ", reducing " << depth << ") does not tile with "
+      << a.name << " (" << a.m << "x" << a.n << "x" << a.k << ")";
+    return s.str();
+  }
+  return "";
+}
+
+std::string fitProblem(const char *kernel, int lds, int regs, const TargetInfo &t,
+                       const MMAAtom &atom) {
+  std::ostringstream s;
+  if (lds > t.ldsBytes)
+    s << kernel << " needs " << lds << " bytes of LDS, " << t.chip << " has " << t.ldsBytes;
+  else if (regs > registerBudget(t, atom))
+    s << kernel << " needs about " << regs << " registers per lane, over the budget of "
+      << registerBudget(t, atom) << " on " << t.chip;
+  return s.str();
+}
+
+std::string mainProblem(const AttnBwdPlan &p, const TargetInfo &t) {
+  for (std::string why : {shapeProblem(p, "S^T", p.blockN, p.blockM, p.headDim),
+                          shapeProblem(p, "dK/dV", p.blockN, p.headDim, p.blockM),
+                          shapeProblem(p, "dQ", p.blockM, p.headDim, p.blockN)})
+    if (!why.empty()) return why;
+  const int ws = p.atom->waveSize;
+  // dK and dV live throughout; each phase adds its own accumulators and fragments.
+  int phase1 = 2 * accRegs(p.scores(), ws) +
+               fragmentRegs(p, p.scores(), p.headDim, 2, Stored::Natural);
+  int phase2 = fragmentRegs(p, p.keyGrads(), p.blockM, 2, Stored::BTransposed);
+  int phase3 = accRegs(p.queryGrads(), ws) +
+               fragmentRegs(p, p.queryGrads(), p.blockN, 1, Stored::BothTransposed);
+  int regs = 2 * accRegs(p.keyGrads(), ws) + std::max({phase1, phase2, phase3});
+  return fitProblem("the main kernel", attnBwdMainLdsBytes(p, t), regs, t, *p.atom);
+}
+
+std::string dqProblem(const AttnBwdPlan &p, const TargetInfo &t) {
+  for (std::string why : {shapeProblem(p, "S", p.dqBlockM, p.dqBlockN, p.headDim),
+                          shapeProblem(p, "dQ", p.dqBlockM, p.headDim, p.dqBlockN)})
+    if (!why.empty()) return why;
+  const int ws = p.atom->waveSize;
+  int phase1 = 2 * accRegs(p.dqScores(), ws) +
+               fragmentRegs(p, p.dqScores(), p.headDim, 2, Stored::Natural);
+  int phase2 = fragmentRegs(p, p.dqGrads(), p.dqBlockN, 1, Stored::BTransposed);
+  int regs = accRegs(p.dqGrads(), ws) + std::max(phase1, phase2);
+  return fitProblem("the dQ kernel", attnBwdDqLdsBytes(p, t), regs, t, *p.atom);
+}
+
+} // namespace
+
+int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
+  auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
+  return 2 * tile(p.blockN, p.headDim) + 2 * tile(p.blockM, p.headDim) +
+         2 * tile(p.blockN, p.blockM) + 2 * 4 * p.blockM;
+}
+
+int attnBwdDqLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
+  auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
+  return 2 * tile(p.dqBlockM, p.headDim) + 2 * tile(p.dqBlockN, p.headDim) +
+         tile(p.dqBlockM, p.dqBlockN) + 2 * 4 * p.dqBlockM;
+}
+
+namespace {
+
+/// The plan with `atom`, or why none fits.
+AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
+                               const TargetInfo &target, std::optional<AttnBwdTile> tile) {
+  AttnBwdPlan p;
+  p.atom = &atom;
+  p.elem = elem;
+  p.headDim = headDim;
+  p.waves = tile ? tile->waves : 256 / atom.waveSize; // 4 waves of 64 lanes, 8 of 32
+  if (p.waves < 1 || p.threads() > 1024)
+    return {std::nullopt, "a flash_attn_bwd workgroup of " + std::to_string(p.waves) +
+                              " waves of " + std::to_string(atom.waveSize) +
+                              " lanes is outside 1 to 1024 threads"};
+  // Larger key blocks first (fewer dQ partials per query), then larger query steps.
+  std::vector<std::pair<int, int>> mainTiles = {{64, 32}, {64, 16}, {32, 32}, {32, 16},
+                                                {16, 32}, {16, 16}};
+  if (tile) mainTiles = {{tile->n, tile->m}};
+  const std::pair<int, int> dqTiles[] = {{64, 64}, {64, 32}, {32, 64}, {32, 32},
+                                         {32, 16}, {16, 32}, {16, 16}};
+  std::string why;
+  for (auto [n, m] : mainTiles) {
+    p.blockN = n, p.blockM = m;
+    why = mainProblem(p, target);
+    if (why.empty()) break;
+  }
+  if (!why.empty())
+    return {std::nullopt, std::string("no flash_attn_bwd tile of ") + atom.name + " fits" +
+                              (tile ? " the given tile" : "") + ": " + why};
+  for (auto [m, n] : dqTiles) {
+    p.dqBlockM = m, p.dqBlockN = n;
+    why = dqProblem(p, target);
+    if (why.empty()) return {p, ""};
+  }
+  return {std::nullopt, std::string("no flash_attn_bwd dQ tile of ") + atom.name + " fits: " + why};
+}
+
+} // namespace
+
+AttnBwdPlanResult planAttentionBwd(int headDim, ElemType elem, const TargetInfo &target,
+                                   std::optional<AttnBwdTile> tile) {
+  AtomChoice atoms = chooseAtoms(target, elem, AtomShape{16, 0, 0});
+  if (!atoms) return {std::nullopt, atoms.failure};
+  // The target's atoms of 16 rows in its order; the first one's reason when none fits.
+  AttnBwdPlanResult first;
+  for (const MMAAtom *atom : atoms.atoms) {
+    AttnBwdPlanResult r = planWithAtom(*atom, headDim, elem, target, tile);
+    if (r.plan) return r;
+    if (first.whyNot.empty()) first = r;
+  }
+  return first;
+}
+
+} // namespace tessera

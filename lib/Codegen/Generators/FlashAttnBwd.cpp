@@ -1,0 +1,616 @@
+// The flash_attn_bwd generator: FlashAttention-2's backward on the matrix cores, as a kernel set
+// sharing the call's workspaces (FlashAttnBwdPlan.h has the tiles).
+//
+// Recipe:
+//   pre      per query row and head: Delta = rowsum(dO * O) and the LSE as the shift of the
+//            recomputed probabilities (-inf rows shift by +inf, so their P is exactly 0);
+//   main     a workgroup owns a key block of one KV head: K and V stay in LDS, dK and dV in
+//            registers, while it walks the visible query blocks of every query head of the GQA
+//            group (no expanded copies, no dK/dV workspace). Per query block: S^T and dP^T on
+//            the matrix cores, P^T = exp2(S^T - lse) and dS^T = P^T (dP^T - Delta) (times the
+//            soft cap's derivative) through LDS, dV += P^T dO, dK += dS^T Q, and unless
+//            deterministic dQ += dS K added in f32 to the dq_accum workspace;
+//   dq       (deterministic) a workgroup owns a query block and walks its visible key blocks in
+//            order, recomputing S and dP: no atomics, runs are bitwise identical;
+//   dq_convert (otherwise) dq = dq_accum * scale in the output type.
+// dK is scaled once at the end, dQ in its last kernel. Visibility, sequence lengths, the softmax's
+// shift and the ABI are the shared Attention/ pieces.
+#include "tessera/Codegen/Attention/AccView.h"
+#include "tessera/Codegen/Attention/Signature.h"
+#include "tessera/Codegen/Attention/Softmax.h"
+#include "tessera/Codegen/Attention/Visibility.h"
+#include "tessera/Codegen/FlashAttnBwdPlan.h"
+#include "tessera/Codegen/Generators.h"
+#include "tessera/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tessera {
+namespace {
+
+using attn::AccView;
+using attn::QueryAxis;
+using Operand = KernelBuilder::Operand;
+
+/// An LDS tile as one operand of a product: stored with K along its columns, or along its rows.
+struct LdsOperand {
+  const LdsTile *tile;
+  bool kAlongRows = false;
+};
+
+/// The statistics of a staged query block in LDS: the LSE shift of each row, then its Delta.
+struct StatsTile {
+  Value memref;
+  int rows = 0;
+};
+
+enum class Stat { LseShift = 0, Delta = 1 };
+
+/// What every kernel of the set shares: the arguments, the batch item, the tensors and the
+/// per-head workspace indexing.
+class BwdKernel {
+public:
+  BwdKernel(tessera::FlashAttnBwdOp op, const AttnBwdPlan &p, const TargetInfo &t, OpBuilder &b,
+            gpu::GPUFuncOp func, const attn::FlashAttnBwdArgs &args)
+      : op(op), p(p), t(t), b(b), loc(op.getLoc()), kb(b, loc, t), func(func), args(args),
+        a(args.fwd), elem(op.getDtype()), softmax(kb) {
+    b.setInsertionPoint(func.getBody().front().getTerminator());
+    batch = kb.blockId(gpu::Dimension::z);
+    seq = attn::seqInfo(kb, func, a, op.getVarlen(), batch);
+    q = bind(a.q), k = bind(a.k), v = bind(a.v), o = bind(a.o);
+    dO = bind(args.dO), dq = bind(args.dq), dk = bind(args.dk), dv = bind(args.dv);
+    headDim = kb.idx(p.headDim);
+    elemBits = elem.getIntOrFloatBitWidth();
+  }
+
+protected:
+  Value arg(ArgHandle h) { return argValue(func, h); }
+  attn::Tensor bind(const attn::TensorArg &ta) { return attn::Tensor::bind(func, ta); }
+  Value extract(Value vec, int i) { return vector::ExtractOp::create(b, loc, vec, i); }
+  Value splat(Value scalar, Type like) {
+    return vector::BroadcastOp::create(b, loc, cast<VectorType>(like), scalar);
+  }
+  /// Opens `if (cond)` and moves the insertion point into it; the caller's InsertionGuard
+  /// restores it.
+  void inside(Value cond) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+
+  /// The row of query `query` of this batch item in the per-row workspaces: items packed
+  /// (varlen) or B x Sq.
+  Value workspaceRow(Value query) {
+    return seq.varlen ? kb.add(seq.rowQ0, query) : kb.add(kb.mul(batch, arg(a.seqQ)), query);
+  }
+  Value workspaceRows() {
+    return seq.varlen ? arg(a.totalQ) : kb.mul(arg(a.batch), arg(a.seqQ));
+  }
+  /// The flat index of statistic `s` of (head, query) in bwd_stats ([stat][Hq][rows]).
+  Value statIndex(Stat s, Value head, Value query) {
+    Value plane = kb.add(kb.mul(kb.idx(int(s)), arg(a.headsQ)), head);
+    return kb.add(kb.mul(plane, workspaceRows()), workspaceRow(query));
+  }
+  /// The flat index of dQ element (head, query, col) in dq_accum ([Hq][rows][D]).
+  Value dqAccumIndex(Value head, Value query, Value col) {
+    Value row = kb.add(kb.mul(head, workspaceRows()), workspaceRow(query));
+    return kb.add(kb.mul(row, headDim), col);
+  }
+  /// A `rows` x D block of `tensor` (head `head`) starting at query/key `first` of this item.
+  KernelBuilder::GlobalTile block(const attn::Tensor &tensor, Value row0, Value first, Value head,
+                                  Value count) {
+    Value base = tensor.base(kb, seq, batch, row0, head);
+    return {tensor.ptr, kb.add(base, kb.mul(first, tensor.strideS)), tensor.strideS,
+            kb.sub(count, first), headDim, tensor.stridesAligned16(kb, elemBits)};
+  }
+
+  tessera::FlashAttnBwdOp op;
+  const AttnBwdPlan &p;
+  const TargetInfo &t;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder kb;
+  gpu::GPUFuncOp func;
+  const attn::FlashAttnBwdArgs &args;
+  const attn::FlashAttnArgs &a;
+  Type elem;
+  attn::OnlineSoftmax softmax;
+  Value batch, headDim;
+  int elemBits = 16;
+  attn::SeqInfo seq;
+  attn::Tensor q, k, v, o, dO, dq, dk, dv;
+};
+
+/// pre: Delta and the LSE shift of `rowsPerBlock` query rows of one head per workgroup, four
+/// threads per row.
+class PreprocessKernel : public BwdKernel {
+public:
+  static constexpr int kThreadsPerRow = 4;
+  static int rowsPerBlock(int headDim) { return headDim <= 128 ? 64 : 32; }
+  using BwdKernel::BwdKernel;
+
+  void emit() {
+    const int rows = rowsPerBlock(p.headDim), threads = rows * kThreadsPerRow;
+    LdsTile ldsO = kb.allocLds(func, elem, rows, p.headDim);
+    LdsTile ldsDO = kb.allocLds(func, elem, rows, p.headDim);
+    b.setInsertionPoint(func.getBody().front().getTerminator());
+    Value head = kb.blockId(gpu::Dimension::y);
+    Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), rows);
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(q0, seq.seqQ));
+    kb.copyGlobalToLds(block(o, seq.rowQ0, q0, head, seq.seqQ), ldsO, rows, p.headDim, false,
+                       threads);
+    kb.copyGlobalToLds(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, rows, p.headDim, false,
+                       threads);
+    kb.barrier();
+    Value tid = kb.threadId();
+    Value row = kb.divui(tid, kThreadsPerRow), part = kb.remui(tid, kThreadsPerRow);
+    Value sum = kb.f32(0);
+    for (int c = 0; c < p.headDim; c += kThreadsPerRow) {
+      Value col = kb.add(part, c);
+      auto at = [&](const LdsTile &tile) {
+        Value x = memref::LoadOp::create(b, loc, tile.memref,
+                                         ValueRange{kb.ldsOffset(tile, row, col)});
+        return kb.convert(x, b.getF32Type());
+      };
+      sum = math::FmaOp::create(b, loc, at(ldsO), at(ldsDO), sum);
+    }
+    // The row's four threads are neighbouring lanes.
+    Value delta = kb.laneAllReduce({sum}, {1, 2}, vector::CombiningKind::ADD).front();
+    Value query = kb.add(q0, row);
+    inside(kb.andb(kb.cmpLt(query, seq.seqQ),
+                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, part, kb.idx(0))));
+    Value lseAt = kb.add(kb.mul(head, arg(a.lseStrideH)), query);
+    lseAt = seq.varlen ? kb.add(lseAt, seq.rowQ0) : kb.add(lseAt, kb.mul(batch, arg(a.lseStrideB)));
+    Value lse = memref::LoadOp::create(b, loc, arg(a.lse), ValueRange{lseAt});
+    Value stats = arg(args.stats);
+    memref::StoreOp::create(b, loc, softmax.lseToShift(lse), stats,
+                            ValueRange{statIndex(Stat::LseShift, head, query)});
+    memref::StoreOp::create(b, loc, delta, stats, ValueRange{statIndex(Stat::Delta, head, query)});
+  }
+};
+
+/// dq_convert: dq = dq_accum * scale, 64 rows of one head per workgroup.
+class ConvertKernel : public BwdKernel {
+public:
+  static constexpr int kRows = 64;
+  using BwdKernel::BwdKernel;
+
+  void emit() {
+    const int threads = p.threads();
+    Value head = kb.blockId(gpu::Dimension::y);
+    Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), kRows);
+    Value out = dq.base(kb, seq, batch, seq.rowQ0, head);
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(q0, seq.seqQ));
+    Value tid = kb.threadId();
+    for (int first = 0; first < kRows * p.headDim; first += threads) {
+      OpBuilder::InsertionGuard inner(b);
+      Value e = kb.add(tid, first);
+      Value query = kb.add(q0, kb.divui(e, p.headDim)), col = kb.remui(e, p.headDim);
+      inside(kb.cmpLt(query, seq.seqQ));
+      Value x = memref::LoadOp::create(b, loc, arg(args.dqAccum),
+                                       ValueRange{dqAccumIndex(head, query, col)});
+      Value y = kb.convert(kb.fmul(x, arg(a.scale)), elem);
+      memref::StoreOp::create(b, loc, y, dq.ptr,
+                              ValueRange{kb.add(out, kb.add(kb.mul(query, dq.strideS), col))});
+    }
+  }
+};
+
+/// What the main and dQ kernels share: products of LDS tiles dealt to the waves, the gradient
+/// of the scores, the staged query blocks.
+class ProductKernel : public BwdKernel {
+public:
+  ProductKernel(tessera::FlashAttnBwdOp op, const AttnBwdPlan &p, const TargetInfo &t,
+                OpBuilder &b, gpu::GPUFuncOp func, const attn::FlashAttnBwdArgs &args)
+      : BwdKernel(op, p, t, b, func, args), atom(*p.atom) {}
+
+protected:
+  /// Allocations come first (they are function attributions); then the common values.
+  void setUpValues() {
+    b.setInsertionPoint(func.getBody().front().getTerminator());
+    lane = kb.laneId();
+    wave = kb.waveId();
+    attn::MaskSpec spec = attn::MaskSpec::of(op);
+    if (spec.slidingWindow)
+      visibility.emplace(spec, kb, seq.seqQ, seq.seqK, arg(a.windowLeft), arg(a.windowRight));
+    else
+      visibility.emplace(spec, kb, seq.seqQ, seq.seqK);
+    scaleLog2 = kb.fmul(arg(a.scale), kb.f32(M_LOG2E));
+    cap = op.getSoftcap() ? arg(a.softcap) : Value();
+  }
+  StatsTile allocStats(int rows) {
+    auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    auto type = MemRefType::get({2 * rows}, b.getF32Type(), MemRefLayoutAttrInterface{}, space);
+    return {func.addWorkgroupAttribution(type, loc), rows};
+  }
+
+  /// acc + A B over `depth` (the reduction), A's rows from `aOuter`, B's columns from `bOuter`.
+  Value product(LdsOperand aOp, Value aOuter, LdsOperand bOp, Value bOuter, int depth, Value acc) {
+    for (int kk = 0; kk < depth; kk += atom.k) {
+      // WMMA's replicated fragments: one k-step's reads in flight, or the scheduler hoists them
+      // all and spills.
+      if (atom.kind == AtomKind::WMMA) kb.memoryScheduleFence();
+      Value aFrag = kb.loadOperand(*aOp.tile, atom, Operand::A, lane, aOuter, kk, aOp.kAlongRows);
+      Value bFrag = kb.loadOperand(*bOp.tile, atom, Operand::B, lane, bOuter, kk, bOp.kAlongRows);
+      acc = kb.mma(atom, aFrag, bFrag, acc);
+    }
+    return acc;
+  }
+  /// The (row, col) origin of tile `tile` of `w`.
+  std::pair<Value, Value> tileOrigin(const WaveTiles &w, Value tile) {
+    const int perRow = w.cols / w.tileCols;
+    return {kb.mul(kb.divui(tile, perRow), w.tileRows), kb.mul(kb.remui(tile, perRow), w.tileCols)};
+  }
+  /// Calls body(tile, j) for this wave's share j = 0 .. perWave - 1 of `w`, skipping tiles past
+  /// the end (uneven shares).
+  void forEachTile(const WaveTiles &w, llvm::function_ref<void(Value, int)> body) {
+    for (int j = 0; j < w.perWave(); ++j) {
+      OpBuilder::InsertionGuard g(b);
+      Value tile = kb.add(kb.mul(wave, w.perWave()), j);
+      if (!w.even()) inside(kb.cmpLt(tile, kb.idx(w.count())));
+      body(tile, j);
+    }
+  }
+
+  /// accs[g * share + j] = update(tile, {accs[g * share + j] for each group g})[g] for this
+  /// wave's share j of `w` (share = w.perWave()): gradient accumulators in `groups` groups, left
+  /// as they are for tiles past the end.
+  void updateTiles(const WaveTiles &w, MutableArrayRef<Value> accs, int groups,
+                   llvm::function_ref<SmallVector<Value>(Value, ArrayRef<Value>)> update) {
+    const int share = w.perWave();
+    for (int j = 0; j < share; ++j) {
+      Value tile = kb.add(kb.mul(wave, share), j);
+      SmallVector<Value> olds;
+      for (int g = 0; g < groups; ++g) olds.push_back(accs[g * share + j]);
+      SmallVector<Value> news;
+      if (w.even()) {
+        news = update(tile, olds);
+      } else {
+        auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(olds)),
+                                      kb.cmpLt(tile, kb.idx(w.count())), true);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        scf::YieldOp::create(b, loc, update(tile, olds));
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        scf::YieldOp::create(b, loc, olds);
+        news.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+      }
+      for (int g = 0; g < groups; ++g) accs[g * share + j] = news[g];
+    }
+  }
+
+  /// Stages `rows` queries of head `head` from q0: Q and dO tiles and their statistics (rows
+  /// past Sq shift by +inf with Delta 0, so they contribute nothing).
+  void stageQueries(Value head, Value q0, const LdsTile &ldsQ, const LdsTile &ldsDO,
+                    const StatsTile &stats) {
+    const int rows = stats.rows;
+    kb.copyGlobalToLds(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, rows, p.headDim, false,
+                       p.threads());
+    kb.copyGlobalToLds(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, rows, p.headDim, false,
+                       p.threads());
+    Value tid = kb.threadId();
+    for (Stat s : {Stat::LseShift, Stat::Delta}) {
+      OpBuilder::InsertionGuard g(b);
+      inside(kb.cmpLt(tid, kb.idx(rows)));
+      Value query = kb.add(q0, tid);
+      Value valid = kb.cmpLt(query, seq.seqQ);
+      Value at = kb.select(valid, statIndex(s, head, query), kb.idx(0));
+      auto load = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, valid, true);
+      {
+        OpBuilder::InsertionGuard inner(b);
+        b.setInsertionPointToStart(load.thenBlock());
+        scf::YieldOp::create(b, loc, memref::LoadOp::create(b, loc, arg(args.stats),
+                                                           ValueRange{at}).getResult());
+        b.setInsertionPointToStart(load.elseBlock());
+        scf::YieldOp::create(b, loc, kb.f32(s == Stat::LseShift ? INFINITY : 0.0));
+      }
+      memref::StoreOp::create(b, loc, load.getResult(0), stats.memref,
+                              ValueRange{kb.add(tid, int(s) * rows)});
+    }
+  }
+
+  /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
+  ///   P = exp2(scaled(S) - lse shift), masked to 0 where invisible (on edge tiles),
+  ///   dS = P (dP - Delta), times the soft cap's derivative.
+  /// `query0`/`key0` are the tile's first query and key in the item, `local0` its first query
+  /// in `stats`. Returns {P, dS}.
+  std::pair<Value, Value> scoreGradient(Value s, Value dp, const AccView &view, Value query0,
+                                        Value key0, Value local0, const StatsTile &stats,
+                                        Value needMask) {
+    Type vt = s.getType();
+    Value scaled = attn::scaledScores(kb, s, scaleLog2, cap);
+    // The cap's derivative from the unmasked logits: masking first would give 1 - inf^2.
+    Value capSlope = cap ? attn::softcapDerivative(kb, kb.fmul(scaled, splat(kb.f32(M_LN2), vt)), cap)
+                         : Value();
+    auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
+    Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
+    Value firstLocal = kb.add(local0, laneQuery);
+    auto masked = scf::IfOp::create(b, loc, TypeRange{vt}, needMask, true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(masked.thenBlock());
+      Value out = scaled;
+      for (const attn::AccElement &el : view.elements()) {
+        Value ok = visibility->visible(kb.add(firstQuery, el.query), kb.add(firstKey, el.inner));
+        out = vector::InsertOp::create(b, loc, kb.select(ok, extract(out, el.reg), kb.f32(-INFINITY)),
+                                       out, el.reg);
+      }
+      scf::YieldOp::create(b, loc, out);
+      b.setInsertionPointToStart(masked.elseBlock());
+      scf::YieldOp::create(b, loc, scaled);
+    }
+    SmallVector<Value> shift, delta;
+    for (const attn::AccElement &el : view.elements()) {
+      Value local = kb.add(firstLocal, el.query);
+      shift.push_back(memref::LoadOp::create(b, loc, stats.memref, ValueRange{local}));
+      delta.push_back(memref::LoadOp::create(b, loc, stats.memref,
+                                             ValueRange{kb.add(local, stats.rows)}));
+    }
+    auto vecType = cast<VectorType>(vt);
+    Value prob = softmax.probabilityFromLse(masked.getResult(0),
+                                            vector::FromElementsOp::create(b, loc, vecType, shift));
+    Value ds = kb.fmul(prob, kb.fsub(dp, vector::FromElementsOp::create(b, loc, vecType, delta)));
+    if (capSlope) ds = kb.fmul(ds, capSlope);
+    return {prob, ds};
+  }
+
+  /// Stores accumulator `acc` (seen through `view`) into an LDS tile indexed [query][key]
+  /// (`transposed`: [key][query]) at the tile's origin.
+  void storeToLds(Value acc, const AccView &view, const LdsTile &tile, Value queryOrigin,
+                  Value keyOrigin, bool transposed) {
+    auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
+    Value firstQuery = kb.add(queryOrigin, laneQuery), firstKey = kb.add(keyOrigin, laneKey);
+    for (const attn::AccElement &el : view.elements()) {
+      Value qi = kb.add(firstQuery, el.query), ki = kb.add(firstKey, el.inner);
+      Value at = transposed ? kb.ldsOffset(tile, ki, qi) : kb.ldsOffset(tile, qi, ki);
+      memref::StoreOp::create(b, loc, kb.convert(extract(acc, el.reg), elem), tile.memref,
+                              ValueRange{at});
+    }
+  }
+
+  /// Stores gradient tiles `accs` of `w` (rows from `first`, `count` valid) times `factor`.
+  void storeGradients(ArrayRef<Value> accs, const WaveTiles &w, const attn::Tensor &tensor,
+                      Value row0, Value first, Value head, Value count, Value factor) {
+    KernelBuilder::GlobalTile dst = block(tensor, row0, first, head, count);
+    forEachTile(w, [&](Value tile, int j) {
+      auto [row, col] = tileOrigin(w, tile);
+      Value acc = factor ? kb.fmul(accs[j], splat(factor, accs[j].getType())) : accs[j];
+      kb.storeAccumulator(atom, acc, dst, lane, row, col);
+    });
+  }
+
+  const MMAAtom &atom;
+  Value lane, wave;
+  std::optional<attn::Visibility> visibility;
+  Value scaleLog2, cap;
+};
+
+/// main: dK and dV of one key block (and dQ partials unless deterministic).
+class MainKernel : public ProductKernel {
+public:
+  using ProductKernel::ProductKernel;
+
+  void emit() {
+    const bool withDq = !op.getDeterministic();
+    LdsTile ldsK = kb.allocLds(func, elem, p.blockN, p.headDim);
+    LdsTile ldsV = kb.allocLds(func, elem, p.blockN, p.headDim);
+    LdsTile ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
+    LdsTile ldsDO = kb.allocLds(func, elem, p.blockM, p.headDim);
+    LdsTile ldsPT = kb.allocLds(func, elem, p.blockN, p.blockM);
+    LdsTile ldsDST = kb.allocLds(func, elem, p.blockN, p.blockM);
+    StatsTile stats = allocStats(p.blockM);
+    setUpValues();
+    Value kvHead = kb.blockId(gpu::Dimension::y);
+    Value k0 = kb.mul(kb.blockId(gpu::Dimension::x), p.blockN);
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(k0, seq.seqK));
+    kb.copyGlobalToLds(block(k, seq.rowK0, k0, kvHead, seq.seqK), ldsK, p.blockN, p.headDim,
+                       false, p.threads());
+    kb.copyGlobalToLds(block(v, seq.rowK0, k0, kvHead, seq.seqK), ldsV, p.blockN, p.headDim,
+                       false, p.threads());
+
+    const WaveTiles scoresW = p.scores(), gradsW = p.keyGrads(), dqW = p.queryGrads();
+    Value lastKey = kb.add(k0, p.blockN - 1);
+    attn::TileRange tiles = visibility->queryTiles(k0, lastKey, p.blockM);
+    attn::TileRange whole = visibility->unmaskedQueryTiles(k0, lastKey, p.blockM);
+    Value group = arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv));
+    Value head0 = kb.mul(kvHead, group);
+
+    // dV accumulators then dK, this wave's share of the key block's tiles.
+    SmallVector<Value> init(2 * gradsW.perWave(), kb.zero(kb.accType(atom)));
+    auto heads = scf::ForOp::create(b, loc, head0, kb.add(head0, group), kb.idx(1), init);
+    {
+      OpBuilder::InsertionGuard gh(b);
+      b.setInsertionPointToStart(heads.getBody());
+      Value head = heads.getInductionVar();
+      auto steps = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1),
+                                      heads.getRegionIterArgs());
+      {
+        OpBuilder::InsertionGuard gs(b);
+        b.setInsertionPointToStart(steps.getBody());
+        Value tile = steps.getInductionVar();
+        Value q0 = kb.mul(tile, p.blockM);
+        kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
+        stageQueries(head, q0, ldsQ, ldsDO, stats);
+        kb.barrier();
+        Value needMask = attn::isEdgeTile(kb, tile, whole);
+        // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
+        AccView view(atom.c, QueryAxis::Cols);
+        forEachTile(scoresW, [&](Value t, int) {
+          auto [keyRow, queryCol] = tileOrigin(scoresW, t);
+          Value zero = kb.zero(kb.accType(atom));
+          Value s = product({&ldsK}, keyRow, {&ldsQ}, queryCol, p.headDim, zero);
+          Value dp = product({&ldsV}, keyRow, {&ldsDO}, queryCol, p.headDim, zero);
+          auto [prob, ds] = scoreGradient(s, dp, view, kb.add(q0, queryCol), kb.add(k0, keyRow),
+                                          queryCol, stats, needMask);
+          storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
+          storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
+        });
+        kb.barrier();
+        // dV += P^T dO and dK += dS^T Q over this step's queries.
+        SmallVector<Value> acc(steps.getRegionIterArgs());
+        updateTiles(gradsW, acc, 2, [&](Value t, ArrayRef<Value> dvdk) -> SmallVector<Value> {
+          auto [keyRow, col] = tileOrigin(gradsW, t);
+          return {product({&ldsPT}, keyRow, {&ldsDO, true}, col, p.blockM, dvdk[0]),
+                  product({&ldsDST}, keyRow, {&ldsQ, true}, col, p.blockM, dvdk[1])};
+        });
+        if (withDq) {
+          // dQ += dS K for this key block, added to the f32 accumulator.
+          AccView rows(atom.c, QueryAxis::Rows);
+          forEachTile(dqW, [&](Value t, int) {
+            auto [queryRow, col] = tileOrigin(dqW, t);
+            Value d = product({&ldsDST, true}, queryRow, {&ldsK, true}, col, p.blockN,
+                              kb.zero(kb.accType(atom)));
+            auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
+            Value firstQuery = kb.add(kb.add(q0, queryRow), laneQuery);
+            Value firstCol = kb.add(col, laneCol);
+            for (const attn::AccElement &el : rows.elements()) {
+              OpBuilder::InsertionGuard ge(b);
+              Value query = kb.add(firstQuery, el.query);
+              inside(kb.cmpLt(query, seq.seqQ));
+              kb.atomicAdd(extract(d, el.reg), arg(args.dqAccum),
+                           dqAccumIndex(head, query, kb.add(firstCol, el.inner)));
+            }
+          });
+        }
+        scf::YieldOp::create(b, loc, acc);
+      }
+      scf::YieldOp::create(b, loc, steps.getResults());
+    }
+    SmallVector<Value> accs(heads.getResults());
+    const int share = gradsW.perWave();
+    storeGradients(ArrayRef(accs).take_front(share), gradsW, dv, seq.rowK0, k0, kvHead, seq.seqK,
+                   Value());
+    storeGradients(ArrayRef(accs).drop_front(share), gradsW, dk, seq.rowK0, k0, kvHead, seq.seqK,
+                   arg(a.scale));
+  }
+};
+
+/// dq (deterministic): dQ of one query block over its visible key blocks in order.
+class DqKernel : public ProductKernel {
+public:
+  using ProductKernel::ProductKernel;
+
+  void emit() {
+    LdsTile ldsQ = kb.allocLds(func, elem, p.dqBlockM, p.headDim);
+    LdsTile ldsDO = kb.allocLds(func, elem, p.dqBlockM, p.headDim);
+    LdsTile ldsK = kb.allocLds(func, elem, p.dqBlockN, p.headDim);
+    LdsTile ldsV = kb.allocLds(func, elem, p.dqBlockN, p.headDim);
+    LdsTile ldsDS = kb.allocLds(func, elem, p.dqBlockM, p.dqBlockN);
+    StatsTile stats = allocStats(p.dqBlockM);
+    setUpValues();
+    Value head = kb.blockId(gpu::Dimension::y);
+    Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), p.dqBlockM);
+    Value kvHead = arith::DivUIOp::create(
+        b, loc, head, arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv)));
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(q0, seq.seqQ));
+    stageQueries(head, q0, ldsQ, ldsDO, stats);
+
+    const WaveTiles scoresW = p.dqScores(), gradsW = p.dqGrads();
+    Value lastQuery = kb.add(q0, p.dqBlockM - 1);
+    attn::TileRange tiles = visibility->keyTiles(q0, lastQuery, p.dqBlockN);
+    attn::TileRange whole = visibility->unmaskedKeyTiles(q0, lastQuery, p.dqBlockN);
+    SmallVector<Value> init(gradsW.perWave(), kb.zero(kb.accType(atom)));
+    auto steps = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
+    {
+      OpBuilder::InsertionGuard gs(b);
+      b.setInsertionPointToStart(steps.getBody());
+      Value tile = steps.getInductionVar();
+      Value n0 = kb.mul(tile, p.dqBlockN);
+      kb.barrier(); // the previous step's reads of K, V, dS are done (and the staged queries)
+      kb.copyGlobalToLds(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, p.dqBlockN, p.headDim,
+                         false, p.threads());
+      kb.copyGlobalToLds(block(v, seq.rowK0, n0, kvHead, seq.seqK), ldsV, p.dqBlockN, p.headDim,
+                         false, p.threads());
+      kb.barrier();
+      Value needMask = attn::isEdgeTile(kb, tile, whole);
+      AccView view(atom.c, QueryAxis::Rows);
+      forEachTile(scoresW, [&](Value t, int) {
+        auto [queryRow, keyCol] = tileOrigin(scoresW, t);
+        Value zero = kb.zero(kb.accType(atom));
+        Value s = product({&ldsQ}, queryRow, {&ldsK}, keyCol, p.headDim, zero);
+        Value dp = product({&ldsDO}, queryRow, {&ldsV}, keyCol, p.headDim, zero);
+        Value ds = scoreGradient(s, dp, view, kb.add(q0, queryRow), kb.add(n0, keyCol), queryRow,
+                                 stats, needMask)
+                       .second;
+        storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
+      });
+      kb.barrier();
+      SmallVector<Value> acc(steps.getRegionIterArgs());
+      updateTiles(gradsW, acc, 1, [&](Value t, ArrayRef<Value> dqAcc) -> SmallVector<Value> {
+        auto [queryRow, col] = tileOrigin(gradsW, t);
+        return {product({&ldsDS}, queryRow, {&ldsK, true}, col, p.dqBlockN, dqAcc[0])};
+      });
+      scf::YieldOp::create(b, loc, acc);
+    }
+    SmallVector<Value> accs(steps.getResults());
+    storeGradients(accs, gradsW, dq, seq.rowQ0, q0, head, seq.seqQ, arg(a.scale));
+  }
+};
+
+} // namespace
+
+FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op, const TargetInfo &target) {
+  const int headDim = int(op.getHeadDim());
+  std::optional<AttnBwdTile> tile;
+  if (auto t = op.getTileAttr()) tile = AttnBwdTile{int(t.getM()), int(t.getN()), int(t.getWaves())};
+  AttnBwdPlanResult plan = planAttentionBwd(headDim, *toElemType(op.getDtype()), target, tile);
+  if (!plan.plan) return op.emitOpError() << plan.whyNot;
+  const AttnBwdPlan &p = *plan.plan;
+  attn::FlashAttnBwdSignature abi = attn::flashAttnBwdSignature(op, headDim);
+  const KernelSignature &base = abi.sig;
+  const std::string name = op.getSymName().str();
+  auto signature = [&](const char *suffix, GridExpr grid0, ArgHandle gridHeads, int threads) {
+    KernelSignature sig = base;
+    sig.name = name + "_" + suffix;
+    sig.grid[0] = grid0;
+    sig.grid[1] = base.expr(gridHeads);
+    sig.grid[2] = base.expr(abi.args.fwd.batch);
+    sig.blockThreads = threads;
+    return sig;
+  };
+  auto perBlock = [&](ArgHandle length, int rows) {
+    return GridExpr::ceilDiv(base.expr(length), GridExpr::constant(rows));
+  };
+  const attn::FlashAttnArgs &fa = abi.args.fwd;
+  OpBuilder b(op);
+  KernelSet set{name, {}};
+  auto make = [&](const KernelSignature &sig) {
+    b.setInsertionPoint(op); // the previous kernel's emitter moved it
+    gpu::GPUFuncOp func = createKernel(b, op.getLoc(), target, sig);
+    // The gradients stay in registers: ptxas must not trade them for a second workgroup.
+    if (target.vendor == Vendor::NVIDIA) func->setAttr("nvvm.minctasm", b.getI32IntegerAttr(1));
+    set.kernels.push_back(func);
+    return func;
+  };
+  const int preRows = PreprocessKernel::rowsPerBlock(headDim);
+  gpu::GPUFuncOp pre = make(signature("pre", perBlock(fa.seqQ, preRows), fa.headsQ,
+                                      preRows * PreprocessKernel::kThreadsPerRow));
+  PreprocessKernel(op, p, target, b, pre, abi.args).emit();
+  gpu::GPUFuncOp main =
+      make(signature("main", perBlock(fa.seqK, p.blockN), fa.headsKv, p.threads()));
+  MainKernel(op, p, target, b, main, abi.args).emit();
+  if (op.getDeterministic()) {
+    gpu::GPUFuncOp dqFunc =
+        make(signature("dq", perBlock(fa.seqQ, p.dqBlockM), fa.headsQ, p.threads()));
+    DqKernel(op, p, target, b, dqFunc, abi.args).emit();
+  } else {
+    gpu::GPUFuncOp convert = make(
+        signature("dq_convert", perBlock(fa.seqQ, ConvertKernel::kRows), fa.headsQ, p.threads()));
+    ConvertKernel(op, p, target, b, convert, abi.args).emit();
+  }
+  return set;
+}
+
+} // namespace tessera

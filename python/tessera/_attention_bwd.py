@@ -1,0 +1,283 @@
+"""tessera.flash_attn_bwd and tessera.flash_attn_varlen_bwd: attention backward with the flash_attn_bwd kernel sets
+(docs/flash_attn-abi.md), on torch CUDA tensors or on numpy arrays through the simulator; and the
+torch.autograd.Functions through which autograd records tessera.flash_attn / flash_attn_varlen."""
+import functools
+import sys
+
+from . import _arrays, _attention, _launch
+from ._errors import InputError, KernelNotFoundError
+
+FEATURES = ("sliding_window", "softcap")   # unit attributes a kernel set may have beyond what a call needs
+SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}
+_ARGS = {"q": "q", "k": "k", "v": "v", "out": "o", "dout": "do", "lse": "lse"}   # the caller's names -> the ABI's
+GRADIENTS = ("dq", "dk", "dv")
+_STRIDED = ("q", "k", "v", "o", "do", "dq", "dk", "dv")        # the ABI's tensors with stride arguments
+_ALIGNED = ("q", "k", "v", "out", "dout", "dq", "dk", "dv")    # read or written with vector accesses (not lse)
+
+
+# ---- Kernel choice ------------------------------------------------------------------------------
+def variant(p, deterministic):
+    """What a kernel set must match exactly for plan p."""
+    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, deterministic=deterministic)
+
+
+def _needed(p):
+    return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0}
+
+
+def directive_for(v):
+    """The directive that compiles a kernel set of variant v (a `variant` dict), with every runtime feature so that
+    it serves any window and softcap, as the default forward kernels do."""
+    name = f"fa_bwd_{v['dtype']}_d{v['head_dim']}_{SHORT_MASKS[v['mask']]}"
+    name += ("_varlen" if v["varlen"] else "") + ("_det" if v["deterministic"] else "")
+    attributes = [f"dtype = {v['dtype']}", f"head_dim = {v['head_dim']}", f"mask = #tessera.mask<{v['mask']}>",
+                  *FEATURES, *(a for a in ("varlen", "deterministic") if v[a])]
+    return f"tessera.flash_attn_bwd @{name} {{{', '.join(attributes)}}}"
+
+
+def _serves(kernel_set, v, needed):
+    a = kernel_set.attributes
+    have = dict(dtype=a.get("dtype"), head_dim=a.get("head_dim"), mask=a.get("mask", "none"),
+                varlen=bool(a.get("varlen", False)), deterministic=bool(a.get("deterministic", False)))
+    return kernel_set.directive == "flash_attn_bwd" and have == v and \
+        all(a.get(f, False) for f, want in needed.items() if want)
+
+
+def find_kernel_set(bundle, p, deterministic):
+    """The flash_attn_bwd kernel set of `bundle` for plan p: its dtype, head_dim, mask, varlen and deterministic,
+    with every feature p uses (a set with more features is fine: unused ones get neutral values); the one with the
+    fewest extra features wins. KernelNotFoundError names the variant and the directive that would add it."""
+    v, needed = variant(p, deterministic), _needed(p)
+    fits = [(sum(bool(s.attributes.get(f, False)) for f in FEATURES), s.name, s)
+            for s in bundle.kernel_sets.values() if _serves(s, v, needed)]
+    if not fits:
+        wanted = " ".join(f"{k}={x}" for k, x in v.items()) + "".join(f" {f}" for f, w in needed.items() if w)
+        names = [s.name for s in bundle.kernel_sets.values() if s.directive == "flash_attn_bwd"]
+        raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn_bwd kernel set "
+                                  f"with {wanted} (flash_attn_bwd kernel sets: {', '.join(names) or 'none'}); "
+                                  f"this directive compiles one: {directive_for(v)}")
+    return min(fits)[2]
+
+
+def kernel_set_for(bundle, p, deterministic):
+    """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
+    key = ("flash_attn_bwd", *variant(p, deterministic).values(), *_needed(p).values())
+    return bundle.remember(key, lambda: find_kernel_set(bundle, p, deterministic))
+
+
+# ---- Checks, empty sizes, launch ----------------------------------------------------------------
+def _check_input(who, name, info, shape, dtype):
+    """out, dout, lse: the shape and dtype the forward gives them, unit stride on the last dimension (head_dim; for
+    lse the query rows), other strides free."""
+    _attention._check_shape_dtype(who, name, info, shape, dtype)
+    if info.strides is None:
+        raise InputError(f"{who}: {name} has strides {info.obj.strides} (bytes) that are not whole elements")
+    if name != "lse":
+        _attention._check_head_dim_stride(who, name, info)
+    elif shape[-1] > 1 and info.strides[-1] != 1 and all(shape):
+        raise InputError(f"{who}: lse has strides {info.strides} (elements); it needs unit stride on its last "
+                         "dimension (the query rows), as the forward writes it")
+
+
+def _no_gradient(p, kv_shape):
+    """True when no query sees any key (no batch item, query row, key row or query head): every gradient is 0."""
+    return 0 in (p.B, p.Sq, p.Sk, p.Hq, p.out_shape[0], kv_shape[0])
+
+
+def _backward(p, infos, cus, grads, deterministic, device):
+    """What flash_attn_bwd and flash_attn_varlen_bwd share once q, k, v (and cu_seqlens) gave plan p: the checks of
+    out, dout, lse and the gradients, the kernel set, empty sizes, launch. Returns (dq, dk, dv)."""
+    who, kv_shape = p.who, infos["k"].shape
+    for name in ("out", "dout"):
+        _check_input(who, name, infos[name], p.out_shape, p.dtype)
+    _check_input(who, "lse", infos["lse"], p.lse_shape, "f32")
+    shapes = {"dq": p.out_shape, "dk": kv_shape, "dv": kv_shape}
+    for name, info in grads.items():
+        if info is not None:
+            _attention._check_output(who, name, info, shapes[name], p.dtype)
+    arrays = [(n, i) for n, i in {**infos, **cus, **grads}.items() if i is not None]
+    dev = _launch.runtime_device(who, arrays, device, outputs=GRADIENTS, aligned=_ALIGNED)
+    kernel_set = kernel_set_for(dev.bundle(), p, bool(deterministic))
+    # Nothing visible: the gradients are zeros, filled here (the kernels would need every empty case right: dK, dV
+    # for keys no query sees, dQ when Sk = 0). New varlen gradients start at zero too: rows outside every sequence
+    # belong to no kernel, and their gradient is 0.
+    nothing = _no_gradient(p, kv_shape)
+    new = _arrays.zeros if nothing or p.varlen else _arrays.empty
+    results = []
+    for name in GRADIENTS:
+        if grads[name] is None:
+            results.append(new(infos["q"], shapes[name], p.dtype))
+            grads[name] = _arrays.describe(results[-1], f"{who}: {name}")
+        else:
+            results.append(grads[name].obj)
+            if nothing:
+                _arrays.fill(grads[name], 0)
+    if not nothing:
+        _run(p, dev, kernel_set, {**{_ARGS[n]: infos[n] for n in _ARGS}, **cus, **grads})
+    return tuple(results)
+
+
+def _run(p, dev, kernel_set, arrays):
+    """Launches the kernel set on `arrays` (by ABI name, none empty): torch on the current stream (asynchronous, no
+    allocation but the runtime's per-stream workspaces), numpy through simulator memory."""
+    lse_strides = _attention._lse_strides(p, arrays["lse"])
+    q = arrays["q"]
+    if q.kind == "numpy":
+        with _launch.SimMemory(dev) as mem:
+            ptrs = {name: mem.put(info) for name, info in arrays.items()}
+            kernel_set.launch(None, **_attention._values(p, ptrs, arrays, lse_strides, kernel_set, _STRIDED))
+            dev.synchronize()
+            for name in GRADIENTS:
+                mem.get(arrays[name])
+        return
+    ptrs = {name: info.ptr for name, info in arrays.items()}
+    kernel_set.launch(_launch.stream_of(q.obj.device),
+                      **_attention._values(p, ptrs, arrays, lse_strides, kernel_set, _STRIDED))
+
+
+def _describe(who, q, k, v, out, dout, lse, dq, dk, dv):
+    _arrays.refuse_grad(who, (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout), ("lse", lse)))
+    infos = _attention._describe_all(who, (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout), ("lse", lse)))
+    return infos, _attention._describe_all(who, (("dq", dq), ("dk", dk), ("dv", dv)))
+
+
+def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
+                   softcap=0.0, deterministic=False, *, dq=None, dk=None, dv=None, device=None):
+    """Attention backward of tessera.flash_attn: (dq, dk, dv) from the forward's q, k, v, its output `out`
+    (B, Sq, Hq, D), the upstream gradient `dout` (out's shape and dtype) and the forward's LSE (B, Hq, Sq) float32
+    (return_lse=True), with the forward's causal, causal_align, scale, window and softcap. dq is (B, Sq, Hq, D),
+    dk and dv (B, Sk, Hkv, D), summed over the query heads of a GQA group. deterministic: the kernels without
+    floating-point atomics (bitwise repeatable). dq / dk / dv: arrays to write instead of allocating.
+    torch CUDA tensors run on torch's current stream (asynchronous, capturable in a CUDA graph after one call outside
+    the capture); numpy arrays on device='sim:<target>'. Every check comes before any device work (InputError, or
+    KernelNotFoundError naming the directive that would add the missing kernel set).
+    """
+    who = "tessera.flash_attn_bwd"
+    infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
+    p = _attention.dense_plan(who, infos, causal, causal_align, scale, window, softcap, True)   # True: LSE given
+    return _backward(p, infos, {}, grads, deterministic, device)
+
+
+def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
+                          deterministic=False, *, dq=None, dk=None, dv=None, device=None):
+    """flash_attn_bwd for tessera.flash_attn_varlen: q, out, dout, dq (total_q, Hq, D); k, v, dk, dv
+    (total_k, Hkv, D); lse (Hq, total_q); cu_seqlens and max_seqlen as the forward had them. New gradients start at
+    zero (rows outside every sequence get 0); given ones keep those rows.
+    """
+    who = "tessera.flash_attn_varlen_bwd"
+    infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
+    cus = _attention._describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
+    p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
+                               softcap, True)
+    return _backward(p, infos, cus, grads, deterministic, device)
+
+
+# ---- Autograd -----------------------------------------------------------------------------------
+_READY = set()        # signatures (_attention._signature) of recorded calls whose backward kernel set was found
+_READY_MAX = 1024
+
+
+def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device):
+    """KernelNotFoundError (or the forward's InputError) before the forward of a recorded call runs when the bundle
+    has no kernel set for its backward: a training step would otherwise fail only after its forward. Once per call
+    signature."""
+    signature = _attention._signature((q, k, v, *varlen_args[:2]),
+                                      (*options.values(), *varlen_args[2:], deterministic, device))
+    if signature is not None and signature in _READY:
+        return
+    infos = _attention._describe_all(who, (("q", q), ("k", k), ("v", v)))
+    cus = _attention._describe_all(who, zip(("cu_seqlens_q", "cu_seqlens_k"), varlen_args[:2]))
+    if varlen_args:
+        p = _attention.varlen_plan(who, infos, cus, *varlen_args[2:], **options, return_lse=True)
+    else:
+        p = _attention.dense_plan(who, infos, **options, return_lse=True)
+    dev = _launch.runtime_device(who, list({**infos, **cus}.items()), device, aligned=("q", "k", "v"))
+    kernel_set_for(dev.bundle(), p, deterministic)
+    if signature is not None:
+        if len(_READY) >= _READY_MAX:
+            _READY.clear()
+        _READY.add(signature)
+
+
+def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out, lse, device):
+    """flash_attn (varlen_args empty) or flash_attn_varlen (varlen_args: cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+    max_seqlen_k) as a torch.autograd.Function, for a call autograd records."""
+    if out is not None or lse is not None:
+        torch = sys.modules["torch"]
+        names = [n for n, x in (("q", q), ("k", k), ("v", v)) if isinstance(x, torch.Tensor) and x.requires_grad]
+        raise InputError(f"{who}: out= and lse= are not supported when autograd records the call "
+                         f"({', '.join(names)} {'requires' if len(names) == 1 else 'require'} grad): the backward "
+                         "needs outputs of its own; leave them out, or call under torch.no_grad()")
+    deterministic = bool(deterministic)
+    _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device)
+    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, *varlen_args, options, deterministic, device)
+    return (o, lse) if return_lse else o
+
+
+def _refuse_create_graph(who):
+    """Inside a backward, grad mode is on only for backward(create_graph=True): the gradients would have to be
+    differentiable, and flash_attn_bwd has no backward itself. Raise rather than return gradients detached from the
+    graph (second-order terms silently lost)."""
+    if sys.modules["torch"].is_grad_enabled():
+        raise InputError(f"{who}: backward with create_graph=True is not supported: {who}'s gradients have no "
+                         "backward of their own (no double backward), so second-order terms through it would be "
+                         "lost")
+
+
+def _kernel_ready(dout, out):
+    """The upstream gradient as the kernels read it: autograd may hand one the kernels cannot (o.sum() gives an
+    expanded one, stride 0 on head_dim); a copy in out's layout then."""
+    if dout.dtype == out.dtype and (dout.shape[-1] <= 1 or dout.stride(-1) == 1) and \
+            dout.data_ptr() % _launch.ALIGNMENT == 0:
+        return dout
+    return sys.modules["torch"].empty_like(out).copy_(dout)
+
+
+@functools.cache
+def _functions():
+    """(dense, varlen) autograd Functions, made on first use: torch is imported only by callers that use it. The
+    forward runs the forward kernel with return_lse (grad mode is off inside it, so this is the plain call, repeat
+    path included) and saves q, k, v, O and LSE; the backward runs the backward kernels on the current stream."""
+    import torch
+
+    class FlashAttn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, options, deterministic, device):
+            out, lse = _attention.flash_attn(q, k, v, **options, return_lse=True, device=device)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.call = (options, deterministic, device)
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, _):
+            _refuse_create_graph("tessera.flash_attn")
+            q, k, v, out, lse = ctx.saved_tensors
+            options, deterministic, device = ctx.call
+            grads = flash_attn_bwd(q, k, v, out, _kernel_ready(dout, out), lse, **options,
+                                   deterministic=deterministic, device=device)
+            return (*grads, None, None, None)
+
+    class FlashAttnVarlen(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options, deterministic,
+                    device):
+            out, lse = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                    **options, return_lse=True, device=device)
+            ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+            ctx.call = (max_seqlen_q, max_seqlen_k, options, deterministic, device)
+            ctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(ctx, dout, _):
+            _refuse_create_graph("tessera.flash_attn_varlen")
+            q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+            max_seqlen_q, max_seqlen_k, options, deterministic, device = ctx.call
+            grads = flash_attn_varlen_bwd(q, k, v, out, _kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k,
+                                          max_seqlen_q, max_seqlen_k, **options, deterministic=deterministic,
+                                          device=device)
+            return (*grads, *[None] * 7)
+
+    return FlashAttn, FlashAttnVarlen

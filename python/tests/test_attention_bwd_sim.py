@@ -1,0 +1,209 @@
+"""flash_attn_bwd on the simulator (numpy arrays, device='sim:<target>') against the float64 gradients with the
+tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv judged separately, NaN never passes):
+small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
+that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
+MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64 and 96, deterministic on (two runs
+bitwise equal) and off, varlen with zero-length items. Gradients are poisoned with NaN before each run.
+The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
+the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
+import os
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+import support
+from support import np
+import tessera
+from tessera import _attention_bwd, testing
+
+MASKS = {"": "none", "tl": "causal_top_left", "br": "causal_bottom_right"}
+
+
+class Case(NamedTuple):
+    id: str
+    dtype: str
+    D: int
+    B: int = 1
+    Sq: int = 33
+    Sk: int = 45
+    Hq: int = 2
+    Hkv: int = 2
+    causal: str = ""            # "", "tl", "br"
+    window: tuple = (-1, -1)
+    softcap: float = 0.0
+    deterministic: bool = False
+    input_scale: float = 1.0    # q and k are standard normal times this
+    varlen: bool = False
+
+    def options(self):
+        return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
+                    window=self.window, softcap=self.softcap)
+
+    def directives(self):
+        """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
+        mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
+        forward = (f"tessera.flash_attn @fa_{self.dtype}_d{self.D}_{self.causal or 'none'}"
+                   f"{'_varlen' if self.varlen else ''} {{dtype = {self.dtype}, head_dim = {self.D}, "
+                   f"mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}}}")
+        backward = _attention_bwd.directive_for(dict(dtype=self.dtype, head_dim=self.D, mask=mask, varlen=self.varlen,
+                                                     deterministic=self.deterministic))
+        return forward, backward
+
+
+CASES = [
+    Case("tails-mha", "f16", 64, B=2, Sq=37, Sk=53),
+    Case("tl-sq<sk-gqa3", "bf16", 64, Sq=20, Sk=45, Hq=6, Hkv=2, causal="tl"),
+    Case("br-sq>sk-fully-masked-rows-mqa", "f16", 64, Sq=50, Sk=19, Hq=4, Hkv=1, causal="br"),
+    Case("window-both-sides", "bf16", 64, Sq=40, Sk=40, window=(10, 5)),
+    Case("br-window-det", "f16", 64, Sq=33, Sk=60, causal="br", window=(16, -1), deterministic=True),
+    Case("softcap-gqa3", "f16", 64, Sq=30, Sk=45, Hq=6, Hkv=2, softcap=5.0, input_scale=2.0),
+    Case("window-excludes-rows-sq>sk", "f16", 64, Sq=30, Sk=9, window=(0, 0)),
+    Case("d96-tl-sq>sk-det", "f16", 96, Sq=40, Sk=23, causal="tl", deterministic=True),
+]
+# Varlen per target: deterministic on two targets, not on the others (mask bottom-right, GQA 2:1).
+VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
+
+
+def varlen_case(target):
+    return Case("varlen", "f16", 64, Hq=4, Hkv=2, causal="br", varlen=True, deterministic=VARLEN[target])
+
+
+def usable(c):
+    return c.dtype != "bf16" or support.ml_dtypes is not None
+
+
+# ---- Bundles: the directives of the cases, compiled per target in parallel ----------------------------------------
+def _compile(folder):
+    """{target: error text} for the targets whose bundle failed to compile."""
+    compiler = support.compiler_path()
+    procs = {}
+    for target in support.SIM_TARGETS:
+        lines = sorted({line for c in CASES + [varlen_case(target)] if usable(c) for line in c.directives()})
+        module = Path(folder) / f"{target}.mlir"
+        module.write_text("\n".join(lines) + "\n")
+        procs[target] = subprocess.Popen([str(compiler), str(module), f"--target={target}", "-o",
+                                          str(Path(folder) / target)], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)
+    errors = {}
+    for target, proc in procs.items():
+        stderr = proc.communicate()[1]
+        if proc.returncode != 0 or not (Path(folder) / target / "manifest.json").is_file():
+            errors[target] = f"exit status {proc.returncode}\n{stderr}"
+    return errors
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    """A temporary bundle per target, searched first (TESSERA_BUNDLE_PATH). Yields {target: compile error}."""
+    try:
+        tessera.device("sim:gfx942")
+    except tessera.BackendUnavailableError as e:
+        pytest.skip(str(e).splitlines()[0])
+    if support.compiler_path() is None:
+        pytest.skip("no tessera-compile in a build tree (TESSERA_BUILD_DIR or build*/) to compile the kernels")
+    folder = tmp_path_factory.mktemp("attention-bwd-bundles")
+    errors = _compile(folder)
+    saved = os.environ.get("TESSERA_BUNDLE_PATH")
+    os.environ["TESSERA_BUNDLE_PATH"] = os.pathsep.join(filter(None, [str(folder), saved]))
+    yield errors
+    if saved is None:
+        del os.environ["TESSERA_BUNDLE_PATH"]
+    else:
+        os.environ["TESSERA_BUNDLE_PATH"] = saved
+
+
+def sim_for(bundles, target):
+    error = bundles.get(target)
+    if error and "has no kernel generator" in error:
+        pytest.skip(next(line for line in error.splitlines() if "has no kernel generator" in line))
+    assert not error, f"tessera-compile --target={target} failed:\n{error}"
+    return support.sim_device(target)
+
+
+# ---- Inputs, run, check ------------------------------------------------------------------------------------------
+def _random(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(support.numpy_dtype(dtype))
+
+
+def poisoned(shape, dtype):
+    return np.full(shape, np.nan, support.numpy_dtype(dtype))
+
+
+def bits(x):
+    return x.view(np.uint16)
+
+
+def poisoned_runs(c, dev, q, k, backward):
+    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, k; a deterministic case runs twice and
+    must agree bit for bit. Returns the gradients."""
+    def once():
+        grads = [poisoned(x.shape, c.dtype) for x in (q, k, k)]
+        got = backward(dq=grads[0], dk=grads[1], dv=grads[2])
+        assert all(g is x for g, x in zip(got, grads))
+        return grads
+    grads = once()
+    if c.deterministic:
+        for name, a, b in zip(("dq", "dk", "dv"), grads, once()):
+            assert (bits(a) == bits(b)).all(), f"{dev.arch} {c.id}: deterministic {name} differs between two runs"
+    return grads
+
+
+def needs(c):
+    if not usable(c):
+        pytest.skip("bf16 numpy arrays need ml_dtypes (not installed)")
+
+
+@pytest.mark.parametrize("target, case", [pytest.param(t, c, id=f"{t}-{c.id}") for t in support.SIM_TARGETS
+                                          for c in CASES])
+def test_flash_attn_bwd_matches_float64(bundles, target, case):
+    needs(case)
+    dev = sim_for(bundles, target)
+    c, seed = case, np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    q = _random(rng, (c.B, c.Sq, c.Hq, c.D), c.dtype, c.input_scale)
+    k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale)
+    v = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype)
+    dout = _random(rng, q.shape, c.dtype)
+    out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, device=dev)
+    grads = poisoned_runs(c, dev, q, k, lambda **given: tessera.flash_attn_bwd(
+        q, k, v, out, dout, lse, **c.options(), deterministic=c.deterministic, **given, device=dev))
+    ref = testing.attention_backward_reference(q, k, v, dout, **c.options())
+    same = testing.attention_backward_reference(q, k, v, dout, **c.options(), precision="same")
+    result = testing.check_attention_backward(grads, ref, same)
+    assert result.ok, f"{target} {c} seed {seed}: {result}"
+    if "fully-masked" in c.id or "excludes-rows" in c.id:
+        masked = np.isinf(lse).all(axis=(0, 1))      # query rows no key is visible from
+        assert masked.any(), "the case was meant to have fully masked rows"
+        assert (grads[0][:, masked] == 0).all()
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
+    c = varlen_case(target)
+    dev = sim_for(bundles, target)
+    seed = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    lens_q, lens_k = [17, 0, 30, 5, 0], [25, 9, 0, 40, 0]   # queries without keys, keys without queries, neither
+    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
+    q = _random(rng, (cu_q[-1], c.Hq, c.D), c.dtype)
+    k, v = _random(rng, (cu_k[-1], c.Hkv, c.D), c.dtype), _random(rng, (cu_k[-1], c.Hkv, c.D), c.dtype)
+    dout = _random(rng, q.shape, c.dtype)
+    sizes = (cu_q, cu_k, max(lens_q), max(lens_k))
+    out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **c.options(), return_lse=True, device=dev)
+
+    def backward(**given):
+        return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **c.options(),
+                                             deterministic=c.deterministic, **given, device=dev)
+    grads = poisoned_runs(c, dev, q, k, backward)
+    ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **c.options())
+    same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **c.options(), precision="same")
+    result = testing.check_attention_backward(grads, ref, same)
+    assert result.ok, f"{target} varlen deterministic={c.deterministic} seed {seed}: {result}"
+    dq, dk, dv = grads
+    assert (dq[cu_q[2]:cu_q[3]] == 0).all(), "queries of a zero-length key sequence: dq must be 0"
+    assert (dk[cu_k[1]:cu_k[2]] == 0).all() and (dv[cu_k[1]:cu_k[2]] == 0).all(), \
+        "keys of a zero-length query sequence: dk, dv must be 0"
+    fresh = testing.check_attention_backward(backward(), ref, same)   # gradients the call allocates
+    assert fresh.ok, f"{target} varlen deterministic={c.deterministic} new gradients, seed {seed}: {fresh}"

@@ -1,0 +1,82 @@
+// The portable flash_attn_bwd planner: a plan for every head_dim and element type on every target,
+// whose tiles fit the target and the atom, and its named rejections of a given tile.
+#include "tessera/Codegen/FlashAttnBwdPlan.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera;
+
+namespace {
+
+const TargetInfo &target(const char *chip) { return *lookupTarget(chip); }
+
+void expectTiles(const WaveTiles &w, const MMAAtom &atom) {
+  EXPECT_EQ(w.rows % atom.m, 0);
+  EXPECT_EQ(w.cols % atom.n, 0);
+  EXPECT_GE(w.perWave() * w.waves, w.count()); // every tile has a wave
+}
+
+TEST(FlashAttnBwdPlan, EveryTargetHeadDimAndTypeHasAPlanThatFits) {
+  for (const char *chip : {"gfx942", "gfx950", "gfx1100", "gfx1151", "sm_80", "sm_90", "sm_90a"})
+    for (ElemType elem : {ElemType::F16, ElemType::BF16})
+      for (int d : {32, 64, 96, 128, 256}) {
+        SCOPED_TRACE(std::string(chip) + " D" + std::to_string(d));
+        const TargetInfo &t = target(chip);
+        AttnBwdPlanResult r = planAttentionBwd(d, elem, t);
+        ASSERT_TRUE(r.plan) << r.whyNot;
+        const AttnBwdPlan &p = *r.plan;
+        EXPECT_EQ(p.atom->m, 16);
+        EXPECT_EQ(p.atom->inputType, elem);
+        EXPECT_EQ(p.threads(), 256);
+        EXPECT_LE(attnBwdMainLdsBytes(p, t), t.ldsBytes);
+        EXPECT_LE(attnBwdDqLdsBytes(p, t), t.ldsBytes);
+        for (const WaveTiles &w : {p.scores(), p.keyGrads(), p.queryGrads(), p.dqScores(), p.dqGrads()})
+          expectTiles(w, *p.atom);
+        // Each product's reduction is whole k-steps.
+        for (int depth : {p.headDim, p.blockM, p.blockN, p.dqBlockN})
+          EXPECT_EQ(depth % p.atom->k, 0) << depth;
+      }
+}
+
+TEST(FlashAttnBwdPlan, PrefersLargeKeyBlocks) {
+  AttnBwdPlanResult r = planAttentionBwd(64, ElemType::BF16, target("gfx942"));
+  ASSERT_TRUE(r.plan);
+  EXPECT_EQ(r.plan->blockN, 64);
+  EXPECT_EQ(r.plan->blockM, 32);
+  EXPECT_EQ(r.plan->waves, 4);
+  // sm_90's 48 KiB of static shared memory: K, V of 64 keys at D 128 leave room for 16 queries.
+  r = planAttentionBwd(128, ElemType::BF16, target("sm_90"));
+  ASSERT_TRUE(r.plan);
+  EXPECT_EQ(r.plan->waves, 8);
+  EXPECT_EQ(r.plan->blockN, 64);
+  EXPECT_EQ(r.plan->blockM, 16);
+}
+
+TEST(FlashAttnBwdPlan, RejectsAGivenTileWithTheLimitItFails) {
+  const TargetInfo &gfx942 = target("gfx942");
+  AttnBwdPlanResult lds = planAttentionBwd(128, ElemType::BF16, gfx942, AttnBwdTile{48, 64, 4});
+  EXPECT_FALSE(lds.plan);
+  EXPECT_NE(lds.whyNot.find("bytes of LDS, gfx942 has 65536"), std::string::npos) << lds.whyNot;
+  AttnBwdPlanResult shape = planAttentionBwd(64, ElemType::F16, gfx942, AttnBwdTile{24, 64, 4});
+  EXPECT_FALSE(shape.plan);
+  EXPECT_NE(shape.whyNot.find("does not tile with v_mfma_f32_16x16x16_f16"), std::string::npos)
+      << shape.whyNot;
+  AttnBwdPlanResult regs = planAttentionBwd(128, ElemType::F16, gfx942, AttnBwdTile{16, 32, 1});
+  EXPECT_FALSE(regs.plan);
+  EXPECT_NE(regs.whyNot.find("registers per lane"), std::string::npos) << regs.whyNot;
+  AttnBwdPlanResult waves = planAttentionBwd(64, ElemType::F16, gfx942, AttnBwdTile{32, 64, 32});
+  EXPECT_FALSE(waves.plan);
+  EXPECT_NE(waves.whyNot.find("outside 1 to 1024 threads"), std::string::npos) << waves.whyNot;
+}
+
+TEST(FlashAttnBwdPlan, UnevenSharesLeaveTheLastWavesIdle) {
+  WaveTiles w{32, 96, 16, 16, 8}; // 12 tiles over 8 waves: two each, the last two waves idle
+  EXPECT_EQ(w.count(), 12);
+  EXPECT_EQ(w.perWave(), 2);
+  EXPECT_FALSE(w.even());
+  WaveTiles even{64, 128, 16, 16, 4};
+  EXPECT_EQ(even.perWave(), 8);
+  EXPECT_TRUE(even.even());
+}
+
+} // namespace
