@@ -9,11 +9,11 @@ namespace tessera {
 
 namespace {
 
-/// Registers per lane the unrolled products may hold at once: three quarters of what a thread
-/// can address, the rest for addresses, the softmax and the scheduler's slack; half with WMMA,
-/// whose element-wise operand reads and replicated fragments the estimate undercounts.
+/// Registers per lane the unrolled products may hold at once: five eighths of what a thread
+/// can address, the rest for addresses, the softmax and the scheduler's slack (three quarters
+/// with WMMA, whose smallest tiles need it at head_dim 256).
 int registerBudget(const TargetInfo &t, const MMAAtom &atom) {
-  return std::min(t.maxVgprsPerWave, 256) * 3 / 4;
+  return std::min(t.maxVgprsPerWave, 256) * (atom.kind == AtomKind::WMMA ? 6 : 5) / 8;
 }
 
 /// f32 accumulator registers per lane of a wave's share of `w`.
@@ -27,7 +27,8 @@ enum class Stored { Natural, BTransposed, BothTransposed };
 
 /// Registers of the operand fragments of a wave's share of `products` products of `w` reducing
 /// over `depth`: the products are unrolled and the scheduler hoists their LDS reads, up to about
-/// four k-steps ahead of the matrix instructions that consume them.
+/// four k-steps ahead of the matrix instructions that consume them. A share of consecutive
+/// tiles spans few rows and columns of `w`, whose A and B fragments its tiles share.
 int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int products,
                  Stored stored) {
   const MMAAtom &a = *p.atom;
@@ -35,8 +36,13 @@ int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int produc
     bool unpacked = transposed && a.kind != AtomKind::MMASync;
     return unpacked ? l.elementsPerLane() : l.elementsPerLane() * elemTypeBits(p.elem) / 32;
   };
-  int perStep = regs(a.a, stored == Stored::BothTransposed) + regs(a.b, stored != Stored::Natural);
-  return w.perWave() * std::min(depth / a.k, 4) * products * perStep;
+  const int perRow = w.cols / w.tileCols;
+  int rows = (w.perWave() + perRow - 1) / perRow, cols = std::min(w.perWave(), perRow);
+  // WMMA's replicated fragments are rebuilt per tile (no sharing measured on gfx11).
+  if (a.kind == AtomKind::WMMA) rows = cols = w.perWave();
+  int perStep = rows * regs(a.a, stored == Stored::BothTransposed) +
+                cols * regs(a.b, stored != Stored::Natural);
+  return std::min(depth / a.k, 4) * products * perStep;
 }
 
 /// Why an `rows` x `cols` product reducing over `depth` does not tile with the atom, or "".
@@ -54,8 +60,9 @@ std::string shapeProblem(const AttnBwdPlan &p, const char *what, int rows, int c
 std::string fitProblem(const char *kernel, int lds, int regs, const TargetInfo &t,
                        const MMAAtom &atom) {
   std::ostringstream s;
-  if (lds > t.ldsBytes)
-    s << kernel << " needs " << lds << " bytes of LDS, " << t.chip << " has " << t.ldsBytes;
+  if (lds > attnBwdLdsLimit(t))
+    s << kernel << " needs " << lds << " bytes of LDS, " << t.chip << " has "
+      << attnBwdLdsLimit(t);
   else if (regs > registerBudget(t, atom))
     s << kernel << " needs about " << regs << " registers per lane, over the budget of "
       << registerBudget(t, atom) << " on " << t.chip;
@@ -92,6 +99,11 @@ std::string dqProblem(const AttnBwdPlan &p, const TargetInfo &t) {
 
 } // namespace
 
+int attnBwdLdsLimit(const TargetInfo &t) {
+  return t.vendor == Vendor::NVIDIA && t.arch == "Hopper" ? TargetInfo::hopperSharedBytes
+                                                          : t.ldsBytes;
+}
+
 int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
   return 2 * tile(p.blockN, p.headDim) + 2 * tile(p.blockM, p.headDim) +
@@ -119,10 +131,10 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
                               " waves of " + std::to_string(atom.waveSize) +
                               " lanes is outside 1 to 1024 threads"};
   // Larger key blocks first (fewer dQ partials per query), then larger query steps.
-  std::vector<std::pair<int, int>> mainTiles = {{64, 32}, {64, 16}, {32, 32}, {32, 16},
-                                                {16, 32}, {16, 16}};
+  std::vector<std::pair<int, int>> mainTiles = {{128, 64}, {64, 64}, {64, 32}, {64, 16},
+                                                {32, 32}, {32, 16}, {16, 32}, {16, 16}};
   if (tile) mainTiles = {{tile->n, tile->m}};
-  const std::pair<int, int> dqTiles[] = {{64, 64}, {64, 32}, {32, 64}, {32, 32},
+  const std::pair<int, int> dqTiles[] = {{128, 64}, {64, 64}, {64, 32}, {32, 64}, {32, 32},
                                          {32, 16}, {16, 32}, {16, 16}};
   std::string why;
   for (auto [n, m] : mainTiles) {
@@ -136,7 +148,11 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
   for (auto [m, n] : dqTiles) {
     p.dqBlockM = m, p.dqBlockN = n;
     why = dqProblem(p, target);
-    if (why.empty()) return {p, ""};
+    if (why.empty()) {
+      p.dynamicLds = std::max(attnBwdMainLdsBytes(p, target), attnBwdDqLdsBytes(p, target)) >
+                     target.ldsBytes;
+      return {p, ""};
+    }
   }
   return {std::nullopt, std::string("no flash_attn_bwd dQ tile of ") + atom.name + " fits: " + why};
 }

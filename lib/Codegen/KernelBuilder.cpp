@@ -266,7 +266,7 @@ std::pair<Value, Value> KernelBuilder::laneCoord(const OperandLayout &layout, Va
 // LDS tiles and copies
 //===----------------------------------------------------------------------===//
 
-LdsTile KernelBuilder::allocLds(gpu::GPUFuncOp func, Type elemType, int rows, int cols) {
+static LdsTile ldsTileShape(const TargetInfo &target, Type elemType, int rows, int cols) {
   LdsTile tile;
   tile.rows = rows;
   tile.cols = cols;
@@ -275,9 +275,23 @@ LdsTile KernelBuilder::allocLds(gpu::GPUFuncOp func, Type elemType, int rows, in
   // Padding by one 16-byte chunk shifts each row by four banks, so the rows a fragment load
   // touches fall in different banks; the XOR swizzle permutes 16-byte chunks per row instead.
   tile.rowStride = ldsRowStride(target, elemType.getIntOrFloatBitWidth(), cols);
+  return tile;
+}
+
+LdsTile KernelBuilder::allocLds(gpu::GPUFuncOp func, Type elemType, int rows, int cols) {
+  LdsTile tile = ldsTileShape(target, elemType, rows, cols);
   auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
   auto type = MemRefType::get({tile.elements()}, elemType, MemRefLayoutAttrInterface{}, space);
   tile.memref = func.addWorkgroupAttribution(type, loc);
+  return tile;
+}
+
+LdsTile KernelBuilder::ldsTileIn(Value arena, int64_t byteOffset, Type elemType, int rows,
+                                 int cols) {
+  LdsTile tile = ldsTileShape(target, elemType, rows, cols);
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  auto type = MemRefType::get({tile.elements()}, elemType, MemRefLayoutAttrInterface{}, space);
+  tile.memref = memref::ViewOp::create(b, loc, type, arena, idx(byteOffset), ValueRange{});
   return tile;
 }
 

@@ -14,7 +14,6 @@
 // CHECK-SAME: tessera.grid = "{{.}}{{.}}\22ceil_div\22, \22Sk\22, 64], \22Hkv\22, \22B\22]"
 // CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"bwd", 1>
 // CHECK: scf.for
-// CHECK: scf.for
 // CHECK: amdgpu.mfma 16x16x16
 // CHECK: memref.atomic_rmw addf
 // CHECK-LABEL: gpu.func @bwd_dq_convert(

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace tessera;
 
 namespace {
@@ -28,8 +30,10 @@ TEST(FlashAttnBwdPlan, EveryTargetHeadDimAndTypeHasAPlanThatFits) {
         EXPECT_EQ(p.atom->m, 16);
         EXPECT_EQ(p.atom->inputType, elem);
         EXPECT_EQ(p.threads(), 256);
-        EXPECT_LE(attnBwdMainLdsBytes(p, t), t.ldsBytes);
-        EXPECT_LE(attnBwdDqLdsBytes(p, t), t.ldsBytes);
+        int lds = std::max(attnBwdMainLdsBytes(p, t), attnBwdDqLdsBytes(p, t));
+        EXPECT_LE(lds, attnBwdLdsLimit(t));
+        EXPECT_EQ(p.dynamicLds, lds > t.ldsBytes); // only Hopper opts in beyond the static limit
+        if (p.dynamicLds) EXPECT_EQ(t.arch, "Hopper");
         for (const WaveTiles &w : {p.scores(), p.keyGrads(), p.queryGrads(), p.dqScores(), p.dqGrads()})
           expectTiles(w, *p.atom);
         // Each product's reduction is whole k-steps.
@@ -42,14 +46,15 @@ TEST(FlashAttnBwdPlan, PrefersLargeKeyBlocks) {
   AttnBwdPlanResult r = planAttentionBwd(64, ElemType::BF16, target("gfx942"));
   ASSERT_TRUE(r.plan);
   EXPECT_EQ(r.plan->blockN, 64);
-  EXPECT_EQ(r.plan->blockM, 32);
   EXPECT_EQ(r.plan->waves, 4);
-  // sm_90's 48 KiB of static shared memory: K, V of 64 keys at D 128 leave room for 16 queries.
+  EXPECT_FALSE(r.plan->dynamicLds);
+  // sm_90: past the 48 KiB of static shared memory into the opt-in dynamic kind.
   r = planAttentionBwd(128, ElemType::BF16, target("sm_90"));
   ASSERT_TRUE(r.plan);
   EXPECT_EQ(r.plan->waves, 8);
   EXPECT_EQ(r.plan->blockN, 64);
-  EXPECT_EQ(r.plan->blockM, 16);
+  EXPECT_EQ(r.plan->blockM, 32);
+  EXPECT_TRUE(r.plan->dynamicLds);
 }
 
 TEST(FlashAttnBwdPlan, RejectsAGivenTileWithTheLimitItFails) {

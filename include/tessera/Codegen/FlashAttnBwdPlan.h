@@ -37,6 +37,9 @@ struct AttnBwdPlan {
   int headDim = 0, waves = 0;
   int blockN = 0, blockM = 0;
   int dqBlockM = 0, dqBlockN = 0;
+  /// The tiles live in dynamic shared memory (Hopper's opt-in beyond the 48 KiB of static
+  /// shared memory), sized per kernel by attnBwd*LdsBytes.
+  bool dynamicLds = false;
 
   int threads() const { return waves * atom->waveSize; }
   WaveTiles scores() const { return tiles(blockN, blockM); }
@@ -66,6 +69,9 @@ AttnBwdPlanResult planAttentionBwd(int headDim, ElemType elem, const TargetInfo 
 /// LDS bytes of the main kernel (K, V, Q, dO, P^T, dS^T tiles and the per-query statistics) and
 /// of the deterministic dQ kernel (Q, dO, K, V, dS and the statistics).
 int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &target);
+/// LDS a backward workgroup may use on `target`: Hopper's opt-in dynamic shared memory, else the
+/// target's static limit.
+int attnBwdLdsLimit(const TargetInfo &target);
 int attnBwdDqLdsBytes(const AttnBwdPlan &p, const TargetInfo &target);
 
 } // namespace tessera

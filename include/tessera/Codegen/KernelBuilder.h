@@ -206,6 +206,10 @@ public:
 
   /// Allocates an LDS tile as a workgroup attribution of `func`.
   LdsTile allocLds(mlir::gpu::GPUFuncOp func, mlir::Type elemType, int rows, int cols);
+  /// The same tile as a view of `arena` (memref<N x i8> in LDS, e.g. dynamic shared memory) at
+  /// `byteOffset`.
+  LdsTile ldsTileIn(mlir::Value arena, int64_t byteOffset, mlir::Type elemType, int rows,
+                    int cols);
   /// The flat element offset of (row, col) in `tile`.
   mlir::Value ldsOffset(const LdsTile &tile, mlir::Value row, mlir::Value col);
 

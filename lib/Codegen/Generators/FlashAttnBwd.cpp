@@ -21,6 +21,7 @@
 #include "tessera/Codegen/Attention/Visibility.h"
 #include "tessera/Codegen/FlashAttnBwdPlan.h"
 #include "tessera/Codegen/Generators.h"
+#include "tessera/Codegen/Hopper/Tma.h"
 #include "tessera/Codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -228,10 +229,31 @@ protected:
     scaleLog2 = kb.fmul(arg(a.scale), kb.f32(M_LOG2E));
     cap = op.getSoftcap() ? arg(a.softcap) : Value();
   }
+  /// The kernel's LDS: workgroup attributions, or views of `bytes` of dynamic shared memory
+  /// (plan.dynamicLds), allocated in order.
+  void beginLds(int bytes) {
+    if (!p.dynamicLds) return;
+    arenaBytes = bytes + kArenaSlack;
+    arena = hopper::TmaBuilder(kb).dynamicSharedMemory(func, arenaBytes);
+    func->setAttr(TesseraDialect::getDynamicLdsBytesAttrName(), b.getI64IntegerAttr(arenaBytes));
+  }
+  LdsTile allocTile(int rows, int cols) {
+    if (!arena) return kb.allocLds(func, elem, rows, cols);
+    LdsTile tile = kb.ldsTileIn(arena, arenaOffset, elem, rows, cols);
+    advance(tile.elements() * elemBits / 8);
+    return tile;
+  }
   StatsTile allocStats(int rows) {
     auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     auto type = MemRefType::get({2 * rows}, b.getF32Type(), MemRefLayoutAttrInterface{}, space);
-    return {func.addWorkgroupAttribution(type, loc), rows};
+    if (!arena) return {func.addWorkgroupAttribution(type, loc), rows};
+    Value view = memref::ViewOp::create(b, loc, type, arena, kb.idx(arenaOffset), ValueRange{});
+    advance(8 * rows);
+    return {view, rows};
+  }
+  void advance(int64_t bytes) {
+    arenaOffset = llvm::alignTo(arenaOffset + bytes, 16);
+    assert(arenaOffset <= arenaBytes && "LDS arena overflow");
   }
 
   /// acc + A B over `depth` (the reduction), A's rows from `aOuter`, B's columns from `bOuter`.
@@ -289,34 +311,42 @@ protected:
     }
   }
 
-  /// Stages `rows` queries of head `head` from q0: Q and dO tiles and their statistics (rows
-  /// past Sq shift by +inf with Delta 0, so they contribute nothing).
-  void stageQueries(Value head, Value q0, const LdsTile &ldsQ, const LdsTile &ldsDO,
-                    const StatsTile &stats) {
-    const int rows = stats.rows;
-    kb.copyGlobalToLds(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, rows, p.headDim, false,
-                       p.threads());
-    kb.copyGlobalToLds(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, rows, p.headDim, false,
-                       p.threads());
-    Value tid = kb.threadId();
+  /// This thread's share of `rows` queries of head `head` from q0, into registers: Q and dO
+  /// vectors, then its row's LSE shift and Delta (rows past `count` shift by +inf with Delta 0,
+  /// so they contribute nothing; a count of 0 loads nothing).
+  SmallVector<Value> loadQueries(Value head, Value q0, int rows, Value count) {
+    SmallVector<Value> regs =
+        kb.loadGlobalTile(block(q, seq.rowQ0, q0, head, count), rows, p.headDim, p.threads());
+    regs.append(
+        kb.loadGlobalTile(block(dO, seq.rowQ0, q0, head, count), rows, p.headDim, p.threads()));
+    Value tid = kb.threadId(), query = kb.add(q0, tid);
+    Value valid = kb.andb(kb.cmpLt(tid, kb.idx(rows)), kb.cmpLt(query, count));
     for (Stat s : {Stat::LseShift, Stat::Delta}) {
-      OpBuilder::InsertionGuard g(b);
-      inside(kb.cmpLt(tid, kb.idx(rows)));
-      Value query = kb.add(q0, tid);
-      Value valid = kb.cmpLt(query, seq.seqQ);
       Value at = kb.select(valid, statIndex(s, head, query), kb.idx(0));
       auto load = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, valid, true);
-      {
-        OpBuilder::InsertionGuard inner(b);
-        b.setInsertionPointToStart(load.thenBlock());
-        scf::YieldOp::create(b, loc, memref::LoadOp::create(b, loc, arg(args.stats),
-                                                           ValueRange{at}).getResult());
-        b.setInsertionPointToStart(load.elseBlock());
-        scf::YieldOp::create(b, loc, kb.f32(s == Stat::LseShift ? INFINITY : 0.0));
-      }
-      memref::StoreOp::create(b, loc, load.getResult(0), stats.memref,
-                              ValueRange{kb.add(tid, int(s) * rows)});
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(load.thenBlock());
+      scf::YieldOp::create(b, loc, memref::LoadOp::create(b, loc, arg(args.stats),
+                                                         ValueRange{at}).getResult());
+      b.setInsertionPointToStart(load.elseBlock());
+      scf::YieldOp::create(b, loc, kb.f32(s == Stat::LseShift ? INFINITY : 0.0));
+      b.setInsertionPointAfter(load);
+      regs.push_back(load.getResult(0));
     }
+    return regs;
+  }
+  /// loadQueries' registers into the LDS tiles.
+  void storeQueries(ArrayRef<Value> regs, const LdsTile &ldsQ, const LdsTile &ldsDO,
+                    const StatsTile &stats) {
+    const int rows = stats.rows, half = (regs.size() - 2) / 2;
+    kb.storeLdsTile(regs.take_front(half), ldsQ, rows, p.headDim, false, p.threads());
+    kb.storeLdsTile(regs.slice(half, half), ldsDO, rows, p.headDim, false, p.threads());
+    OpBuilder::InsertionGuard g(b);
+    Value tid = kb.threadId();
+    inside(kb.cmpLt(tid, kb.idx(rows)));
+    for (Stat s : {Stat::LseShift, Stat::Delta})
+      memref::StoreOp::create(b, loc, regs[2 * half + int(s)], stats.memref,
+                              ValueRange{kb.add(tid, int(s) * rows)});
   }
 
   /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
@@ -365,16 +395,28 @@ protected:
   }
 
   /// Stores accumulator `acc` (seen through `view`) into an LDS tile indexed [query][key]
-  /// (`transposed`: [key][query]) at the tile's origin.
+  /// (`transposed`: [key][query]) at the tile's origin; the lane's elements that are contiguous
+  /// along the tile's rows as one vector store.
   void storeToLds(Value acc, const AccView &view, const LdsTile &tile, Value queryOrigin,
                   Value keyOrigin, bool transposed) {
+    const bool alongAtomCols = transposed == (view.queryAxis() == QueryAxis::Cols);
+    const int run = alongAtomCols ? std::min(view.operandLayout().contiguousAlongCols(), tile.chunk)
+                                  : 1;
     auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
     Value firstQuery = kb.add(queryOrigin, laneQuery), firstKey = kb.add(keyOrigin, laneKey);
-    for (const attn::AccElement &el : view.elements()) {
-      Value qi = kb.add(firstQuery, el.query), ki = kb.add(firstKey, el.inner);
+    SmallVector<attn::AccElement> els = view.elements();
+    for (size_t e = 0; e < els.size(); e += run) {
+      Value qi = kb.add(firstQuery, els[e].query), ki = kb.add(firstKey, els[e].inner);
       Value at = transposed ? kb.ldsOffset(tile, ki, qi) : kb.ldsOffset(tile, qi, ki);
-      memref::StoreOp::create(b, loc, kb.convert(extract(acc, el.reg), elem), tile.memref,
-                              ValueRange{at});
+      SmallVector<Value> values;
+      for (int j = 0; j < run; ++j) values.push_back(kb.convert(extract(acc, els[e + j].reg), elem));
+      if (run == 1) {
+        memref::StoreOp::create(b, loc, values[0], tile.memref, ValueRange{at});
+        continue;
+      }
+      Value vec = vector::FromElementsOp::create(b, loc, VectorType::get({run}, elem), values);
+      vector::StoreOp::create(b, loc, vec, tile.memref, ValueRange{at}, /*nontemporal=*/false,
+                              llvm::Align(run * elemBits / 8));
     }
   }
 
@@ -389,7 +431,10 @@ protected:
     });
   }
 
+  static constexpr int kArenaSlack = 128; ///< 16-byte alignment of up to eight tiles
   const MMAAtom &atom;
+  Value arena;
+  int64_t arenaOffset = 0, arenaBytes = 0;
   Value lane, wave;
   std::optional<attn::Visibility> visibility;
   Value scaleLog2, cap;
@@ -402,12 +447,10 @@ public:
 
   void emit() {
     const bool withDq = !op.getDeterministic();
-    LdsTile ldsK = kb.allocLds(func, elem, p.blockN, p.headDim);
-    LdsTile ldsV = kb.allocLds(func, elem, p.blockN, p.headDim);
-    LdsTile ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
-    LdsTile ldsDO = kb.allocLds(func, elem, p.blockM, p.headDim);
-    LdsTile ldsPT = kb.allocLds(func, elem, p.blockN, p.blockM);
-    LdsTile ldsDST = kb.allocLds(func, elem, p.blockN, p.blockM);
+    beginLds(attnBwdMainLdsBytes(p, t));
+    LdsTile ldsK = allocTile(p.blockN, p.headDim), ldsV = allocTile(p.blockN, p.headDim);
+    LdsTile ldsQ = allocTile(p.blockM, p.headDim), ldsDO = allocTile(p.blockM, p.headDim);
+    LdsTile ldsPT = allocTile(p.blockN, p.blockM), ldsDST = allocTile(p.blockN, p.blockM);
     StatsTile stats = allocStats(p.blockM);
     setUpValues();
     Value kvHead = kb.blockId(gpu::Dimension::y);
@@ -426,69 +469,78 @@ public:
     Value group = arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv));
     Value head0 = kb.mul(kvHead, group);
 
-    // dV accumulators then dK, this wave's share of the key block's tiles.
-    SmallVector<Value> init(2 * gradsW.perWave(), kb.zero(kb.accType(atom)));
-    auto heads = scf::ForOp::create(b, loc, head0, kb.add(head0, group), kb.idx(1), init);
-    {
-      OpBuilder::InsertionGuard gh(b);
-      b.setInsertionPointToStart(heads.getBody());
-      Value head = heads.getInductionVar();
-      auto steps = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1),
-                                      heads.getRegionIterArgs());
-      {
-        OpBuilder::InsertionGuard gs(b);
-        b.setInsertionPointToStart(steps.getBody());
-        Value tile = steps.getInductionVar();
-        Value q0 = kb.mul(tile, p.blockM);
-        kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
-        stageQueries(head, q0, ldsQ, ldsDO, stats);
-        kb.barrier();
-        Value needMask = attn::isEdgeTile(kb, tile, whole);
-        // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
-        AccView view(atom.c, QueryAxis::Cols);
-        forEachTile(scoresW, [&](Value t, int) {
-          auto [keyRow, queryCol] = tileOrigin(scoresW, t);
-          Value zero = kb.zero(kb.accType(atom));
-          Value s = product({&ldsK}, keyRow, {&ldsQ}, queryCol, p.headDim, zero);
-          Value dp = product({&ldsV}, keyRow, {&ldsDO}, queryCol, p.headDim, zero);
-          auto [prob, ds] = scoreGradient(s, dp, view, kb.add(q0, queryCol), kb.add(k0, keyRow),
-                                          queryCol, stats, needMask);
-          storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
-          storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
-        });
-        kb.barrier();
-        // dV += P^T dO and dK += dS^T Q over this step's queries.
-        SmallVector<Value> acc(steps.getRegionIterArgs());
-        updateTiles(gradsW, acc, 2, [&](Value t, ArrayRef<Value> dvdk) -> SmallVector<Value> {
-          auto [keyRow, col] = tileOrigin(gradsW, t);
-          return {product({&ldsPT}, keyRow, {&ldsDO, true}, col, p.blockM, dvdk[0]),
-                  product({&ldsDST}, keyRow, {&ldsQ, true}, col, p.blockM, dvdk[1])};
-        });
-        if (withDq) {
-          // dQ += dS K for this key block, added to the f32 accumulator.
-          AccView rows(atom.c, QueryAxis::Rows);
-          forEachTile(dqW, [&](Value t, int) {
-            auto [queryRow, col] = tileOrigin(dqW, t);
-            Value d = product({&ldsDST, true}, queryRow, {&ldsK, true}, col, p.blockN,
-                              kb.zero(kb.accType(atom)));
-            auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
-            Value firstQuery = kb.add(kb.add(q0, queryRow), laneQuery);
-            Value firstCol = kb.add(col, laneCol);
-            for (const attn::AccElement &el : rows.elements()) {
-              OpBuilder::InsertionGuard ge(b);
-              Value query = kb.add(firstQuery, el.query);
-              inside(kb.cmpLt(query, seq.seqQ));
-              kb.atomicAdd(extract(d, el.reg), arg(args.dqAccum),
-                           dqAccumIndex(head, query, kb.add(firstCol, el.inner)));
-            }
-          });
-        }
-        scf::YieldOp::create(b, loc, acc);
-      }
-      scf::YieldOp::create(b, loc, steps.getResults());
-    }
-    SmallVector<Value> accs(heads.getResults());
+    // One loop over (head of the group, query tile), the next step's Q, dO and statistics loaded
+    // into registers while this one computes. Carried: dV accumulators, then dK, then those.
+    Value perHead = kb.maxsi(kb.sub(tiles.hi, tiles.lo), kb.idx(0));
+    Value steps = kb.mul(group, perHead), perHeadOr1 = kb.maxsi(perHead, kb.idx(1));
+    auto stepAt = [&](Value i) { // (head, query tile) of step i
+      return std::pair{kb.add(head0, arith::DivUIOp::create(b, loc, i, perHeadOr1)),
+                       kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1))};
+    };
+    auto prefetch = [&](Value i) {
+      auto [head, tile] = stepAt(i);
+      Value count = kb.select(kb.cmpLt(i, steps), seq.seqQ, kb.idx(0));
+      return loadQueries(head, kb.mul(tile, p.blockM), p.blockM, count);
+    };
     const int share = gradsW.perWave();
+    SmallVector<Value> init(2 * share, kb.zero(kb.accType(atom)));
+    init.append(prefetch(kb.idx(0)));
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1), init);
+    {
+      OpBuilder::InsertionGuard gs(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value i = loop.getInductionVar();
+      auto [head, tile] = stepAt(i);
+      Value q0 = kb.mul(tile, p.blockM);
+      auto iter = loop.getRegionIterArgs();
+      kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
+      storeQueries(SmallVector<Value>(iter.drop_front(2 * share)), ldsQ, ldsDO, stats);
+      kb.barrier();
+      SmallVector<Value> next = prefetch(kb.add(i, 1));
+      Value needMask = attn::isEdgeTile(kb, tile, whole);
+      // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
+      AccView view(atom.c, QueryAxis::Cols);
+      forEachTile(scoresW, [&](Value t, int) {
+        auto [keyRow, queryCol] = tileOrigin(scoresW, t);
+        Value zero = kb.zero(kb.accType(atom));
+        Value s = product({&ldsK}, keyRow, {&ldsQ}, queryCol, p.headDim, zero);
+        Value dp = product({&ldsV}, keyRow, {&ldsDO}, queryCol, p.headDim, zero);
+        auto [prob, ds] = scoreGradient(s, dp, view, kb.add(q0, queryCol), kb.add(k0, keyRow),
+                                        queryCol, stats, needMask);
+        storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
+        storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
+      });
+      kb.barrier();
+      // dV += P^T dO and dK += dS^T Q over this step's queries.
+      SmallVector<Value> acc(iter.take_front(2 * share));
+      updateTiles(gradsW, acc, 2, [&](Value t, ArrayRef<Value> dvdk) -> SmallVector<Value> {
+        auto [keyRow, col] = tileOrigin(gradsW, t);
+        return {product({&ldsPT}, keyRow, {&ldsDO, true}, col, p.blockM, dvdk[0]),
+                product({&ldsDST}, keyRow, {&ldsQ, true}, col, p.blockM, dvdk[1])};
+      });
+      if (withDq) {
+        // dQ += dS K for this key block, added to the f32 accumulator.
+        AccView rows(atom.c, QueryAxis::Rows);
+        forEachTile(dqW, [&](Value t, int) {
+          auto [queryRow, col] = tileOrigin(dqW, t);
+          Value d = product({&ldsDST, true}, queryRow, {&ldsK, true}, col, p.blockN,
+                            kb.zero(kb.accType(atom)));
+          auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
+          Value firstQuery = kb.add(kb.add(q0, queryRow), laneQuery);
+          Value firstCol = kb.add(col, laneCol);
+          for (const attn::AccElement &el : rows.elements()) {
+            OpBuilder::InsertionGuard ge(b);
+            Value query = kb.add(firstQuery, el.query);
+            inside(kb.cmpLt(query, seq.seqQ));
+            kb.atomicAdd(extract(d, el.reg), arg(args.dqAccum),
+                         dqAccumIndex(head, query, kb.add(firstCol, el.inner)));
+          }
+        });
+      }
+      acc.append(next);
+      scf::YieldOp::create(b, loc, acc);
+    }
+    SmallVector<Value> accs(loop.getResults().take_front(2 * share));
     storeGradients(ArrayRef(accs).take_front(share), gradsW, dv, seq.rowK0, k0, kvHead, seq.seqK,
                    Value());
     storeGradients(ArrayRef(accs).drop_front(share), gradsW, dk, seq.rowK0, k0, kvHead, seq.seqK,
@@ -502,11 +554,10 @@ public:
   using ProductKernel::ProductKernel;
 
   void emit() {
-    LdsTile ldsQ = kb.allocLds(func, elem, p.dqBlockM, p.headDim);
-    LdsTile ldsDO = kb.allocLds(func, elem, p.dqBlockM, p.headDim);
-    LdsTile ldsK = kb.allocLds(func, elem, p.dqBlockN, p.headDim);
-    LdsTile ldsV = kb.allocLds(func, elem, p.dqBlockN, p.headDim);
-    LdsTile ldsDS = kb.allocLds(func, elem, p.dqBlockM, p.dqBlockN);
+    beginLds(attnBwdDqLdsBytes(p, t));
+    LdsTile ldsQ = allocTile(p.dqBlockM, p.headDim), ldsDO = allocTile(p.dqBlockM, p.headDim);
+    LdsTile ldsK = allocTile(p.dqBlockN, p.headDim), ldsV = allocTile(p.dqBlockN, p.headDim);
+    LdsTile ldsDS = allocTile(p.dqBlockM, p.dqBlockN);
     StatsTile stats = allocStats(p.dqBlockM);
     setUpValues();
     Value head = kb.blockId(gpu::Dimension::y);
@@ -515,7 +566,7 @@ public:
         b, loc, head, arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv)));
     OpBuilder::InsertionGuard g(b);
     inside(kb.cmpLt(q0, seq.seqQ));
-    stageQueries(head, q0, ldsQ, ldsDO, stats);
+    storeQueries(loadQueries(head, q0, p.dqBlockM, seq.seqQ), ldsQ, ldsDO, stats);
 
     const WaveTiles scoresW = p.dqScores(), gradsW = p.dqGrads();
     Value lastQuery = kb.add(q0, p.dqBlockM - 1);

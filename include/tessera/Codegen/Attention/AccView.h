@@ -64,6 +64,7 @@ public:
   bool regBitMovesQuery(size_t bit) const { return query(layout->regBases[bit]) != 0; }
 
   const OperandLayout &operandLayout() const { return *layout; }
+  QueryAxis queryAxis() const { return axis; }
 
 private:
   const OperandLayout *layout;

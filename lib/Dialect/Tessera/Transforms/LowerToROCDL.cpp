@@ -90,6 +90,23 @@ struct LowerToROCDLPass : tessera::impl::TesseraLowerToROCDLBase<LowerToROCDLPas
   }
 };
 
+// Float atomic adds into runtime-allocated workspaces (device memory, coarse-grained, never
+// remote): without these LLVM expands them into compare-and-swap loops, for fine-grained memory.
+struct WorkspaceAtomicsPass
+    : PassWrapper<WorkspaceAtomicsPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(WorkspaceAtomicsPass)
+  StringRef getArgument() const override { return "tessera-workspace-atomics"; }
+  void runOnOperation() override {
+    UnitAttr unit = UnitAttr::get(&getContext());
+    getOperation().walk([&](LLVM::AtomicRMWOp op) {
+      if (op.getBinOp() != LLVM::AtomicBinOp::fadd) return;
+      op->setAttr(ROCDL::ROCDLDialect::NoFineGrainedMemoryAttrHelper::getNameStr(), unit);
+      op->setAttr(ROCDL::ROCDLDialect::NoRemoteMemoryAttrHelper::getNameStr(), unit);
+      op->setAttr(ROCDL::ROCDLDialect::IgnoreDenormalModeAttrHelper::getNameStr(), unit);
+    });
+  }
+};
+
 } // namespace
 
 void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &chip) {
@@ -101,6 +118,7 @@ void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &c
   options.runtime = gpu::amd::Runtime::HIP;
   options.useBarePtrCallConv = true;
   pm.addPass(createConvertGpuOpsToROCDLOps(options));
+  pm.addPass(std::make_unique<WorkspaceAtomicsPass>());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
