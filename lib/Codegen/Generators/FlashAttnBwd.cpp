@@ -21,7 +21,6 @@
 #include "tessera/Codegen/Attention/Visibility.h"
 #include "tessera/Codegen/FlashAttnBwdPlan.h"
 #include "tessera/Codegen/Generators.h"
-#include "tessera/Codegen/Hopper/Tma.h"
 #include "tessera/Codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -234,7 +233,11 @@ protected:
   void beginLds(int bytes) {
     if (!p.dynamicLds) return;
     arenaBytes = bytes + kArenaSlack;
-    arena = hopper::TmaBuilder(kb).dynamicSharedMemory(func, arenaBytes);
+    // Every LDS tile of the kernel is in it: no static shared memory to overlap.
+    auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    arena = gpu::DynamicSharedMemoryOp::create(
+        b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
+                                space));
     func->setAttr(TesseraDialect::getDynamicLdsBytesAttrName(), b.getI64IntegerAttr(arenaBytes));
   }
   LdsTile allocTile(int rows, int cols) {
