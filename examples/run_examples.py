@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the example bundles (GEMM and attention): on the GPU for its own target when present, else on the simulator."""
+"""Runs the example bundles (GEMM, attention forward and backward): on the GPU for its own target when present, else on
+the simulator."""
 import argparse
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ import tessera  # noqa: E402
 SHAPES = [(17, 33, 40), (128, 128, 128), (255, 64, 1000)]
 # (B, Sq, Sk, Hq, Hkv, D, causal): tails, Sq != Sk both ways, GQA.
 ATTENTION = [(1, 17, 33, 2, 1, 64, True), (2, 70, 50, 4, 2, 128, False), (1, 130, 130, 3, 3, 32, True)]
+# (B, Sq, Sk, Hq, Hkv, D, causal, deterministic): the backward, judged by CORRECTNESS.md's rule (3x).
+BACKWARD = [(1, 37, 53, 3, 1, 64, True, False), (1, 40, 23, 2, 2, 32, False, True)]
 
 
 def cuda_arch():
@@ -36,6 +39,28 @@ def run_attention(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, rng):
     else:
         o = tessera.flash_attn(q, k, v, causal=causal, device=f"sim:{target}")
     return float(np.abs(o.astype(np.float64) - ref).max())
+
+
+def run_backward(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, deterministic, rng):
+    """(max error of dq, dk, dv against float64, whether each is within the tolerance rule)."""
+    q, do = (rng.standard_normal((B, Sq, Hq, D)).astype(np.float16) for _ in range(2))
+    k, v = (rng.standard_normal((B, Sk, Hkv, D)).astype(np.float16) for _ in range(2))
+    ref = tessera.testing.attention_backward_reference(q, k, v, do, causal=causal)
+    same = tessera.testing.attention_backward_reference(q, k, v, do, causal=causal, precision="same")
+    if gpu:
+        import torch
+        q, k, v, do = (torch.from_numpy(x).cuda() for x in (q, k, v, do))
+        with torch.no_grad():
+            o, lse = tessera.flash_attn(q, k, v, causal=causal, return_lse=True)
+            grads = [g.cpu().numpy() for g in tessera.flash_attn_bwd(q, k, v, o, do, lse, causal=causal,
+                                                                     deterministic=deterministic)]
+    else:
+        device = f"sim:{target}"
+        o, lse = tessera.flash_attn(q, k, v, causal=causal, return_lse=True, device=device)
+        grads = tessera.flash_attn_bwd(q, k, v, o, do, lse, causal=causal, deterministic=deterministic, device=device)
+    check = tessera.testing.check_attention_backward(grads, ref, same)
+    err = max(float(np.abs(g.astype(np.float64) - r).max()) for g, r in zip(grads, ref[:3]))
+    return err, check.ok
 
 
 def run(target, gpu, m, n, k, rng):
@@ -76,6 +101,11 @@ def main():
             passed = err < 5e-3  # f16 output rounding of values of magnitude ~1
             ok &= passed
             shape = f"attn {B}x{Sq}x{Sk} H{Hq}/{Hkv} D{D}{' causal' if causal else ''}"
+            rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
+        for B, Sq, Sk, Hq, Hkv, D, causal, det in BACKWARD:
+            err, passed = run_backward(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, det, rng)
+            ok &= passed
+            shape = f"attn bwd {B}x{Sq}x{Sk} H{Hq}/{Hkv} D{D}{' causal' if causal else ''}{' det' if det else ''}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
     print(f"{'target':8} {'where':5} {'kernel':32} {'max error':>10}  result")
     for target, where, shape, err, passed in rows:
