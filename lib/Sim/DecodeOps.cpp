@@ -487,12 +487,13 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
       .Case([&](memref::ViewOp o) -> std::optional<Inst> {
         // A typed view of an i8 buffer at a constant byte shift (the dynamic-shared-memory idiom).
         int32_t base = memrefFor(o.getSource(), op);
-        APInt shift;
-        if (base < 0 || !matchPattern(o.getByteShift(), m_ConstantInt(&shift)) || !o.getSizes().empty() ||
-            !o.getType().hasStaticShape()) {
+        auto shiftOp = o.getByteShift().getDefiningOp<arith::ConstantOp>();
+        auto shiftAttr = shiftOp ? dyn_cast<IntegerAttr>(shiftOp.getValue()) : IntegerAttr();
+        if (base < 0 || !shiftAttr || !o.getSizes().empty() || !o.getType().hasStaticShape()) {
           unsupported(op, "only views at a constant byte shift with a static shape are simulated");
           return std::nullopt;
         }
+        APInt shift = shiftAttr.getValue();
         auto kind = elemKindOf(o.getType().getElementType());
         int64_t elemBytes = kind ? storageBytes(*kind) : 1;
         int64_t byteOffset = P.memrefs[base].offset * storageBytes(P.memrefs[base].kind) + shift.getSExtValue();
