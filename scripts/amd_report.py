@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """AMD static report: registers, spills, LDS, occupancy, the KV loop's matrix instructions and an
-llvm-mca estimate of that loop, for every flash_attn kernel of an input file on gfx942, gfx950
+llvm-mca estimate of that loop, for every flash_attn and flash_attn_bwd kernel of an input file on gfx942, gfx950
 and gfx1100, optionally side by side with Triton's tutorial forward kernel. No GPU needed.
 
     python3 scripts/amd_report.py --build build --out docs/amd-report.md [--triton]
@@ -332,7 +332,7 @@ def compile_bundle(compiler, src, chip, outdir):
 def bundle_rows(manifest, bundle, chip, mca, workdir, kind="tessera"):
     rows = []
     for k in manifest["kernels"]:
-        if k.get("directive") != "flash_attn":
+        if k.get("directive") not in ("flash_attn", "flash_attn_bwd"):
             continue
         a = k.get("attributes", {})
         asm = (Path(bundle) / k["isa"]).read_text()
@@ -343,9 +343,17 @@ def bundle_rows(manifest, bundle, chip, mca, workdir, kind="tessera"):
                "spill_vgpr": (k.get("spills") or {}).get("vgpr"),
                "spill_sgpr": (k.get("spills") or {}).get("sgpr"), "scratch": k.get("scratch_bytes"),
                "lds": k.get("lds_bytes"), "occupancy": k.get("occupancy_waves_per_simd")}
-        rows.append((row, asm, k["entry"]))
+        rows.append((row, asm, k["entry"] if k.get("directive") == "flash_attn" else None))
+
+    def stats_of(item):
+        # The backward kernels' loops (query blocks, GQA heads) have no single KV loop to model:
+        # registers, spills, LDS and occupancy only.
+        _, asm, entry = item
+        if entry is None:
+            return dict(EMPTY, note="backward kernel: no KV-loop model")
+        return analyze(asm, entry, chip, mca, workdir)
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as ex:
-        stats = list(ex.map(lambda x: analyze(x[1], x[2], chip, mca, workdir), rows))
+        stats = list(ex.map(stats_of, rows))
     for (row, _, _), st in zip(rows, stats):
         row.update(st)
     return [row for row, _, _ in rows]
