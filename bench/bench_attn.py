@@ -139,6 +139,21 @@ def check(out, peer_out, q, k, v, causal, gen):
             "check": str(sample)}
 
 
+def time_rounds(row, timed, flops, rep_ms, rounds):
+    """row with each function's median time over `rounds` rounds that alternate the functions, so a clock or power
+    state of the GPU that lasts a few hundred milliseconds falls on all of them; TFLOP/s and tessera/peer ratios."""
+    for _ in range(rounds):
+        for who, fn in timed.items():
+            row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
+    for who in timed:
+        row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
+        row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
+    for peer in PEERS:
+        if "tessera_tflops" in row and f"{peer}_tflops" in row:
+            row[f"ratio_{peer}"] = row["tessera_tflops"] / row[f"{peer}_tflops"]
+    return row
+
+
 def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, rounds, gen, row_gen):
     flops = 4 * B * Hq * S * S * D // (2 if causal else 1)
     row = {"B": B, "S": S, "Hq": Hq, "Hkv": Hkv, "D": D, "dtype": dtype, "causal": causal, "flops": flops}
@@ -166,18 +181,7 @@ def run_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, rounds, gen, row_gen):
         timed["tessera"] = lambda: tessera.flash_attn(q, k, v, causal=causal, out=out)
     except tessera.TesseraError as e:
         row["error"] = f"{type(e).__name__}: {e}"
-    # Rounds alternate the functions, so a clock or power state of the GPU that lasts a few
-    # hundred milliseconds falls on all of them; each one's time is the median of its rounds.
-    for _ in range(rounds):
-        for who, fn in timed.items():
-            row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
-    for who in timed:
-        row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
-        row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
-    for peer in PEERS:
-        if "tessera_tflops" in row and f"{peer}_tflops" in row:
-            row[f"ratio_{peer}"] = row["tessera_tflops"] / row[f"{peer}_tflops"]
-    return row
+    return time_rounds(row, timed, flops, rep_ms, rounds)
 
 
 def peer_backward_fn(backend, q, k, v, do, causal, gqa):
@@ -246,16 +250,7 @@ def run_backward_case(B, S, Hq, Hkv, D, dtype, causal, deterministic, rep_ms, ro
         timed["tessera"] = run
     except tessera.TesseraError as e:
         row["error"] = f"{type(e).__name__}: {e}"
-    for _ in range(rounds):
-        for who, fn in timed.items():
-            row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
-    for who in timed:
-        row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
-        row[f"{who}_tflops"] = flops / (row[f"{who}_ms"] * 1e-3) / 1e12
-    for peer in PEERS:
-        if "tessera_tflops" in row and f"{peer}_tflops" in row:
-            row[f"ratio_{peer}"] = row["tessera_tflops"] / row[f"{peer}_tflops"]
-    return row
+    return time_rounds(row, timed, flops, rep_ms, rounds)
 
 
 def backward_table(meta, rows):

@@ -3,6 +3,10 @@
 #include "tessera/Codegen/Attention/Visibility.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -107,6 +111,27 @@ TileRange Visibility::unmaskedQueryTiles(Value k0, Value lastKey, int blockM) {
   Value hi = kb.floorDivsi(end, blockM);
   // A key block reaching past Sk is masked throughout.
   return {lo, kb.select(kb.cmpLt(lastKey, seqK), hi, lo)};
+}
+
+Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
+                 Value scores, Value query0, Value key0, Value needMask) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto masked = scf::IfOp::create(b, loc, TypeRange{scores.getType()}, needMask, true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(masked.thenBlock());
+  auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
+  Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
+  Value negInf = kb.f32(-INFINITY), out = scores;
+  for (const AccElement &el : view.elements()) {
+    Value ok = visibility.visible(kb.add(firstQuery, el.query), kb.add(firstKey, el.inner));
+    Value x = vector::ExtractOp::create(b, loc, out, el.reg);
+    out = vector::InsertOp::create(b, loc, kb.select(ok, x, negInf), out, el.reg);
+  }
+  scf::YieldOp::create(b, loc, out);
+  b.setInsertionPointToStart(masked.elseBlock());
+  scf::YieldOp::create(b, loc, scores);
+  return masked.getResult(0);
 }
 
 Value isEdgeTile(KernelBuilder &kb, Value tile, const TileRange &unmasked) {

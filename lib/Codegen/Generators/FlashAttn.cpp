@@ -87,7 +87,6 @@ private:
   SmallVector<Value> computeScores(Value ldsQueryRow);
   /// Scaled, capped, and masked on edge tiles (`needMask`).
   SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value queryBase, Value n0);
-  Value maskTile(Value s, Value queryBase, Value keyBase);
   /// One online-softmax step of a query tile: the new state, the probabilities, the rescale
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
@@ -163,17 +162,6 @@ Value AttnEmitter::perElement(ArrayRef<Value> slotValues, bool outputs) {
     slotIdx.push_back(outputs ? outputSlotOf(el.reg) : slotOf(el.reg));
   Value vec = vector::FromElementsOp::create(b, loc, slotType, slotValues);
   return vector::ShuffleOp::create(b, loc, vec, vec, slotIdx);
-}
-
-Value AttnEmitter::maskTile(Value s, Value queryBase, Value keyBase) {
-  auto [laneQuery, laneKey] = sView.laneOffsets(kb, lane);
-  Value firstQuery = kb.add(queryBase, laneQuery), firstKey = kb.add(keyBase, laneKey);
-  Value negInf = kb.f32(-INFINITY);
-  for (const attn::AccElement &el : sView.elements()) {
-    Value ok = visibility->visible(kb.add(firstQuery, el.query), kb.add(firstKey, el.inner));
-    s = vector::InsertOp::create(b, loc, kb.select(ok, extract(s, el.reg), negInf), s, el.reg);
-  }
-  return s;
 }
 
 /// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
@@ -296,13 +284,8 @@ SmallVector<Value> AttnEmitter::scoreTiles(SmallVector<Value> s, Value needMask,
                                            Value n0) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
     Value sc = attn::scaledScores(kb, s[kt], scaleLog2, cap);
-    auto masked = scf::IfOp::create(b, loc, TypeRange{sc.getType()}, needMask, true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(masked.thenBlock());
-    scf::YieldOp::create(b, loc, maskTile(sc, queryBase, kb.add(n0, kt * p.keyDim())));
-    b.setInsertionPointToStart(masked.elseBlock());
-    scf::YieldOp::create(b, loc, sc);
-    s[kt] = masked.getResult(0);
+    s[kt] = attn::maskScores(kb, *visibility, sView, lane, sc, queryBase,
+                             kb.add(n0, kt * p.keyDim()), needMask);
   }
   return s;
 }

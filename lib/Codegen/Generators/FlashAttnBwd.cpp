@@ -365,23 +365,8 @@ protected:
     // The cap's derivative from the unmasked logits: masking first would give 1 - inf^2.
     Value capSlope = cap ? attn::softcapDerivative(kb, kb.fmul(scaled, splat(kb.f32(M_LN2), vt)), cap)
                          : Value();
-    auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
-    Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
-    Value firstLocal = kb.add(local0, laneQuery);
-    auto masked = scf::IfOp::create(b, loc, TypeRange{vt}, needMask, true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(masked.thenBlock());
-      Value out = scaled;
-      for (const attn::AccElement &el : view.elements()) {
-        Value ok = visibility->visible(kb.add(firstQuery, el.query), kb.add(firstKey, el.inner));
-        out = vector::InsertOp::create(b, loc, kb.select(ok, extract(out, el.reg), kb.f32(-INFINITY)),
-                                       out, el.reg);
-      }
-      scf::YieldOp::create(b, loc, out);
-      b.setInsertionPointToStart(masked.elseBlock());
-      scf::YieldOp::create(b, loc, scaled);
-    }
+    Value firstLocal = kb.add(local0, view.laneOffsets(kb, lane).first);
+    Value masked = attn::maskScores(kb, *visibility, view, lane, scaled, query0, key0, needMask);
     SmallVector<Value> shift, delta;
     for (const attn::AccElement &el : view.elements()) {
       Value local = kb.add(firstLocal, el.query);
@@ -390,7 +375,7 @@ protected:
                                              ValueRange{kb.add(local, stats.rows)}));
     }
     auto vecType = cast<VectorType>(vt);
-    Value prob = softmax.probabilityFromLse(masked.getResult(0),
+    Value prob = softmax.probabilityFromLse(masked,
                                             vector::FromElementsOp::create(b, loc, vecType, shift));
     Value ds = kb.fmul(prob, kb.fsub(dp, vector::FromElementsOp::create(b, loc, vecType, delta)));
     if (capSlope) ds = kb.fmul(ds, capSlope);

@@ -4,6 +4,7 @@
 #ifndef TESSERA_CODEGEN_ATTENTION_VISIBILITY_H
 #define TESSERA_CODEGEN_ATTENTION_VISIBILITY_H
 
+#include "tessera/Codegen/Attention/AccView.h"
 #include "tessera/Codegen/KernelBuilder.h"
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 
@@ -63,6 +64,13 @@ private:
   KernelBuilder &kb;
   mlir::Value seqQ, seqK, diagOffset, windowLeft, windowRight;
 };
+
+/// `scores` (an accumulator of lane `lane` seen through `view`, whose tile starts at query
+/// `query0` and key `key0`) with every invisible (query, key) set to -inf when `needMask` (uniform:
+/// an edge tile), else as it is.
+mlir::Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
+                       mlir::Value lane, mlir::Value scores, mlir::Value query0, mlir::Value key0,
+                       mlir::Value needMask);
 
 /// i1: tile `tile` is outside `unmasked` (one of the ranges above), so it needs the mask.
 mlir::Value isEdgeTile(KernelBuilder &kb, mlir::Value tile, const TileRange &unmasked);
