@@ -1,4 +1,5 @@
 """Test support: skip conditions (CUDA GPU, sim plugin, fake driver), synthetic bundles, and the tolerance rule of CORRECTNESS.md."""
+import contextlib
 import ctypes
 import json
 import os
@@ -69,6 +70,38 @@ def compiler_path():
     candidates = ([Path(build) / "bin" / "tessera-compile"] if build else []) + \
         sorted(REPO.glob("build*/bin/tessera-compile"))
     return next((c for c in candidates if c.is_file()), None)
+
+
+def compile_bundles(folder, modules):
+    """Compiles modules {target: MLIR text} with the build's tessera-compile, one process per target in parallel,
+    into folder/<target>. Returns {target: error text} for the targets that failed."""
+    procs = {}
+    for target, text in modules.items():
+        module = Path(folder) / f"{target}.mlir"
+        module.write_text(text)
+        procs[target] = subprocess.Popen([str(compiler_path()), str(module), f"--target={target}", "-o",
+                                          str(Path(folder) / target)], stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, text=True)
+    errors = {}
+    for target, proc in procs.items():
+        stderr = proc.communicate()[1]
+        if proc.returncode != 0 or not (Path(folder) / target / "manifest.json").is_file():
+            errors[target] = f"exit status {proc.returncode}\n{stderr}"
+    return errors
+
+
+@contextlib.contextmanager
+def bundles_searched_first(folder):
+    """TESSERA_BUNDLE_PATH with `folder` first for the duration, then as it was."""
+    saved = os.environ.get("TESSERA_BUNDLE_PATH")
+    os.environ["TESSERA_BUNDLE_PATH"] = os.pathsep.join(filter(None, [str(folder), saved]))
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TESSERA_BUNDLE_PATH"]
+        else:
+            os.environ["TESSERA_BUNDLE_PATH"] = saved
 
 
 def compile_default_bundles(targets, folder):

@@ -6,9 +6,6 @@ MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64 an
 bitwise equal) and off, varlen with zero-length items. Gradients are poisoned with NaN before each run.
 The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
-import os
-import subprocess
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -75,23 +72,11 @@ def usable(c):
 
 
 # ---- Bundles: the directives of the cases, compiled per target in parallel ----------------------------------------
-def _compile(folder):
-    """{target: error text} for the targets whose bundle failed to compile."""
-    compiler = support.compiler_path()
-    procs = {}
-    for target in support.SIM_TARGETS:
-        lines = sorted({line for c in CASES + [varlen_case(target)] if usable(c) for line in c.directives()})
-        module = Path(folder) / f"{target}.mlir"
-        module.write_text("\n".join(lines) + "\n")
-        procs[target] = subprocess.Popen([str(compiler), str(module), f"--target={target}", "-o",
-                                          str(Path(folder) / target)], stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, text=True)
-    errors = {}
-    for target, proc in procs.items():
-        stderr = proc.communicate()[1]
-        if proc.returncode != 0 or not (Path(folder) / target / "manifest.json").is_file():
-            errors[target] = f"exit status {proc.returncode}\n{stderr}"
-    return errors
+def _modules():
+    """{target: the directives of its cases}."""
+    return {target: "\n".join(sorted({line for c in CASES + [varlen_case(target)] if usable(c)
+                                       for line in c.directives()})) + "\n"
+            for target in support.SIM_TARGETS}
 
 
 @pytest.fixture(scope="module")
@@ -104,14 +89,9 @@ def bundles(tmp_path_factory):
     if support.compiler_path() is None:
         pytest.skip("no tessera-compile in a build tree (TESSERA_BUILD_DIR or build*/) to compile the kernels")
     folder = tmp_path_factory.mktemp("attention-bwd-bundles")
-    errors = _compile(folder)
-    saved = os.environ.get("TESSERA_BUNDLE_PATH")
-    os.environ["TESSERA_BUNDLE_PATH"] = os.pathsep.join(filter(None, [str(folder), saved]))
-    yield errors
-    if saved is None:
-        del os.environ["TESSERA_BUNDLE_PATH"]
-    else:
-        os.environ["TESSERA_BUNDLE_PATH"] = saved
+    errors = support.compile_bundles(folder, _modules())
+    with support.bundles_searched_first(folder):
+        yield errors
 
 
 def sim_for(bundles, target):

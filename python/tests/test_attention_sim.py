@@ -3,10 +3,7 @@ CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_9
 causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
 sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit). Outputs are poisoned with NaN.
 Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
-import os
 import re
-import subprocess
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -76,25 +73,13 @@ def kernels_for(target):
 
 
 # ---- Bundles: the kernels the cases use, compiled from examples/attention.mlir -------------------------------------
-def _compile(folder):
-    """Compiles, per target and in parallel, the directives of examples/attention.mlir these tests use.
-    Returns {target: error text} for the targets that failed."""
-    compiler, source = support.compiler_path(), support.REPO / "examples" / "attention.mlir"
+def _modules():
+    """{target: the directives of examples/attention.mlir its cases use}."""
+    source = support.REPO / "examples" / "attention.mlir"
     directives = {m.group(1): line for line in source.read_text().splitlines()
                   if (m := re.match(r"tessera\.flash_attn @(\w+) ", line))}
-    procs = {}
-    for target in support.SIM_TARGETS:
-        module = Path(folder) / f"{target}.mlir"
-        module.write_text("\n".join(directives[name] for name in kernels_for(target)) + "\n")
-        procs[target] = subprocess.Popen([str(compiler), str(module), f"--target={target}", "-o",
-                                          str(Path(folder) / target)], stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, text=True)
-    errors = {}
-    for target, proc in procs.items():
-        stderr = proc.communicate()[1]
-        if proc.returncode != 0 or not (Path(folder) / target / "manifest.json").is_file():
-            errors[target] = f"exit status {proc.returncode}\n{stderr}"
-    return errors
+    return {target: "\n".join(directives[name] for name in kernels_for(target)) + "\n"
+            for target in support.SIM_TARGETS}
 
 
 @pytest.fixture(scope="module")
@@ -109,14 +94,9 @@ def bundles(tmp_path_factory):
         yield {}
         return
     folder = tmp_path_factory.mktemp("attention-bundles")
-    errors = _compile(folder)
-    saved = os.environ.get("TESSERA_BUNDLE_PATH")
-    os.environ["TESSERA_BUNDLE_PATH"] = os.pathsep.join(filter(None, [str(folder), saved]))
-    yield errors
-    if saved is None:
-        del os.environ["TESSERA_BUNDLE_PATH"]
-    else:
-        os.environ["TESSERA_BUNDLE_PATH"] = saved
+    errors = support.compile_bundles(folder, _modules())
+    with support.bundles_searched_first(folder):
+        yield errors
 
 
 def sim_for(bundles, target):
