@@ -25,10 +25,13 @@ int accRegs(const WaveTiles &w, int waveSize) {
 /// element by element, one register each, where the atom has no transposing matrix loads).
 enum class Stored { Natural, BTransposed, BothTransposed };
 
-/// Registers of the operand fragments of a wave's share of `products` products of `w` reducing
-/// over `depth`: the products are unrolled and the scheduler hoists their LDS reads, up to about
-/// four k-steps ahead of the matrix instructions that consume them. A share of consecutive
-/// tiles spans few rows and columns of `w`, whose A and B fragments its tiles share.
+/// How many k-steps of fragments a product holds at once: the scheduler hoists LDS reads up to
+/// about four steps ahead on AMD, ptxas about two (it weighs register pressure).
+int lookahead(const MMAAtom &atom) { return atom.kind == AtomKind::MMASync ? 2 : 4; }
+
+/// Registers of the operand fragments of a wave's block of `products` products of `w` reducing
+/// over `depth`: per k-step, blockRows() A and blockCols() B fragments (unpacked, one register
+/// per element, where a transposed operand is read element by element).
 int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int products,
                  Stored stored) {
   const MMAAtom &a = *p.atom;
@@ -36,13 +39,12 @@ int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int produc
     bool unpacked = transposed && a.kind != AtomKind::MMASync;
     return unpacked ? l.elementsPerLane() : l.elementsPerLane() * elemTypeBits(p.elem) / 32;
   };
-  const int perRow = w.cols / w.tileCols;
-  int rows = (w.perWave() + perRow - 1) / perRow, cols = std::min(w.perWave(), perRow);
+  int rows = w.blockRows(), cols = w.blockCols();
   // WMMA's replicated fragments are rebuilt per tile (no sharing measured on gfx11).
   if (a.kind == AtomKind::WMMA) rows = cols = w.perWave();
   int perStep = rows * regs(a.a, stored == Stored::BothTransposed) +
                 cols * regs(a.b, stored != Stored::Natural);
-  return std::min(depth / a.k, 4) * products * perStep;
+  return std::min(depth / a.k, lookahead(a)) * products * perStep;
 }
 
 /// Why an `rows` x `cols` product reducing over `depth` does not tile with the atom, or "".
@@ -98,6 +100,25 @@ std::string dqProblem(const AttnBwdPlan &p, const TargetInfo &t) {
 }
 
 } // namespace
+
+WaveTiles dealTiles(int rows, int cols, int tileRows, int tileCols, int waves) {
+  WaveTiles best{rows, cols, tileRows, tileCols, waves};
+  auto worse = [](const WaveTiles &a, const WaveTiles &b) { // a worse than b
+    if (a.activeWaves() != b.activeWaves()) return a.activeWaves() < b.activeWaves();
+    int spanA = a.blockRows() * a.tileRows + a.blockCols() * a.tileCols;
+    int spanB = b.blockRows() * b.tileRows + b.blockCols() * b.tileCols;
+    if (spanA != spanB) return spanA > spanB;
+    return a.blockRows() + a.blockCols() > b.blockRows() + b.blockCols();
+  };
+  for (int r = 1; r <= waves; ++r)
+    for (int c = 1; r * c <= waves; ++c) {
+      WaveTiles w = best;
+      w.waveRows = r, w.waveCols = c;
+      if (w.tilesDown() % r || w.tilesAcross() % c) continue;
+      if (worse(best, w)) best = w;
+    }
+  return best;
+}
 
 int attnBwdLdsLimit(const TargetInfo &t) {
   return t.vendor == Vendor::NVIDIA && t.arch == "Hopper" ? TargetInfo::hopperSharedBytes

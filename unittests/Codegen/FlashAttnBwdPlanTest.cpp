@@ -15,7 +15,10 @@ const TargetInfo &target(const char *chip) { return *lookupTarget(chip); }
 void expectTiles(const WaveTiles &w, const MMAAtom &atom) {
   EXPECT_EQ(w.rows % atom.m, 0);
   EXPECT_EQ(w.cols % atom.n, 0);
-  EXPECT_GE(w.perWave() * w.waves, w.count()); // every tile has a wave
+  // The wave grid covers the tiles exactly, within the workgroup.
+  EXPECT_LE(w.activeWaves(), w.waves);
+  EXPECT_EQ(w.blockRows() * w.waveRows, w.tilesDown());
+  EXPECT_EQ(w.blockCols() * w.waveCols, w.tilesAcross());
 }
 
 TEST(FlashAttnBwdPlan, EveryTargetHeadDimAndTypeHasAPlanThatFits) {
@@ -33,7 +36,9 @@ TEST(FlashAttnBwdPlan, EveryTargetHeadDimAndTypeHasAPlanThatFits) {
         int lds = std::max(attnBwdMainLdsBytes(p, t), attnBwdDqLdsBytes(p, t));
         EXPECT_LE(lds, attnBwdLdsLimit(t));
         EXPECT_EQ(p.dynamicLds, lds > t.ldsBytes); // only Hopper opts in beyond the static limit
-        if (p.dynamicLds) EXPECT_EQ(t.arch, "Hopper");
+        if (p.dynamicLds) {
+          EXPECT_EQ(t.arch, "Hopper");
+        }
         for (const WaveTiles &w : {p.scores(), p.keyGrads(), p.queryGrads(), p.dqScores(), p.dqGrads()})
           expectTiles(w, *p.atom);
         // Each product's reduction is whole k-steps.
@@ -53,7 +58,7 @@ TEST(FlashAttnBwdPlan, PrefersLargeKeyBlocks) {
   ASSERT_TRUE(r.plan);
   EXPECT_EQ(r.plan->waves, 8);
   EXPECT_EQ(r.plan->blockN, 64);
-  EXPECT_EQ(r.plan->blockM, 32);
+  EXPECT_EQ(r.plan->blockM, 64);
   EXPECT_TRUE(r.plan->dynamicLds);
 }
 
@@ -74,14 +79,22 @@ TEST(FlashAttnBwdPlan, RejectsAGivenTileWithTheLimitItFails) {
   EXPECT_NE(waves.whyNot.find("outside 1 to 1024 threads"), std::string::npos) << waves.whyNot;
 }
 
-TEST(FlashAttnBwdPlan, UnevenSharesLeaveTheLastWavesIdle) {
-  WaveTiles w{32, 96, 16, 16, 8}; // 12 tiles over 8 waves: two each, the last two waves idle
-  EXPECT_EQ(w.count(), 12);
-  EXPECT_EQ(w.perWave(), 2);
-  EXPECT_FALSE(w.even());
-  WaveTiles even{64, 128, 16, 16, 4};
-  EXPECT_EQ(even.perWave(), 8);
-  EXPECT_TRUE(even.even());
+TEST(FlashAttnBwdPlan, WavesOwnBlocksThatReadTheLeastLds) {
+  // dK of 64 x 128 in m16n8 tiles over 8 waves: 2 x 4 blocks (32 rows + 32 columns of fragments
+  // per k-step), not strips of 1 x 8 (16 + 64) or 4 x 2 (64 + 16).
+  WaveTiles w = dealTiles(64, 128, 16, 8, 8);
+  EXPECT_EQ(w.activeWaves(), 8);
+  EXPECT_EQ(w.blockRows(), 2);
+  EXPECT_EQ(w.blockCols(), 4);
+  EXPECT_EQ(w.perWave(), 8);
+  // 2 x 6 tiles of 16 x 16: at most 6 of 8 waves busy, one block of two tiles each.
+  WaveTiles six = dealTiles(32, 96, 16, 16, 8);
+  EXPECT_EQ(six.activeWaves(), 6);
+  EXPECT_EQ(six.perWave(), 2);
+  // A single tile: one wave, the others idle.
+  WaveTiles one = dealTiles(16, 16, 16, 16, 4);
+  EXPECT_EQ(one.activeWaves(), 1);
+  EXPECT_EQ(one.perWave(), 1);
 }
 
 } // namespace

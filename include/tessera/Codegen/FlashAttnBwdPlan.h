@@ -12,16 +12,27 @@
 
 namespace tessera {
 
-/// An output of `rows` x `cols` cut into atom tiles dealt to the waves of a workgroup: wave w
-/// owns tiles [w * perWave(), (w + 1) * perWave()) in row-major tile order, those past count()
-/// skipped (the last waves may own fewer).
+/// An output of `rows` x `cols` cut into atom tiles and dealt to the waves of a workgroup in
+/// blocks: the waves form a waveRows x waveCols grid (row-major; waves past it idle) and wave
+/// (r, c) owns the blockRows() x blockCols() tiles from tile (r * blockRows(), c * blockCols()).
+/// A product over a block loads blockRows() A and blockCols() B fragments per k-step for
+/// perWave() matrix instructions.
 struct WaveTiles {
   int rows = 0, cols = 0, tileRows = 0, tileCols = 0, waves = 0;
-  int count() const { return (rows / tileRows) * (cols / tileCols); }
-  int perWave() const { return (count() + waves - 1) / waves; }
-  /// Every wave owns the same number of tiles (none skipped).
-  bool even() const { return count() % waves == 0; }
+  int waveRows = 1, waveCols = 1;
+  int tilesDown() const { return rows / tileRows; }
+  int tilesAcross() const { return cols / tileCols; }
+  int count() const { return tilesDown() * tilesAcross(); }
+  int blockRows() const { return tilesDown() / waveRows; }
+  int blockCols() const { return tilesAcross() / waveCols; }
+  int perWave() const { return blockRows() * blockCols(); }
+  int activeWaves() const { return waveRows * waveCols; }
 };
+
+/// The layout of `rows` x `cols` in tiles of tileRows x tileCols over `waves` waves: as many
+/// waves busy as the tiles allow, then the blocks whose fragments cover the fewest rows and
+/// columns (the LDS each k-step reads).
+WaveTiles dealTiles(int rows, int cols, int tileRows, int tileCols, int waves);
 
 /// Both kernels work on one atom (m x n x k, 16 rows) for all products; every wave of
 /// `waves` takes a share of each product's tiles (WaveTiles). The main kernel owns `blockN` keys
@@ -47,7 +58,7 @@ struct AttnBwdPlan {
   WaveTiles queryGrads() const { return tiles(blockM, headDim); }
   WaveTiles dqScores() const { return tiles(dqBlockM, dqBlockN); }
   WaveTiles dqGrads() const { return tiles(dqBlockM, headDim); }
-  WaveTiles tiles(int rows, int cols) const { return {rows, cols, atom->m, atom->n, waves}; }
+  WaveTiles tiles(int rows, int cols) const { return dealTiles(rows, cols, atom->m, atom->n, waves); }
 };
 
 struct AttnBwdPlanResult {

@@ -259,97 +259,98 @@ protected:
     assert(arenaOffset <= arenaBytes && "LDS arena overflow");
   }
 
-  /// acc + A B over `depth` (the reduction), A's rows from `aOuter`, B's columns from `bOuter`.
-  Value product(LdsOperand aOp, Value aOuter, LdsOperand bOp, Value bOuter, int depth, Value acc) {
+  /// This wave's block of `w`: the origins of its tile rows and of its tile columns.
+  struct WaveBlock {
+    SmallVector<Value> rows, cols;
+    int size() const { return int(rows.size() * cols.size()); }
+  };
+  WaveBlock waveBlock(const WaveTiles &w) {
+    Value r = kb.divui(wave, w.waveCols), c = kb.remui(wave, w.waveCols);
+    WaveBlock blk;
+    for (int i = 0; i < w.blockRows(); ++i)
+      blk.rows.push_back(kb.mul(kb.add(kb.mul(r, w.blockRows()), i), w.tileRows));
+    for (int j = 0; j < w.blockCols(); ++j)
+      blk.cols.push_back(kb.mul(kb.add(kb.mul(c, w.blockCols()), j), w.tileCols));
+    return blk;
+  }
+  /// Calls body(block) in the waves that own a block of `w` (not those past its wave grid).
+  void forWaveBlock(const WaveTiles &w, llvm::function_ref<void(const WaveBlock &)> body) {
+    OpBuilder::InsertionGuard g(b);
+    if (w.activeWaves() < w.waves) inside(kb.cmpLt(wave, kb.idx(w.activeWaves())));
+    body(waveBlock(w));
+  }
+  /// accs = update(block, accs): gradient accumulators of this wave's block of `w`, left as they
+  /// are in idle waves.
+  void updateWaveBlock(const WaveTiles &w, MutableArrayRef<Value> accs,
+                       llvm::function_ref<SmallVector<Value>(const WaveBlock &, ArrayRef<Value>)>
+                           update) {
+    SmallVector<Value> olds(accs.begin(), accs.end()), news;
+    if (w.activeWaves() == w.waves) {
+      news = update(waveBlock(w), olds);
+    } else {
+      auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(olds)),
+                                    kb.cmpLt(wave, kb.idx(w.activeWaves())), true);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc, update(waveBlock(w), olds));
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, olds);
+      news.assign(ifOp.getResults().begin(), ifOp.getResults().end());
+    }
+    llvm::copy(news, accs.begin());
+  }
+  /// accs[i * cols + j] + A B over `depth` (the reduction) for a block of tiles: A's rows from
+  /// aRows[i], B's columns from bCols[j]; each k-step's fragments are loaded once for the block.
+  /// No accs: from zero.
+  SmallVector<Value> blockProduct(LdsOperand aOp, ArrayRef<Value> aRows, LdsOperand bOp,
+                                  ArrayRef<Value> bCols, int depth, ArrayRef<Value> accs = {}) {
+    SmallVector<Value> out(accs.begin(), accs.end());
+    if (out.empty()) out.assign(aRows.size() * bCols.size(), kb.zero(kb.accType(atom)));
     for (int kk = 0; kk < depth; kk += atom.k) {
       // WMMA's replicated fragments: one k-step's reads in flight, or the scheduler hoists them
       // all and spills.
       if (atom.kind == AtomKind::WMMA) kb.memoryScheduleFence();
-      Value aFrag = kb.loadOperand(*aOp.tile, atom, Operand::A, lane, aOuter, kk, aOp.kAlongRows);
-      Value bFrag = kb.loadOperand(*bOp.tile, atom, Operand::B, lane, bOuter, kk, bOp.kAlongRows);
-      acc = kb.mma(atom, aFrag, bFrag, acc);
+      SmallVector<Value> aFrags, bFrags;
+      for (Value row : aRows)
+        aFrags.push_back(kb.loadOperand(*aOp.tile, atom, Operand::A, lane, row, kk, aOp.kAlongRows));
+      for (Value col : bCols)
+        bFrags.push_back(kb.loadOperand(*bOp.tile, atom, Operand::B, lane, col, kk, bOp.kAlongRows));
+      for (size_t i = 0; i < aFrags.size(); ++i)
+        for (size_t j = 0; j < bFrags.size(); ++j) {
+          Value &acc = out[i * bFrags.size() + j];
+          acc = kb.mma(atom, aFrags[i], bFrags[j], acc);
+        }
     }
-    return acc;
-  }
-  /// The (row, col) origin of tile `tile` of `w`.
-  std::pair<Value, Value> tileOrigin(const WaveTiles &w, Value tile) {
-    const int perRow = w.cols / w.tileCols;
-    return {kb.mul(kb.divui(tile, perRow), w.tileRows), kb.mul(kb.remui(tile, perRow), w.tileCols)};
-  }
-  /// Calls body(tile, j) for this wave's share j = 0 .. perWave - 1 of `w`, skipping tiles past
-  /// the end (uneven shares).
-  void forEachTile(const WaveTiles &w, llvm::function_ref<void(Value, int)> body) {
-    for (int j = 0; j < w.perWave(); ++j) {
-      OpBuilder::InsertionGuard g(b);
-      Value tile = kb.add(kb.mul(wave, w.perWave()), j);
-      if (!w.even()) inside(kb.cmpLt(tile, kb.idx(w.count())));
-      body(tile, j);
-    }
+    return out;
   }
 
-  /// accs[g * share + j] = update(tile, {accs[g * share + j] for each group g})[g] for this
-  /// wave's share j of `w` (share = w.perWave()): gradient accumulators in `groups` groups, left
-  /// as they are for tiles past the end.
-  void updateTiles(const WaveTiles &w, MutableArrayRef<Value> accs, int groups,
-                   llvm::function_ref<SmallVector<Value>(Value, ArrayRef<Value>)> update) {
-    const int share = w.perWave();
-    for (int j = 0; j < share; ++j) {
-      Value tile = kb.add(kb.mul(wave, share), j);
-      SmallVector<Value> olds;
-      for (int g = 0; g < groups; ++g) olds.push_back(accs[g * share + j]);
-      SmallVector<Value> news;
-      if (w.even()) {
-        news = update(tile, olds);
-      } else {
-        auto ifOp = scf::IfOp::create(b, loc, TypeRange(ValueRange(olds)),
-                                      kb.cmpLt(tile, kb.idx(w.count())), true);
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        scf::YieldOp::create(b, loc, update(tile, olds));
-        b.setInsertionPointToStart(ifOp.elseBlock());
-        scf::YieldOp::create(b, loc, olds);
-        news.assign(ifOp.getResults().begin(), ifOp.getResults().end());
-      }
-      for (int g = 0; g < groups; ++g) accs[g * share + j] = news[g];
-    }
-  }
-
-  /// This thread's share of `rows` queries of head `head` from q0, into registers: Q and dO
-  /// vectors, then its row's LSE shift and Delta (rows past `count` shift by +inf with Delta 0,
-  /// so they contribute nothing; a count of 0 loads nothing).
-  SmallVector<Value> loadQueries(Value head, Value q0, int rows, Value count) {
-    SmallVector<Value> regs =
-        kb.loadGlobalTile(block(q, seq.rowQ0, q0, head, count), rows, p.headDim, p.threads());
-    regs.append(
-        kb.loadGlobalTile(block(dO, seq.rowQ0, q0, head, count), rows, p.headDim, p.threads()));
-    Value tid = kb.threadId(), query = kb.add(q0, tid);
-    Value valid = kb.andb(kb.cmpLt(tid, kb.idx(rows)), kb.cmpLt(query, count));
-    for (Stat s : {Stat::LseShift, Stat::Delta}) {
-      Value at = kb.select(valid, statIndex(s, head, query), kb.idx(0));
-      auto load = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, valid, true);
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(load.thenBlock());
-      scf::YieldOp::create(b, loc, memref::LoadOp::create(b, loc, arg(args.stats),
-                                                         ValueRange{at}).getResult());
-      b.setInsertionPointToStart(load.elseBlock());
-      scf::YieldOp::create(b, loc, kb.f32(s == Stat::LseShift ? INFINITY : 0.0));
-      b.setInsertionPointAfter(load);
-      regs.push_back(load.getResult(0));
-    }
-    return regs;
-  }
-  /// loadQueries' registers into the LDS tiles.
-  void storeQueries(ArrayRef<Value> regs, const LdsTile &ldsQ, const LdsTile &ldsDO,
+  /// Stages `stats.rows` queries of head `head` from q0 in LDS: Q and dO, each row's LSE shift
+  /// and Delta (rows past the sequence shift by +inf with Delta 0, so they contribute nothing).
+  void stageQueries(Value head, Value q0, const LdsTile &ldsQ, const LdsTile &ldsDO,
                     const StatsTile &stats) {
-    const int rows = stats.rows, half = (regs.size() - 2) / 2;
-    kb.storeLdsTile(regs.take_front(half), ldsQ, rows, p.headDim, false, p.threads());
-    kb.storeLdsTile(regs.slice(half, half), ldsDO, rows, p.headDim, false, p.threads());
+    const int rows = stats.rows;
+    kb.copyGlobalToLds(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, rows, p.headDim, false,
+                       p.threads());
+    kb.copyGlobalToLds(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, rows, p.headDim, false,
+                       p.threads());
     OpBuilder::InsertionGuard g(b);
-    Value tid = kb.threadId();
+    Value tid = kb.threadId(), query = kb.add(q0, tid);
     inside(kb.cmpLt(tid, kb.idx(rows)));
-    for (Stat s : {Stat::LseShift, Stat::Delta})
-      memref::StoreOp::create(b, loc, regs[2 * half + int(s)], stats.memref,
+    Value valid = kb.cmpLt(query, seq.seqQ);
+    for (Stat s : {Stat::LseShift, Stat::Delta}) {
+      auto load = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, valid, true);
+      {
+        OpBuilder::InsertionGuard gi(b);
+        b.setInsertionPointToStart(load.thenBlock());
+        Value x = memref::LoadOp::create(b, loc, arg(args.stats),
+                                         ValueRange{statIndex(s, head, query)});
+        scf::YieldOp::create(b, loc, x);
+        b.setInsertionPointToStart(load.elseBlock());
+        scf::YieldOp::create(b, loc, kb.f32(s == Stat::LseShift ? INFINITY : 0.0));
+      }
+      memref::StoreOp::create(b, loc, load.getResult(0), stats.memref,
                               ValueRange{kb.add(tid, int(s) * rows)});
+    }
   }
 
   /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
@@ -408,14 +409,18 @@ protected:
     }
   }
 
-  /// Stores gradient tiles `accs` of `w` (rows from `first`, `count` valid) times `factor`.
+  /// Stores this wave's gradient block `accs` of `w` (rows from `first`, `count` valid) times
+  /// `factor`.
   void storeGradients(ArrayRef<Value> accs, const WaveTiles &w, const attn::Tensor &tensor,
                       Value row0, Value first, Value head, Value count, Value factor) {
     KernelBuilder::GlobalTile dst = block(tensor, row0, first, head, count);
-    forEachTile(w, [&](Value tile, int j) {
-      auto [row, col] = tileOrigin(w, tile);
-      Value acc = factor ? kb.fmul(accs[j], splat(factor, accs[j].getType())) : accs[j];
-      kb.storeAccumulator(atom, acc, dst, lane, row, col);
+    forWaveBlock(w, [&](const WaveBlock &blk) {
+      for (size_t i = 0; i < blk.rows.size(); ++i)
+        for (size_t j = 0; j < blk.cols.size(); ++j) {
+          Value acc = accs[i * blk.cols.size() + j];
+          if (factor) acc = kb.fmul(acc, splat(factor, acc.getType()));
+          kb.storeAccumulator(atom, acc, dst, lane, blk.rows[i], blk.cols[j]);
+        }
     });
   }
 
@@ -457,78 +462,73 @@ public:
     Value group = arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv));
     Value head0 = kb.mul(kvHead, group);
 
-    // One loop over (head of the group, query tile), the next step's Q, dO and statistics loaded
-    // into registers while this one computes. Carried: dV accumulators, then dK, then those.
+    // One loop over (head of the group, query tile), carrying the dV and then the dK
+    // accumulators.
     Value perHead = kb.maxsi(kb.sub(tiles.hi, tiles.lo), kb.idx(0));
     Value steps = kb.mul(group, perHead), perHeadOr1 = kb.maxsi(perHead, kb.idx(1));
-    auto stepAt = [&](Value i) { // (head, query tile) of step i
-      return std::pair{kb.add(head0, arith::DivUIOp::create(b, loc, i, perHeadOr1)),
-                       kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1))};
-    };
-    auto prefetch = [&](Value i) {
-      auto [head, tile] = stepAt(i);
-      Value count = kb.select(kb.cmpLt(i, steps), seq.seqQ, kb.idx(0));
-      return loadQueries(head, kb.mul(tile, p.blockM), p.blockM, count);
-    };
     const int share = gradsW.perWave();
     SmallVector<Value> init(2 * share, kb.zero(kb.accType(atom)));
-    init.append(prefetch(kb.idx(0)));
     auto loop = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1), init);
     {
       OpBuilder::InsertionGuard gs(b);
       b.setInsertionPointToStart(loop.getBody());
       Value i = loop.getInductionVar();
-      auto [head, tile] = stepAt(i);
+      Value head = kb.add(head0, arith::DivUIOp::create(b, loc, i, perHeadOr1));
+      Value tile = kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1));
       Value q0 = kb.mul(tile, p.blockM);
-      auto iter = loop.getRegionIterArgs();
       kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
-      storeQueries(SmallVector<Value>(iter.drop_front(2 * share)), ldsQ, ldsDO, stats);
+      stageQueries(head, q0, ldsQ, ldsDO, stats);
       kb.barrier();
-      SmallVector<Value> next = prefetch(kb.add(i, 1));
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
       AccView view(atom.c, QueryAxis::Cols);
-      forEachTile(scoresW, [&](Value t, int) {
-        auto [keyRow, queryCol] = tileOrigin(scoresW, t);
-        Value zero = kb.zero(kb.accType(atom));
-        Value s = product({&ldsK}, keyRow, {&ldsQ}, queryCol, p.headDim, zero);
-        Value dp = product({&ldsV}, keyRow, {&ldsDO}, queryCol, p.headDim, zero);
-        auto [prob, ds] = scoreGradient(s, dp, view, kb.add(q0, queryCol), kb.add(k0, keyRow),
-                                        queryCol, stats, needMask);
-        storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
-        storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
+      forWaveBlock(scoresW, [&](const WaveBlock &blk) {
+        SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&ldsQ}, blk.cols, p.headDim);
+        SmallVector<Value> dp = blockProduct({&ldsV}, blk.rows, {&ldsDO}, blk.cols, p.headDim);
+        for (size_t i = 0; i < blk.rows.size(); ++i)
+          for (size_t j = 0; j < blk.cols.size(); ++j) {
+            Value keyRow = blk.rows[i], queryCol = blk.cols[j];
+            size_t at = i * blk.cols.size() + j;
+            auto [prob, ds] = scoreGradient(s[at], dp[at], view, kb.add(q0, queryCol),
+                                            kb.add(k0, keyRow), queryCol, stats, needMask);
+            storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
+            storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
+          }
       });
       kb.barrier();
       // dV += P^T dO and dK += dS^T Q over this step's queries.
-      SmallVector<Value> acc(iter.take_front(2 * share));
-      updateTiles(gradsW, acc, 2, [&](Value t, ArrayRef<Value> dvdk) -> SmallVector<Value> {
-        auto [keyRow, col] = tileOrigin(gradsW, t);
-        return {product({&ldsPT}, keyRow, {&ldsDO, true}, col, p.blockM, dvdk[0]),
-                product({&ldsDST}, keyRow, {&ldsQ, true}, col, p.blockM, dvdk[1])};
+      SmallVector<Value> acc(loop.getRegionIterArgs());
+      updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dvdk) {
+        SmallVector<Value> news = blockProduct({&ldsPT}, blk.rows, {&ldsDO, true}, blk.cols,
+                                               p.blockM, dvdk.take_front(share));
+        news.append(blockProduct({&ldsDST}, blk.rows, {&ldsQ, true}, blk.cols, p.blockM,
+                                 dvdk.drop_front(share)));
+        return news;
       });
       if (withDq) {
         // dQ += dS K for this key block, added to the f32 accumulator.
         AccView rows(atom.c, QueryAxis::Rows);
-        forEachTile(dqW, [&](Value t, int) {
-          auto [queryRow, col] = tileOrigin(dqW, t);
-          Value d = product({&ldsDST, true}, queryRow, {&ldsK, true}, col, p.blockN,
-                            kb.zero(kb.accType(atom)));
-          auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
-          Value firstQuery = kb.add(kb.add(q0, queryRow), laneQuery);
-          Value firstCol = kb.add(col, laneCol);
-          for (const attn::AccElement &el : rows.elements()) {
-            OpBuilder::InsertionGuard ge(b);
-            Value query = kb.add(firstQuery, el.query);
-            inside(kb.cmpLt(query, seq.seqQ));
-            kb.atomicAdd(extract(d, el.reg), arg(args.dqAccum),
-                         dqAccumIndex(head, query, kb.add(firstCol, el.inner)));
-          }
+        auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
+        forWaveBlock(dqW, [&](const WaveBlock &blk) {
+          SmallVector<Value> d =
+              blockProduct({&ldsDST, true}, blk.rows, {&ldsK, true}, blk.cols, p.blockN);
+          for (size_t i = 0; i < blk.rows.size(); ++i)
+            for (size_t j = 0; j < blk.cols.size(); ++j) {
+              Value firstQuery = kb.add(kb.add(q0, blk.rows[i]), laneQuery);
+              Value firstCol = kb.add(blk.cols[j], laneCol);
+              for (const attn::AccElement &el : rows.elements()) {
+                OpBuilder::InsertionGuard ge(b);
+                Value query = kb.add(firstQuery, el.query);
+                inside(kb.cmpLt(query, seq.seqQ));
+                kb.atomicAdd(extract(d[i * blk.cols.size() + j], el.reg), arg(args.dqAccum),
+                             dqAccumIndex(head, query, kb.add(firstCol, el.inner)));
+              }
+            }
         });
       }
-      acc.append(next);
       scf::YieldOp::create(b, loc, acc);
     }
-    SmallVector<Value> accs(loop.getResults().take_front(2 * share));
+    SmallVector<Value> accs(loop.getResults());
     storeGradients(ArrayRef(accs).take_front(share), gradsW, dv, seq.rowK0, k0, kvHead, seq.seqK,
                    Value());
     storeGradients(ArrayRef(accs).drop_front(share), gradsW, dk, seq.rowK0, k0, kvHead, seq.seqK,
@@ -554,7 +554,7 @@ public:
         b, loc, head, arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv)));
     OpBuilder::InsertionGuard g(b);
     inside(kb.cmpLt(q0, seq.seqQ));
-    storeQueries(loadQueries(head, q0, p.dqBlockM, seq.seqQ), ldsQ, ldsDO, stats);
+    stageQueries(head, q0, ldsQ, ldsDO, stats);
 
     const WaveTiles scoresW = p.dqScores(), gradsW = p.dqGrads();
     Value lastQuery = kb.add(q0, p.dqBlockM - 1);
@@ -575,21 +575,23 @@ public:
       kb.barrier();
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       AccView view(atom.c, QueryAxis::Rows);
-      forEachTile(scoresW, [&](Value t, int) {
-        auto [queryRow, keyCol] = tileOrigin(scoresW, t);
-        Value zero = kb.zero(kb.accType(atom));
-        Value s = product({&ldsQ}, queryRow, {&ldsK}, keyCol, p.headDim, zero);
-        Value dp = product({&ldsDO}, queryRow, {&ldsV}, keyCol, p.headDim, zero);
-        Value ds = scoreGradient(s, dp, view, kb.add(q0, queryRow), kb.add(n0, keyCol), queryRow,
-                                 stats, needMask)
-                       .second;
-        storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
+      forWaveBlock(scoresW, [&](const WaveBlock &blk) {
+        SmallVector<Value> s = blockProduct({&ldsQ}, blk.rows, {&ldsK}, blk.cols, p.headDim);
+        SmallVector<Value> dp = blockProduct({&ldsDO}, blk.rows, {&ldsV}, blk.cols, p.headDim);
+        for (size_t i = 0; i < blk.rows.size(); ++i)
+          for (size_t j = 0; j < blk.cols.size(); ++j) {
+            Value queryRow = blk.rows[i], keyCol = blk.cols[j];
+            size_t at = i * blk.cols.size() + j;
+            Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, queryRow),
+                                     kb.add(n0, keyCol), queryRow, stats, needMask)
+                           .second;
+            storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
+          }
       });
       kb.barrier();
       SmallVector<Value> acc(steps.getRegionIterArgs());
-      updateTiles(gradsW, acc, 1, [&](Value t, ArrayRef<Value> dqAcc) -> SmallVector<Value> {
-        auto [queryRow, col] = tileOrigin(gradsW, t);
-        return {product({&ldsDS}, queryRow, {&ldsK, true}, col, p.dqBlockN, dqAcc[0])};
+      updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dqAcc) {
+        return blockProduct({&ldsDS}, blk.rows, {&ldsK, true}, blk.cols, p.dqBlockN, dqAcc);
       });
       scf::YieldOp::create(b, loc, acc);
     }
