@@ -9,11 +9,13 @@ namespace tessera {
 
 namespace {
 
-/// Registers per lane the unrolled products may hold at once: five eighths of what a thread
-/// can address, the rest for addresses, the softmax and the scheduler's slack (three quarters
-/// with WMMA, whose smallest tiles need it at head_dim 256).
+/// Registers per lane the unrolled products may hold at once, the rest for addresses, the
+/// softmax and the scheduler's slack: five eighths of what a thread can address on CDNA, three
+/// quarters with WMMA (whose smallest tiles need it at head_dim 256), seven eighths with
+/// mma.sync (ptxas trades its load scheduling for registers first).
 int registerBudget(const TargetInfo &t, const MMAAtom &atom) {
-  return std::min(t.maxVgprsPerWave, 256) * (atom.kind == AtomKind::WMMA ? 6 : 5) / 8;
+  int eighths = atom.kind == AtomKind::MFMA ? 5 : atom.kind == AtomKind::WMMA ? 6 : 7;
+  return std::min(t.maxVgprsPerWave, 256) * eighths / 8;
 }
 
 /// f32 accumulator registers per lane of a wave's share of `w`.
@@ -25,9 +27,13 @@ int accRegs(const WaveTiles &w, int waveSize) {
 /// element by element, one register each, where the atom has no transposing matrix loads).
 enum class Stored { Natural, BTransposed, BothTransposed };
 
-/// How many k-steps of fragments a product holds at once: the scheduler hoists LDS reads up to
-/// about four steps ahead on AMD, ptxas about two (it weighs register pressure).
-int lookahead(const MMAAtom &atom) { return atom.kind == AtomKind::MMASync ? 2 : 4; }
+/// The k-steps of fragments in flight for `products` products over `depth`: AMD's scheduler
+/// hoists the reads of all of them up to about four steps ahead; ptxas, short of registers,
+/// loads one product's fragments just in time.
+int stepsInFlight(const MMAAtom &atom, int depth, int products) {
+  if (atom.kind == AtomKind::MMASync) return 1;
+  return std::min(depth / atom.k, 4) * products;
+}
 
 /// Registers of the operand fragments of a wave's block of `products` products of `w` reducing
 /// over `depth`: per k-step, blockRows() A and blockCols() B fragments (unpacked, one register
@@ -44,7 +50,7 @@ int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int produc
   if (a.kind == AtomKind::WMMA) rows = cols = w.perWave();
   int perStep = rows * regs(a.a, stored == Stored::BothTransposed) +
                 cols * regs(a.b, stored != Stored::Natural);
-  return std::min(depth / a.k, lookahead(a)) * products * perStep;
+  return stepsInFlight(a, depth, products) * perStep;
 }
 
 /// Why an `rows` x `cols` product reducing over `depth` does not tile with the atom, or "".

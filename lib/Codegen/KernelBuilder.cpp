@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
@@ -295,16 +296,51 @@ LdsTile KernelBuilder::ldsTileIn(Value arena, int64_t byteOffset, Type elemType,
   return tile;
 }
 
+// `v` as a part computed at run time plus a constant, looking through additions and
+// multiplications by constants (a null part: none).
+static std::pair<Value, int64_t> splitConstant(KernelBuilder &kb, Value v) {
+  if (auto c = getConstantIntValue(v)) return {Value(), *c};
+  auto join = [&](Value x, Value y) { return !x ? y : !y ? x : kb.add(x, y); };
+  if (auto add = v.getDefiningOp<arith::AddIOp>()) {
+    auto [x, cx] = splitConstant(kb, add.getLhs());
+    auto [y, cy] = splitConstant(kb, add.getRhs());
+    return cx || cy ? std::pair{join(x, y), cx + cy} : std::pair{v, int64_t(0)};
+  }
+  if (auto mul = v.getDefiningOp<arith::MulIOp>()) {
+    std::optional<int64_t> k = getConstantIntValue(mul.getRhs());
+    Value other = mul.getLhs();
+    if (!k) k = getConstantIntValue(mul.getLhs()), other = mul.getRhs();
+    if (!k) return {v, 0};
+    auto [x, cx] = splitConstant(kb, other);
+    if (!cx) return {v, 0};
+    return {x ? kb.mul(x, *k) : Value(), cx * *k};
+  }
+  return {v, 0};
+}
+
+static int64_t floorMod(int64_t a, int64_t m) { return ((a % m) + m) % m; }
+
+// The offset is a base plus a constant: the constant parts of row and col leave the base (but
+// for their residues modulo the swizzle's period), so the fragments of one tile at constant
+// offsets share a few bases and the constants fold into the loads' immediates.
 Value KernelBuilder::ldsOffset(const LdsTile &tile, Value row, Value col) {
-  if (tile.swizzle == LdsSwizzle::Pad) return add(mul(row, tile.rowStride), col);
-  // XOR with the row's low bits permutes the chunks within aligned groups of `group` chunks,
+  auto [rowVar, rowConst] = splitConstant(*this, row);
+  auto [colVar, colConst] = splitConstant(*this, col);
+  if (!rowVar) rowVar = idx(0);
+  if (!colVar) colVar = idx(0);
+  // XOR with the row's low bits permutes the chunks within aligned groups of `group` chunks:
   // the largest power of two dividing the chunk count (a row of 96 halves has 12 chunks: groups
-  // of 4), so the swizzled chunk stays inside the row.
+  // of 4), so the swizzled chunk stays inside the row, and at most 8 (128 bytes, every bank).
   int chunks = tile.cols / tile.chunk;
-  int group = chunks & -chunks;
-  if (group <= 1) return add(mul(row, tile.rowStride), col);
-  Value chunk = xori(divui(col, tile.chunk), andi(row, group - 1));
-  return add(add(mul(row, tile.rowStride), mul(chunk, tile.chunk)), remui(col, tile.chunk));
+  int group = tile.swizzle == LdsSwizzle::Pad ? 1 : std::min(chunks & -chunks, 8);
+  if (group <= 1)
+    return add(add(mul(rowVar, tile.rowStride), colVar), rowConst * tile.rowStride + colConst);
+  // Whole periods (group rows, group chunks) shift the swizzled offset by a constant.
+  int64_t rowLo = floorMod(rowConst, group), colLo = floorMod(colConst, group * tile.chunk);
+  Value r = add(rowVar, rowLo), c = add(colVar, colLo);
+  Value chunk = xori(divui(c, tile.chunk), andi(r, group - 1));
+  Value base = add(add(mul(r, tile.rowStride), mul(chunk, tile.chunk)), remui(c, tile.chunk));
+  return add(base, (rowConst - rowLo) * tile.rowStride + (colConst - colLo));
 }
 
 // Thread `tid` moves the 16-byte vectors tid, tid + threads, ... of the tile, numbered row by
@@ -442,7 +478,7 @@ bool KernelBuilder::hasTransposedLoads(const MMAAtom &atom) const {
 Value KernelBuilder::loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                                  Value lane, Value outerBase, int kBase, bool kAlongRows) {
   if (atom.kind == AtomKind::MMASync)
-    return ldmatrixOperand(tile, atom, which, lane, outerBase, kBase, kAlongRows);
+    return ldmatrixOperand(tile, atom, which, lane, outerBase, kBase, kAlongRows, false);
   bool isB = which == Operand::B;
   const OperandLayout &layout = isB ? atom.b : atom.a;
   if (!kAlongRows) return loadFragment(tile, layout, isB, lane, outerBase, kBase);
@@ -471,15 +507,16 @@ void KernelBuilder::atomicAdd(Value value, Value memref, Value index) {
 // 2 (lane % 4) +{0,1}), or with .trans of its column. For the m16n8k16 operands this is exactly
 // the fragment layout when the blocks are taken in register order:
 //   A (16 x 16): blocks (rows 0-7 | 8-15) x (k 0-7 | 8-15), row-block fastest;
-//   B (16 x 8):  blocks k 0-7, k 8-15.
+//   B (16 x 8):  blocks k 0-7, k 8-15; two B tiles side by side (x4): the second's after.
 // Block origins below are in stored-tile coordinates (tile row, tile column).
 Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
-                                     Value lane, Value outerBase, int kBase, bool kAlongRows) {
+                                     Value lane, Value outerBase, int kBase, bool kAlongRows,
+                                     bool pair) {
   bool isA = which == Operand::A;
-  int blocks = isA ? 4 : 2;
+  int blocks = isA || pair ? 4 : 2;
   SmallVector<std::pair<int, int>> origin; // (outer offset, k offset) per block
   for (int j = 0; j < blocks; ++j)
-    origin.push_back(isA ? std::pair{8 * (j % 2), 8 * (j / 2)} : std::pair{0, 8 * j});
+    origin.push_back(isA ? std::pair{8 * (j % 2), 8 * (j / 2)} : std::pair{8 * (j / 2), 8 * (j % 2)});
   Value laneInBlocks = remui(lane, 8 * blocks);
   Value block = divui(laneInBlocks, 8), row = remui(laneInBlocks, 8);
   // The block origin of this lane, as index arithmetic over its block number.
@@ -502,6 +539,30 @@ Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, O
   SmallVector<Value> rows;
   for (int j = 0; j < blocks; ++j) rows.push_back(vector::ExtractOp::create(b, loc, frag, j));
   return concatVectors(b, loc, rows);
+}
+
+SmallVector<Value> KernelBuilder::loadOperands(const LdsTile &tile, const MMAAtom &atom,
+                                               Operand which, Value lane,
+                                               ArrayRef<Value> outerBases, int kBase,
+                                               bool kAlongRows) {
+  SmallVector<Value> frags;
+  bool pairs = atom.kind == AtomKind::MMASync && which == Operand::B;
+  for (size_t i = 0; i < outerBases.size(); ++i) {
+    if (!pairs || i + 1 == outerBases.size()) {
+      frags.push_back(loadOperand(tile, atom, which, lane, outerBases[i], kBase, kAlongRows));
+      continue;
+    }
+    Value both = ldmatrixOperand(tile, atom, which, lane, outerBases[i], kBase, kAlongRows,
+                                 /*pair=*/true);
+    const int half = atom.b.elementsPerLane();
+    for (int t = 0; t < 2; ++t) {
+      SmallVector<int64_t> mask;
+      for (int e = 0; e < half; ++e) mask.push_back(t * half + e);
+      frags.push_back(vector::ShuffleOp::create(b, loc, both, both, mask));
+    }
+    ++i;
+  }
+  return frags;
 }
 
 VectorType KernelBuilder::accType(const MMAAtom &atom) {

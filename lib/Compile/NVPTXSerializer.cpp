@@ -4,6 +4,9 @@
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 #include "LLVMCodegen.h"
 
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/IntrinsicInst.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Program.h"
@@ -55,6 +58,73 @@ static KernelResources runPtxas(llvm::StringRef ptx, llvm::StringRef chip) {
   return parsePtxasInfo((*text)->getBuffer());
 }
 
+namespace {
+
+/// `index` as x + c with a constant c (add, or an or of disjoint bits).
+std::optional<std::pair<llvm::Value *, int64_t>> splitConstantIndex(llvm::Value *index) {
+  auto *op = llvm::dyn_cast<llvm::BinaryOperator>(index);
+  if (!op) return std::nullopt;
+  bool add = op->getOpcode() == llvm::Instruction::Add ||
+             (op->getOpcode() == llvm::Instruction::Or &&
+              llvm::cast<llvm::PossiblyDisjointInst>(op)->isDisjoint());
+  auto *c = llvm::dyn_cast<llvm::ConstantInt>(op->getOperand(1));
+  if (!add || !c) return std::nullopt;
+  return std::pair{op->getOperand(0), c->getSExtValue()};
+}
+
+/// LICM hoists the addresses of the unrolled ldmatrix loads out of their loop, one register
+/// each across the whole body. Split into a base and a constant (the tile's place in shared
+/// memory, the fragment's offset in the tile), with the constant's step next to the load,
+/// they share a few bases and the constants fold into the instructions' immediates.
+/// (CodeGenPrepare does this for plain loads and stores, not for these intrinsics.)
+void sinkMatrixLoadOffsets(llvm::Module &module) {
+  const llvm::DataLayout &layout = module.getDataLayout();
+  llvm::SmallVector<llvm::IntrinsicInst *> loads;
+  for (llvm::Function &f : module)
+    for (llvm::BasicBlock &bb : f)
+      for (llvm::Instruction &i : bb)
+        if (auto *call = llvm::dyn_cast<llvm::IntrinsicInst>(&i);
+            call && call->getCalledFunction()->getName().starts_with("llvm.nvvm.ldmatrix"))
+          loads.push_back(call);
+  llvm::DenseMap<std::tuple<llvm::Value *, llvm::Value *, llvm::Type *>, llvm::Value *> bases;
+  llvm::SmallPtrSet<llvm::GetElementPtrInst *, 16> replaced;
+  for (llvm::IntrinsicInst *load : loads) {
+    auto *gep = llvm::dyn_cast<llvm::GetElementPtrInst>(load->getArgOperand(0));
+    if (!gep || gep->getParent() == load->getParent() || gep->getNumIndices() != 1) continue;
+    llvm::Type *elem = gep->getSourceElementType();
+    const int64_t elemBytes = layout.getTypeAllocSize(elem);
+    // The base as a root pointer plus constant bytes (a tile's view of shared memory).
+    llvm::Value *root = gep->getPointerOperand();
+    llvm::APInt rootBytes(layout.getIndexTypeSizeInBits(root->getType()), 0);
+    root = root->stripAndAccumulateConstantOffsets(layout, rootBytes, /*AllowNonInbounds=*/true);
+    int64_t bytes = rootBytes.getSExtValue();
+    llvm::Value *index = gep->getOperand(1);
+    if (auto *c = llvm::dyn_cast<llvm::ConstantInt>(index)) {
+      bytes += c->getSExtValue() * elemBytes;
+      index = nullptr;
+    } else if (auto split = splitConstantIndex(index)) {
+      index = split->first;
+      bytes += split->second * elemBytes;
+    }
+    llvm::Value *base = root;
+    if (index) {
+      llvm::Value *&shared = bases[{root, index, elem}];
+      if (!shared) {
+        llvm::IRBuilder<> at(gep);
+        shared = at.CreateGEP(elem, root, index);
+      }
+      base = shared;
+    }
+    llvm::IRBuilder<> at(load);
+    load->setArgOperand(0, at.CreateConstGEP1_64(at.getInt8Ty(), base, bytes));
+    replaced.insert(gep);
+  }
+  for (llvm::GetElementPtrInst *gep : replaced)
+    if (gep->use_empty()) gep->eraseFromParent();
+}
+
+} // namespace
+
 FailureOr<CompiledKernel> compileNVPTXModule(gpu::GPUModuleOp module, const TargetInfo &target) {
   Location loc = module.getLoc();
   llvm::LLVMContext llvmContext;
@@ -66,6 +136,7 @@ FailureOr<CompiledKernel> compileNVPTXModule(gpu::GPUModuleOp module, const Targ
       createTargetMachine("nvptx64-nvidia-cuda", target.chip, "+ptx80", error);
   if (!tm) return emitError(loc) << "NVPTX backend unavailable: " << error;
   optimizeModule(*llvmModule, *tm);
+  sinkMatrixLoadOffsets(*llvmModule);
 
   CompiledKernel kernel;
   if (!emitCode(*tm, *llvmModule, llvm::CodeGenFileType::AssemblyFile, kernel.isa))

@@ -27,10 +27,10 @@
 // CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"bwd_det", 2>
 // CHECK-NOT: memref.atomic_rmw
 
-// mma.sync: 8 warps, transposed operands through ldmatrix .trans.
+// mma.sync: 8 warps, transposed operands through ldmatrix .trans (B fragments in pairs, x4).
 // SM90-LABEL: gpu.func @bwd_main(
 // SM90: known_block_size = array<i32: 256, 1, 1>
-// SM90: nvgpu.ldmatrix {{.+}} {numTiles = 2 : i32, transpose = true}
+// SM90: nvgpu.ldmatrix {{.+}} {numTiles = 4 : i32, transpose = true}
 // SM90: nvvm.mma.sync
 // SM90: memref.atomic_rmw addf
 

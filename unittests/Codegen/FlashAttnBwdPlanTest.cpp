@@ -57,7 +57,7 @@ TEST(FlashAttnBwdPlan, PrefersLargeKeyBlocks) {
   r = planAttentionBwd(128, ElemType::BF16, target("sm_90"));
   ASSERT_TRUE(r.plan);
   EXPECT_EQ(r.plan->waves, 8);
-  EXPECT_EQ(r.plan->blockN, 64);
+  EXPECT_EQ(r.plan->blockN, 128); // FlashAttention-2's 128 keys x 64 queries
   EXPECT_EQ(r.plan->blockM, 64);
   EXPECT_TRUE(r.plan->dynamicLds);
 }

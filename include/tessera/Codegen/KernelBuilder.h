@@ -246,6 +246,13 @@ public:
   mlir::Value loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                           mlir::Value lane, mlir::Value outerBase, int kBase,
                           bool kAlongRows = false);
+  /// The fragments of operand `which` at each of `outerBases` (same kBase), where consecutive
+  /// bases are adjacent tiles (atom.n apart for B): on mma.sync two B fragments come from one
+  /// ldmatrix.x4.
+  llvm::SmallVector<mlir::Value> loadOperands(const LdsTile &tile, const MMAAtom &atom,
+                                              Operand which, mlir::Value lane,
+                                              llvm::ArrayRef<mlir::Value> outerBases, int kBase,
+                                              bool kAlongRows = false);
   /// D = A * B + C on the matrix cores (one atom).
   mlir::Value mma(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
   /// The accumulator type of `atom`: vector<elems x f32>.
@@ -268,7 +275,7 @@ private:
   mlir::Value mmaSync(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
   mlir::Value ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                               mlir::Value lane, mlir::Value outerBase, int kBase,
-                              bool kAlongRows);
+                              bool kAlongRows, bool pair);
 
   mlir::OpBuilder &b;
   mlir::Location loc;

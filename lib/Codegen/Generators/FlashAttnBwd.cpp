@@ -261,16 +261,15 @@ protected:
 
   /// This wave's block of `w`: the origins of its tile rows and of its tile columns.
   struct WaveBlock {
-    SmallVector<Value> rows, cols;
+    Value rowOrigin, colOrigin;
+    SmallVector<Value> rows, cols; ///< the origins plus i * tileRows, j * tileCols
     int size() const { return int(rows.size() * cols.size()); }
   };
   WaveBlock waveBlock(const WaveTiles &w) {
     Value r = kb.divui(wave, w.waveCols), c = kb.remui(wave, w.waveCols);
-    WaveBlock blk;
-    for (int i = 0; i < w.blockRows(); ++i)
-      blk.rows.push_back(kb.mul(kb.add(kb.mul(r, w.blockRows()), i), w.tileRows));
-    for (int j = 0; j < w.blockCols(); ++j)
-      blk.cols.push_back(kb.mul(kb.add(kb.mul(c, w.blockCols()), j), w.tileCols));
+    WaveBlock blk{kb.mul(r, w.blockRows() * w.tileRows), kb.mul(c, w.blockCols() * w.tileCols)};
+    for (int i = 0; i < w.blockRows(); ++i) blk.rows.push_back(kb.add(blk.rowOrigin, i * w.tileRows));
+    for (int j = 0; j < w.blockCols(); ++j) blk.cols.push_back(kb.add(blk.colOrigin, j * w.tileCols));
     return blk;
   }
   /// Calls body(block) in the waves that own a block of `w` (not those past its wave grid).
@@ -300,7 +299,8 @@ protected:
     llvm::copy(news, accs.begin());
   }
   /// accs[i * cols + j] + A B over `depth` (the reduction) for a block of tiles: A's rows from
-  /// aRows[i], B's columns from bCols[j]; each k-step's fragments are loaded once for the block.
+  /// aRows[i], B's columns from bCols[j] (adjacent tiles); each k-step's fragments are loaded
+  /// once for the block.
   /// No accs: from zero.
   SmallVector<Value> blockProduct(LdsOperand aOp, ArrayRef<Value> aRows, LdsOperand bOp,
                                   ArrayRef<Value> bCols, int depth, ArrayRef<Value> accs = {}) {
@@ -310,11 +310,10 @@ protected:
       // WMMA's replicated fragments: one k-step's reads in flight, or the scheduler hoists them
       // all and spills.
       if (atom.kind == AtomKind::WMMA) kb.memoryScheduleFence();
-      SmallVector<Value> aFrags, bFrags;
-      for (Value row : aRows)
-        aFrags.push_back(kb.loadOperand(*aOp.tile, atom, Operand::A, lane, row, kk, aOp.kAlongRows));
-      for (Value col : bCols)
-        bFrags.push_back(kb.loadOperand(*bOp.tile, atom, Operand::B, lane, col, kk, bOp.kAlongRows));
+      SmallVector<Value> aFrags =
+          kb.loadOperands(*aOp.tile, atom, Operand::A, lane, aRows, kk, aOp.kAlongRows);
+      SmallVector<Value> bFrags =
+          kb.loadOperands(*bOp.tile, atom, Operand::B, lane, bCols, kk, bOp.kAlongRows);
       for (size_t i = 0; i < aFrags.size(); ++i)
         for (size_t j = 0; j < bFrags.size(); ++j) {
           Value &acc = out[i * bFrags.size() + j];
@@ -512,18 +511,19 @@ public:
         forWaveBlock(dqW, [&](const WaveBlock &blk) {
           SmallVector<Value> d =
               blockProduct({&ldsDST, true}, blk.rows, {&ldsK, true}, blk.cols, p.blockN);
+          // One address for the block; each element's is a constant away.
+          Value firstQuery = kb.add(kb.add(q0, blk.rowOrigin), laneQuery);
+          Value first = dqAccumIndex(head, firstQuery, kb.add(blk.colOrigin, laneCol));
           for (size_t i = 0; i < blk.rows.size(); ++i)
-            for (size_t j = 0; j < blk.cols.size(); ++j) {
-              Value firstQuery = kb.add(kb.add(q0, blk.rows[i]), laneQuery);
-              Value firstCol = kb.add(blk.cols[j], laneCol);
+            for (size_t j = 0; j < blk.cols.size(); ++j)
               for (const attn::AccElement &el : rows.elements()) {
                 OpBuilder::InsertionGuard ge(b);
-                Value query = kb.add(firstQuery, el.query);
-                inside(kb.cmpLt(query, seq.seqQ));
+                const int64_t row = int64_t(i) * atom.m + el.query;
+                const int64_t col = int64_t(j) * atom.n + el.inner;
+                inside(kb.cmpLt(kb.add(firstQuery, row), seq.seqQ));
                 kb.atomicAdd(extract(d[i * blk.cols.size() + j], el.reg), arg(args.dqAccum),
-                             dqAccumIndex(head, query, kb.add(firstCol, el.inner)));
+                             kb.add(first, row * p.headDim + col));
               }
-            }
         });
       }
       scf::YieldOp::create(b, loc, acc);
