@@ -45,14 +45,18 @@ CHIP = {"gfx942": (64 * 1024, 512, 8, 8, 4), "gfx950": (160 * 1024, 512, 8, 8, 4
 METHOD = """\
 ## Method
 
-- **Kernels**: every `tessera.flash_attn` directive of the input is compiled with
+- **Kernels**: every `tessera.flash_attn` and `tessera.flash_attn_bwd` directive of the input
+  is compiled with
   `tessera-compile --target=<chip>` into a temporary bundle per chip; VGPR/AGPR/SGPR, spills,
   scratch, LDS bytes and occupancy (waves per SIMD) are the bundle manifest's (`docs/bundle.md`).
 - **Finding the KV loop** in the ISA (`<kernel>.s`, comments and directives dropped): every
   branch (`s_branch`, `s_cbranch_*`) to a label defined *earlier* in the function is a back
   edge, and that label is a loop header. A header's loop body spans from the header to its last
   back edge. The KV loop is the loop whose body holds the most matrix instructions (`v_mfma*`,
-  `v_wmma*`; the innermost such loop on a tie).
+  `v_wmma*`; the innermost such loop on a tie). In the backward kernels that loop is the main
+  kernel's walk over query blocks (S^T, dP^T, dV, dK and dQ products per iteration) and the
+  deterministic dQ kernel's walk over key blocks; the preprocess and dQ-convert kernels have no
+  matrix instructions.
 - **One iteration** is the range from the header to its *first* back edge after which the body
   holds no further matrix instruction. In our kernels the later back edge closes the edge-tile
   path (causal/window/sequence-end masking: `v_cndmask` on S) that falls through after the
@@ -286,6 +290,8 @@ EMPTY = {"loop_header": None, "loop_insts": None, "edge_insts": None, "mat": 0, 
 
 def analyze(asm, name, chip, mca, workdir):
     items = parse_isa(function_lines(asm, name))
+    if not any(kind == "inst" and MATRIX_RE.match(t) for kind, t in items):
+        return dict(EMPTY)  # an element-wise kernel (backward preprocess, dQ convert)
     loop = find_kv_loop(items)
     if loop is None:
         return dict(EMPTY, note="no loop found in the ISA")
@@ -343,14 +349,10 @@ def bundle_rows(manifest, bundle, chip, mca, workdir, kind="tessera"):
                "spill_vgpr": (k.get("spills") or {}).get("vgpr"),
                "spill_sgpr": (k.get("spills") or {}).get("sgpr"), "scratch": k.get("scratch_bytes"),
                "lds": k.get("lds_bytes"), "occupancy": k.get("occupancy_waves_per_simd")}
-        rows.append((row, asm, k["entry"] if k.get("directive") == "flash_attn" else None))
+        rows.append((row, asm, k["entry"]))
 
     def stats_of(item):
-        # The backward kernels' loops (query blocks, GQA heads) have no single KV loop to model:
-        # registers, spills, LDS and occupancy only.
         _, asm, entry = item
-        if entry is None:
-            return dict(EMPTY, note="backward kernel: no KV-loop model")
         return analyze(asm, entry, chip, mca, workdir)
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as ex:
         stats = list(ex.map(stats_of, rows))
