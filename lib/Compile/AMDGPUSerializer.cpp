@@ -58,8 +58,7 @@ KernelResources parseAMDGPUMetadata(llvm::StringRef isa, llvm::StringRef name) {
   return r;
 }
 
-/// Links a relocatable AMDGPU object into a shared code object with lld as a library.
-static FailureOr<std::string> linkHsaco(Location loc, llvm::StringRef object) {
+FailureOr<std::string> linkHsaco(Location loc, llvm::StringRef object) {
   llvm::SmallString<128> objPath, outPath;
   int fd;
   if (llvm::sys::fs::createTemporaryFile("tessera", "o", fd, objPath))
@@ -103,13 +102,9 @@ FailureOr<CompiledKernel> compileAMDGPUModule(gpu::GPUModuleOp module, const Tar
 
   CompiledKernel kernel;
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(*llvmModule);
-  std::string object;
   if (!emitCode(*tm, *clone, llvm::CodeGenFileType::AssemblyFile, kernel.isa) ||
-      !emitCode(*tm, *llvmModule, llvm::CodeGenFileType::ObjectFile, object))
+      !emitCode(*tm, *llvmModule, llvm::CodeGenFileType::ObjectFile, kernel.codeObject))
     return emitError(loc) << "the AMDGPU backend cannot emit code for " << target.chip;
-  FailureOr<std::string> hsaco = linkHsaco(loc, object);
-  if (failed(hsaco)) return failure();
-  kernel.codeObject = std::move(*hsaco);
   kernel.resources = parseAMDGPUMetadata(kernel.isa, module.getName());
   return kernel;
 }

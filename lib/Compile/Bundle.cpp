@@ -4,6 +4,7 @@
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
@@ -271,10 +272,18 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
     return std::string(p);
   };
 
-  std::vector<json::Object> kernels;
-  SmallVector<gpu::GPUFuncOp> kernelFuncs;
-  SmallVector<gpu::GPUModuleOp> modules(module.getOps<gpu::GPUModuleOp>());
-  for (gpu::GPUModuleOp gpuModule : modules) {
+  // Each kernel is lowered from a copy in a module of its own, the kernels in parallel: one
+  // kernel's lowering and code generation share nothing with another's. The first compiles
+  // alone (it loads the dialects the lowering needs, which is not thread-safe), and lld's hsaco
+  // links run after all of them, one at a time (lld resets the process's llvm::cl options).
+  struct Job {
+    gpu::GPUFuncOp func;
+    std::string kernelIR;
+    OwningOpRef<ModuleOp> copy;
+    FailureOr<CompiledKernel> compiled = failure();
+  };
+  std::vector<Job> jobs;
+  for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>()) {
     auto funcs = gpuModule.getOps<gpu::GPUFuncOp>();
     if (!llvm::hasSingleElement(funcs)) {
       emitError(gpuModule.getLoc())
@@ -287,26 +296,46 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
                        << "' needs a known_block_size attribute: the runtime launches with it";
       return fail();
     }
-    std::string name = func.getName().str();
-    std::string kernelIR = printKernelIR(gpuModule);
     // Lower a copy so the recorded signature stays readable from `func`.
-    gpu::GPUModuleOp lowered = gpuModule.clone();
-    module.getBody()->push_back(lowered);
-    FailureOr<CompiledKernel> compiled = target.isAMD() ? compileAMDGPUModule(lowered, target)
-                                                        : compileNVPTXModule(lowered, target);
-    lowered.erase();
-    if (failed(compiled)) return fail();
+    OwningOpRef<ModuleOp> copy = ModuleOp::create(gpuModule.getLoc());
+    (*copy)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                     UnitAttr::get(module.getContext()));
+    copy->getBody()->push_back(gpuModule.clone());
+    jobs.push_back({func, printKernelIR(gpuModule), std::move(copy)});
+  }
+  auto compile = [&](Job &job) {
+    auto lowered = *job.copy->getOps<gpu::GPUModuleOp>().begin();
+    job.compiled = target.isAMD() ? compileAMDGPUModule(lowered, target)
+                                  : compileNVPTXModule(lowered, target);
+    return success(succeeded(job.compiled));
+  };
+  if (!jobs.empty() &&
+      (failed(compile(jobs.front())) ||
+       failed(failableParallelForEach(module.getContext(), llvm::drop_begin(jobs), compile))))
+    return fail();
+
+  std::vector<json::Object> kernels;
+  SmallVector<gpu::GPUFuncOp> kernelFuncs;
+  for (Job &job : jobs) {
+    CompiledKernel &compiled = *job.compiled;
+    if (target.isAMD()) {
+      FailureOr<std::string> hsaco = linkHsaco(job.func.getLoc(), compiled.codeObject);
+      if (failed(hsaco)) return fail();
+      compiled.codeObject = std::move(*hsaco);
+    }
+    std::string name = job.func.getName().str();
     // PTX is both the code object and the text to review: one file.
     std::string codeObjectFile = name + (target.isAMD() ? ".hsaco" : ".ptx");
     std::string isaFile = target.isAMD() ? name + ".s" : codeObjectFile;
-    if (failed(writeFile(loc, inStaging(codeObjectFile), compiled->codeObject)) ||
-        (target.isAMD() && failed(writeFile(loc, inStaging(isaFile), compiled->isa))) ||
-        failed(writeFile(loc, inStaging(name + ".kernel.mlir"), kernelIR)))
+    if (failed(writeFile(loc, inStaging(codeObjectFile), compiled.codeObject)) ||
+        (target.isAMD() && failed(writeFile(loc, inStaging(isaFile), compiled.isa))) ||
+        failed(writeFile(loc, inStaging(name + ".kernel.mlir"), job.kernelIR)))
       return fail();
-    FailureOr<json::Object> entry = kernelEntry(func, target, *compiled, codeObjectFile, isaFile);
+    FailureOr<json::Object> entry =
+        kernelEntry(job.func, target, compiled, codeObjectFile, isaFile);
     if (failed(entry)) return fail();
     kernels.push_back(std::move(*entry));
-    kernelFuncs.push_back(func);
+    kernelFuncs.push_back(job.func);
   }
   FailureOr<json::Array> sets = kernelSets(kernelFuncs, kernels);
   if (failed(sets)) return fail();

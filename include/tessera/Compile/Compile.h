@@ -31,18 +31,22 @@ KernelResources parseAMDGPUMetadata(llvm::StringRef isa, llvm::StringRef name);
 /// The lowered code of one kernel.
 struct CompiledKernel {
   std::string isa;        ///< assembly text (AMD GCN, or PTX)
-  std::string codeObject; ///< hsaco bytes, or PTX text
+  std::string codeObject; ///< AMD: the relocatable object (linkHsaco makes the hsaco); PTX text
   KernelResources resources;
 };
 
 /// AMDHSA code object version of the hsaco Tessera writes (what the ROCm 6 HIP runtime loads).
 constexpr int kCodeObjectVersion = 5;
 
-/// Lowers one generated AMD gpu.module (kernel IR) to LLVM IR, runs the LLVM O3 pipeline,
-/// emits its ISA and links the object into an hsaco with lld in-process. The module is
-/// lowered in place. Emits a diagnostic on failure.
+/// Lowers one generated AMD gpu.module (kernel IR) to LLVM IR, runs the LLVM O3 pipeline and
+/// emits its ISA and relocatable object. The module is lowered in place. Emits a diagnostic on
+/// failure. Kernels may compile on several threads at once.
 mlir::FailureOr<CompiledKernel> compileAMDGPUModule(mlir::gpu::GPUModuleOp module,
                                                     const TargetInfo &target);
+
+/// Links a relocatable AMDGPU object into a shared code object (hsaco) with lld in-process.
+/// One at a time, and not while kernels compile: lld resets the process's llvm::cl options.
+mlir::FailureOr<std::string> linkHsaco(mlir::Location loc, llvm::StringRef object);
 
 /// Lowers one generated NVIDIA gpu.module (kernel IR) to PTX with the NVPTX backend. When
 /// ptxas is installed it reports registers and spills; it never produces the code object.
