@@ -3,7 +3,8 @@ the GPU, with the tolerance rule of CORRECTNESS.md (3x the same-precision error,
 NaN-poisoned gradients: head_dim {32, 64, 96, 128, 256} x masks (none, causal top-left and bottom-right, window,
 window + causal) x {MHA, GQA 6:2, MQA 6:1} x deterministic x (Sq, Sk) in (1, 1), (239, 1), (799, 3), (113, 203),
 (1023, 1024), (1024, 1023) (900 cases), a few at (4224, 4224), varlen with zero-length items per mask, mode and D,
-softcap, large logits (q x5, k and v x3), 100 deterministic runs bitwise equal, dk/dv bitwise stable without
+softcap, large logits (q x5, k and v x3), byte offsets past 2^31 (a packed batch of 8200 sequences), 100
+deterministic runs bitwise equal, dk/dv bitwise stable without
 determinism, non-contiguous dout, autograd (equal bit for bit to the explicit call), a CUDA graph of forward +
 backward, and the default bundle (found as the forward tests find it) holding every variant. Skipped without a CUDA
 GPU."""
@@ -174,6 +175,34 @@ def test_varlen_with_zero_length_items(mask, deterministic, D):
     assert (grads[0][cq[7]:cq[8]] == 0).all(), "queries of a zero-length key sequence: dq must be 0"
     assert (grads[1][ck[2]:ck[3]] == 0).all() and (grads[2][ck[2]:ck[3]] == 0).all(), \
         "keys of a zero-length query sequence: dk, dv must be 0"
+
+
+@pytest.mark.parametrize("deterministic", (False, True))
+def test_byte_offsets_past_2_gib(deterministic):
+    """A packed batch of 8200 short sequences, 8 heads of 128: q, k, v, their gradients and dq's f32
+    workspace all extend past 2^31 bytes, and the last sequences live beyond it (64-bit addressing)."""
+    rand = Inputs()
+    H, D, n, L = 8, 128, 8200, 128
+    total = n * L
+    assert total * H * D * 2 > 2**31
+    cu = torch.arange(0, total + 1, L, device="cuda", dtype=torch.int32)
+    q, dout = rand((total, H, D), "bf16"), rand((total, H, D), "bf16")
+    k, v = rand((total, H, D), "bf16"), rand((total, H, D), "bf16")
+    sizes = (cu, cu, L, L)
+    out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, causal=True, return_lse=True)
+    grads = [poisoned(x.shape, "bf16") for x in (q, k, v)]
+    tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, causal=True, deterministic=deterministic,
+                                  dq=grads[0], dk=grads[1], dv=grads[2])
+    torch.cuda.synchronize()
+    first = (n - 3) * L   # the last three sequences, all past 2^31 bytes
+    assert first * H * D * 2 > 2**31
+    tail = [x[first:] for x in (q, k, v, dout)]
+    local = [0, L, 2 * L, 3 * L]
+    ref = testing.attention_backward_reference_varlen(*tail, local, local, causal=True)
+    same = testing.attention_backward_reference_varlen(*tail, local, local, causal=True, precision="same")
+    result = testing.check_attention_backward([g[first:] for g in grads], ref, same)
+    assert result.ok, f"past 2 GiB det={deterministic} seed {rand.seed}: {result}"
+    assert not any(torch.isnan(g).any() for g in grads), "every gradient written"
 
 
 def test_deterministic_runs_are_bitwise_equal_100_times():
