@@ -263,7 +263,6 @@ protected:
   struct WaveBlock {
     Value rowOrigin, colOrigin;
     SmallVector<Value> rows, cols; ///< the origins plus i * tileRows, j * tileCols
-    int size() const { return int(rows.size() * cols.size()); }
   };
   WaveBlock waveBlock(const WaveTiles &w) {
     Value r = kb.divui(wave, w.waveCols), c = kb.remui(wave, w.waveCols);
