@@ -46,7 +46,8 @@ int fragmentRegs(const AttnBwdPlan &p, const WaveTiles &w, int depth, int produc
     return unpacked ? l.elementsPerLane() : l.elementsPerLane() * elemTypeBits(p.elem) / 32;
   };
   int rows = w.blockRows(), cols = w.blockCols();
-  // WMMA's replicated fragments are rebuilt per tile (no sharing measured on gfx11).
+  // WMMA counted as if every tile loaded its own fragments: counted shared, the plans chosen
+  // spill on gfx11 (measured), its replicated fragments hold more than the count says.
   if (a.kind == AtomKind::WMMA) rows = cols = w.perWave();
   int perStep = rows * regs(a.a, stored == Stored::BothTransposed) +
                 cols * regs(a.b, stored != Stored::Natural);
