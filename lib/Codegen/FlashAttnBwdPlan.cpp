@@ -87,9 +87,12 @@ std::string mainProblem(const AttnBwdPlan &p, const TargetInfo &t) {
   // dK and dV live throughout; each phase adds its own accumulators and fragments.
   int phase1 = 2 * accRegs(p.scores(), ws) +
                fragmentRegs(p, p.scores(), p.headDim, 2, Stored::Natural);
-  int phase2 = fragmentRegs(p, p.keyGrads(), p.blockM, 2, Stored::BTransposed);
+  const bool copies = p.transposedCopies;
+  int phase2 = fragmentRegs(p, p.keyGrads(), p.blockM, 2,
+                            copies ? Stored::Natural : Stored::BTransposed);
   int phase3 = accRegs(p.queryGrads(), ws) +
-               fragmentRegs(p, p.queryGrads(), p.blockN, 1, Stored::BothTransposed);
+               fragmentRegs(p, p.queryGrads(), p.blockN, 1,
+                            copies ? Stored::Natural : Stored::BothTransposed);
   int regs = 2 * accRegs(p.keyGrads(), ws) + std::max({phase1, phase2, phase3});
   return fitProblem("the main kernel", attnBwdMainLdsBytes(p, t), regs, t, *p.atom);
 }
@@ -101,7 +104,8 @@ std::string dqProblem(const AttnBwdPlan &p, const TargetInfo &t) {
   const int ws = p.atom->waveSize;
   int phase1 = 2 * accRegs(p.dqScores(), ws) +
                fragmentRegs(p, p.dqScores(), p.headDim, 2, Stored::Natural);
-  int phase2 = fragmentRegs(p, p.dqGrads(), p.dqBlockN, 1, Stored::BTransposed);
+  int phase2 = fragmentRegs(p, p.dqGrads(), p.dqBlockN, 1,
+                            p.transposedCopies ? Stored::Natural : Stored::BTransposed);
   int regs = accRegs(p.dqGrads(), ws) + std::max(phase1, phase2);
   return fitProblem("the dQ kernel", attnBwdDqLdsBytes(p, t), regs, t, *p.atom);
 }
@@ -134,25 +138,31 @@ int attnBwdLdsLimit(const TargetInfo &t) {
 
 int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
+  int copies = p.transposedCopies ? tile(p.headDim, p.blockN) + 2 * tile(p.headDim, p.blockM) +
+                                        tile(p.blockM, p.blockN)
+                                  : 0;
   return 2 * tile(p.blockN, p.headDim) + 2 * tile(p.blockM, p.headDim) +
-         2 * tile(p.blockN, p.blockM) + 2 * 4 * p.blockM;
+         2 * tile(p.blockN, p.blockM) + 2 * 4 * p.blockM + copies;
 }
 
 int attnBwdDqLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
   return 2 * tile(p.dqBlockM, p.headDim) + 2 * tile(p.dqBlockN, p.headDim) +
-         tile(p.dqBlockM, p.dqBlockN) + 2 * 4 * p.dqBlockM;
+         tile(p.dqBlockM, p.dqBlockN) + 2 * 4 * p.dqBlockM +
+         (p.transposedCopies ? tile(p.headDim, p.dqBlockN) : 0);
 }
 
 namespace {
 
-/// The plan with `atom`, or why none fits.
+/// The plan with `atom` (and transposed copies, when `copies`), or why none fits.
 AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
-                               const TargetInfo &target, std::optional<AttnBwdTile> tile) {
+                               const TargetInfo &target, std::optional<AttnBwdTile> tile,
+                               bool copies) {
   AttnBwdPlan p;
   p.atom = &atom;
   p.elem = elem;
   p.headDim = headDim;
+  p.transposedCopies = copies;
   p.waves = tile ? tile->waves : 256 / atom.waveSize; // 4 waves of 64 lanes, 8 of 32
   if (p.waves < 1 || p.threads() > 1024)
     return {std::nullopt, "a flash_attn_bwd workgroup of " + std::to_string(p.waves) +
@@ -194,7 +204,11 @@ AttnBwdPlanResult planAttentionBwd(int headDim, ElemType elem, const TargetInfo 
   // The target's atoms of 16 rows in its order; the first one's reason when none fits.
   AttnBwdPlanResult first;
   for (const MMAAtom *atom : atoms.atoms) {
-    AttnBwdPlanResult r = planWithAtom(*atom, headDim, elem, target, tile);
+    // WMMA keeps transposed copies where they fit in LDS (head_dim 256 on gfx11 does not).
+    AttnBwdPlanResult r = planWithAtom(*atom, headDim, elem, target, tile,
+                                       atom->kind == AtomKind::WMMA);
+    if (!r.plan && atom->kind == AtomKind::WMMA)
+      r = planWithAtom(*atom, headDim, elem, target, tile, false);
     if (r.plan) return r;
     if (first.whyNot.empty()) first = r;
   }

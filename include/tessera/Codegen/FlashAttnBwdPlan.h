@@ -48,6 +48,10 @@ struct AttnBwdPlan {
   int headDim = 0, waves = 0;
   int blockN = 0, blockM = 0;
   int dqBlockM = 0, dqBlockN = 0;
+  /// The atom reads an operand stored with K along its rows element by element (WMMA: no
+  /// transposing matrix loads, 16 elements per lane): the kernels then keep transposed copies
+  /// of Q, dO, K and dS in LDS so that every operand is read along K, in vectors.
+  bool transposedCopies = false;
   /// The tiles live in dynamic shared memory (Hopper's opt-in beyond the 48 KiB of static
   /// shared memory), sized per kernel by attnBwd*LdsBytes.
   bool dynamicLds = false;
@@ -78,7 +82,8 @@ AttnBwdPlanResult planAttentionBwd(int headDim, ElemType elem, const TargetInfo 
                                    std::optional<AttnBwdTile> tile = std::nullopt);
 
 /// LDS bytes of the main kernel (K, V, Q, dO, P^T, dS^T tiles and the per-query statistics) and
-/// of the deterministic dQ kernel (Q, dO, K, V, dS and the statistics).
+/// of the deterministic dQ kernel (Q, dO, K, V, dS and the statistics), with the transposed
+/// copies.
 int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &target);
 /// LDS a backward workgroup may use on `target`: Hopper's opt-in dynamic shared memory, else the
 /// target's static limit.

@@ -12,29 +12,6 @@ using namespace mlir;
 
 namespace tessera::attn {
 
-Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.location();
-  auto vt = cast<VectorType>(acc.getType());
-  auto splat = [&](Value x) { return vector::BroadcastOp::create(b, loc, vt, x); };
-  auto fdiv = [&](Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); };
-  Value scaled = kb.fmul(acc, splat(scaleLog2));
-  if (!cap) return scaled;
-  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, kb.f32(0));
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vt}, capOn, /*withElse=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  // x = s * scale / cap; tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1); result in log2 units.
-  Value twoXLog2e = kb.fmul(scaled, splat(fdiv(kb.f32(2.0), cap)));
-  Value e2x = math::Exp2Op::create(b, loc, twoXLog2e);
-  Value one = splat(kb.f32(1.0));
-  Value tanh = kb.fsub(one, fdiv(splat(kb.f32(2.0)), kb.fadd(e2x, one)));
-  scf::YieldOp::create(b, loc, kb.fmul(tanh, splat(kb.fmul(cap, kb.f32(M_LOG2E)))));
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, scaled);
-  return ifOp.getResult(0);
-}
-
 /// `scalar` broadcast to the shape of `like` (a no-op for scalars).
 static Value splatLike(KernelBuilder &kb, Value scalar, Value like) {
   if (auto vt = dyn_cast<VectorType>(like.getType()))
@@ -42,16 +19,37 @@ static Value splatLike(KernelBuilder &kb, Value scalar, Value like) {
   return scalar;
 }
 
-Value softcapDerivative(KernelBuilder &kb, Value capped, Value cap) {
+Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
-  Value one = splatLike(kb, kb.f32(1.0), capped);
-  // With the cap off (0 at run time) the logit is not capped: derivative 1, and no 0 / 0.
-  Value capOn = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, cap, kb.f32(0));
-  Value safeCap = kb.select(capOn, cap, kb.f32(1.0));
-  Value tanh = arith::DivFOp::create(b, loc, capped, splatLike(kb, safeCap, capped));
-  Value derivative = kb.fsub(one, kb.fmul(tanh, tanh));
-  return kb.select(capOn, derivative, one);
+  Value scaled = kb.fmul(acc, splatLike(kb, scaleLog2, acc));
+  if (!cap) return scaled;
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{acc.getType()}, softcapOn(kb, cap),
+                                /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, capScores(kb, scaled, cap).scores);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, scaled);
+  return ifOp.getResult(0);
+}
+
+Value softcapOn(KernelBuilder &kb, Value cap) {
+  return arith::CmpFOp::create(kb.builder(), kb.location(), arith::CmpFPredicate::OGT, cap,
+                               kb.f32(0));
+}
+
+CappedScores capScores(KernelBuilder &kb, Value scaled, Value cap) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto splat = [&](Value x) { return splatLike(kb, x, scaled); };
+  // With x = s * scale / cap: tanh(x) = 1 - 2 / (exp2(2 x log2 e) + 1), and 2 x log2 e is the
+  // log2-domain score times 2 / cap (one scalar division).
+  Value twoOverCap = arith::DivFOp::create(b, loc, kb.f32(2.0), cap);
+  Value e2x = math::Exp2Op::create(b, loc, kb.fmul(scaled, splat(twoOverCap)));
+  Value one = splat(kb.f32(1.0));
+  Value tanh = kb.fsub(one, arith::DivFOp::create(b, loc, splat(kb.f32(2.0)), kb.fadd(e2x, one)));
+  return {kb.fmul(tanh, splat(kb.fmul(cap, kb.f32(M_LOG2E)))), kb.fsub(one, kb.fmul(tanh, tanh))};
 }
 
 Value OnlineSoftmax::shiftFor(Value rowMax) {

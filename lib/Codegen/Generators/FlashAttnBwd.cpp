@@ -13,6 +13,8 @@
 //   dq       (deterministic) a workgroup owns a query block and walks its visible key blocks in
 //            order, recomputing S and dP: no atomics, runs are bitwise identical;
 //   dq_convert (otherwise) dq = dq_accum * scale in the output type.
+// Where the atom cannot read an operand along its rows in vectors (WMMA), the kernels also keep
+// K^T, Q^T, dO^T and dS in LDS (plan.transposedCopies).
 // dK is scaled once at the end, dQ in its last kernel. Visibility, sequence lengths, the softmax's
 // shift and the ABI are the shared Attention/ pieces.
 #include "tessera/Codegen/Attention/AccView.h"
@@ -322,15 +324,32 @@ protected:
     return out;
   }
 
+  /// A rows x D block copied to `dst`, and transposed to `dstT` ([D][rows]) when given.
+  void stage(const KernelBuilder::GlobalTile &src, const LdsTile &dst, const LdsTile *dstT,
+             int rows) {
+    SmallVector<Value> data = kb.loadGlobalTile(src, rows, p.headDim, p.threads());
+    kb.storeLdsTile(data, dst, rows, p.headDim, /*transpose=*/false, p.threads());
+    if (dstT) kb.storeLdsTile(data, *dstT, rows, p.headDim, /*transpose=*/true, p.threads());
+  }
+  /// `tile` as an operand read along its rows (K down its columns): its transposed copy when
+  /// the plan keeps one (plan.transposedCopies), else the tile itself.
+  static LdsOperand alongRows(const LdsTile &tile, const std::optional<LdsTile> &copy) {
+    return copy ? LdsOperand{&*copy} : LdsOperand{&tile, true};
+  }
+  std::optional<LdsTile> allocCopy(int rows, int cols) {
+    if (!p.transposedCopies) return std::nullopt;
+    return allocTile(rows, cols);
+  }
+
   /// Stages `stats.rows` queries of head `head` from q0 in LDS: Q and dO, each row's LSE shift
   /// and Delta (rows past the sequence shift by +inf with Delta 0, so they contribute nothing).
+  /// With `ldsQT`/`ldsDOT` also their transposed copies.
   void stageQueries(Value head, Value q0, const LdsTile &ldsQ, const LdsTile &ldsDO,
-                    const StatsTile &stats) {
+                    const StatsTile &stats, const LdsTile *ldsQT = nullptr,
+                    const LdsTile *ldsDOT = nullptr) {
     const int rows = stats.rows;
-    kb.copyGlobalToLds(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, rows, p.headDim, false,
-                       p.threads());
-    kb.copyGlobalToLds(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, rows, p.headDim, false,
-                       p.threads());
+    stage(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, ldsQT, rows);
+    stage(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, ldsDOT, rows);
     OpBuilder::InsertionGuard g(b);
     Value tid = kb.threadId(), query = kb.add(q0, tid);
     inside(kb.cmpLt(tid, kb.idx(rows)));
@@ -359,26 +378,45 @@ protected:
   std::pair<Value, Value> scoreGradient(Value s, Value dp, const AccView &view, Value query0,
                                         Value key0, Value local0, const StatsTile &stats,
                                         Value needMask) {
-    Type vt = s.getType();
-    Value scaled = attn::scaledScores(kb, s, scaleLog2, cap);
-    // The cap's derivative from the unmasked logits: masking first would give 1 - inf^2.
-    Value capSlope = cap ? attn::softcapDerivative(kb, kb.fmul(scaled, splat(kb.f32(M_LN2), vt)), cap)
-                         : Value();
+    auto vecType = cast<VectorType>(s.getType());
     Value firstLocal = kb.add(local0, view.laneOffsets(kb, lane).first);
-    Value masked = attn::maskScores(kb, *visibility, view, lane, scaled, query0, key0, needMask);
-    SmallVector<Value> shift, delta;
-    for (const attn::AccElement &el : view.elements()) {
-      Value local = kb.add(firstLocal, el.query);
-      shift.push_back(memref::LoadOp::create(b, loc, stats.memref, ValueRange{local}));
-      delta.push_back(memref::LoadOp::create(b, loc, stats.memref,
-                                             ValueRange{kb.add(local, stats.rows)}));
+    auto gradient = [&](bool capped) -> SmallVector<Value> {
+      Value scores = kb.fmul(s, splat(scaleLog2, vecType)), slope;
+      // The cap's derivative from the unmasked logits: masking first would give 1 - inf^2.
+      if (capped) {
+        attn::CappedScores c = attn::capScores(kb, scores, cap);
+        scores = c.scores, slope = c.slope;
+      }
+      Value masked = attn::maskScores(kb, *visibility, view, lane, scores, query0, key0, needMask);
+      // The statistics read after the scores: read first, they would all be live at once.
+      SmallVector<Value> shifts, deltas;
+      for (const attn::AccElement &el : view.elements()) {
+        Value local = kb.add(firstLocal, el.query);
+        shifts.push_back(memref::LoadOp::create(b, loc, stats.memref, ValueRange{local}));
+        deltas.push_back(memref::LoadOp::create(b, loc, stats.memref,
+                                                ValueRange{kb.add(local, stats.rows)}));
+      }
+      Value shift = vector::FromElementsOp::create(b, loc, vecType, shifts);
+      Value delta = vector::FromElementsOp::create(b, loc, vecType, deltas);
+      Value prob = softmax.probabilityFromLse(masked, shift);
+      Value ds = kb.fmul(prob, kb.fsub(dp, delta));
+      return {prob, slope ? kb.fmul(ds, slope) : ds};
+    };
+    if (!cap) {
+      SmallVector<Value> out = gradient(false);
+      return {out[0], out[1]};
     }
-    auto vecType = cast<VectorType>(vt);
-    Value prob = softmax.probabilityFromLse(masked,
-                                            vector::FromElementsOp::create(b, loc, vecType, shift));
-    Value ds = kb.fmul(prob, kb.fsub(dp, vector::FromElementsOp::create(b, loc, vecType, delta)));
-    if (capSlope) ds = kb.fmul(ds, capSlope);
-    return {prob, ds};
+    // One uniform branch on the run-time cap: a call without it runs the uncapped code.
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType, vecType}, attn::softcapOn(kb, cap),
+                                  /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, loc, gradient(true));
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, loc, gradient(false));
+    }
+    return {ifOp.getResult(0), ifOp.getResult(1)};
   }
 
   /// Stores accumulator `acc` (seen through `view`) into an LDS tile indexed [query][key]
@@ -442,14 +480,17 @@ public:
     LdsTile ldsK = allocTile(p.blockN, p.headDim), ldsV = allocTile(p.blockN, p.headDim);
     LdsTile ldsQ = allocTile(p.blockM, p.headDim), ldsDO = allocTile(p.blockM, p.headDim);
     LdsTile ldsPT = allocTile(p.blockN, p.blockM), ldsDST = allocTile(p.blockN, p.blockM);
+    std::optional<LdsTile> ldsKT = allocCopy(p.headDim, p.blockN);
+    std::optional<LdsTile> ldsQT = allocCopy(p.headDim, p.blockM);
+    std::optional<LdsTile> ldsDOT = allocCopy(p.headDim, p.blockM);
+    std::optional<LdsTile> ldsDS = allocCopy(p.blockM, p.blockN);
     StatsTile stats = allocStats(p.blockM);
     setUpValues();
     Value kvHead = kb.blockId(gpu::Dimension::y);
     Value k0 = kb.mul(kb.blockId(gpu::Dimension::x), p.blockN);
     OpBuilder::InsertionGuard g(b);
     inside(kb.cmpLt(k0, seq.seqK));
-    kb.copyGlobalToLds(block(k, seq.rowK0, k0, kvHead, seq.seqK), ldsK, p.blockN, p.headDim,
-                       false, p.threads());
+    stage(block(k, seq.rowK0, k0, kvHead, seq.seqK), ldsK, ldsKT ? &*ldsKT : nullptr, p.blockN);
     kb.copyGlobalToLds(block(v, seq.rowK0, k0, kvHead, seq.seqK), ldsV, p.blockN, p.headDim,
                        false, p.threads());
 
@@ -475,7 +516,8 @@ public:
       Value tile = kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1));
       Value q0 = kb.mul(tile, p.blockM);
       kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
-      stageQueries(head, q0, ldsQ, ldsDO, stats);
+      stageQueries(head, q0, ldsQ, ldsDO, stats, ldsQT ? &*ldsQT : nullptr,
+                   ldsDOT ? &*ldsDOT : nullptr);
       kb.barrier();
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
@@ -491,25 +533,20 @@ public:
                                             kb.add(k0, keyRow), queryCol, stats, needMask);
             storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
             storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
+            if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
           }
       });
       kb.barrier();
-      // dV += P^T dO and dK += dS^T Q over this step's queries.
       SmallVector<Value> acc(loop.getRegionIterArgs());
-      updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dvdk) {
-        SmallVector<Value> news = blockProduct({&ldsPT}, blk.rows, {&ldsDO, true}, blk.cols,
-                                               p.blockM, dvdk.take_front(share));
-        news.append(blockProduct({&ldsDST}, blk.rows, {&ldsQ, true}, blk.cols, p.blockM,
-                                 dvdk.drop_front(share)));
-        return news;
-      });
       if (withDq) {
-        // dQ += dS K for this key block, added to the f32 accumulator.
+        // dQ += dS K for this key block, added to the f32 accumulator first, so the adds drain
+        // while dV and dK are computed.
         AccView rows(atom.c, QueryAxis::Rows);
         auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
         forWaveBlock(dqW, [&](const WaveBlock &blk) {
           SmallVector<Value> d =
-              blockProduct({&ldsDST, true}, blk.rows, {&ldsK, true}, blk.cols, p.blockN);
+              blockProduct(alongRows(ldsDST, ldsDS), blk.rows, alongRows(ldsK, ldsKT), blk.cols,
+                           p.blockN);
           // One address for the block; each element's is a constant away.
           Value firstQuery = kb.add(kb.add(q0, blk.rowOrigin), laneQuery);
           Value first = dqAccumIndex(head, firstQuery, kb.add(blk.colOrigin, laneCol));
@@ -525,6 +562,14 @@ public:
               }
         });
       }
+      // dV += P^T dO and dK += dS^T Q over this step's queries.
+      updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dvdk) {
+        SmallVector<Value> news = blockProduct({&ldsPT}, blk.rows, alongRows(ldsDO, ldsDOT),
+                                               blk.cols, p.blockM, dvdk.take_front(share));
+        news.append(blockProduct({&ldsDST}, blk.rows, alongRows(ldsQ, ldsQT), blk.cols, p.blockM,
+                                 dvdk.drop_front(share)));
+        return news;
+      });
       scf::YieldOp::create(b, loc, acc);
     }
     SmallVector<Value> accs(loop.getResults());
@@ -545,6 +590,7 @@ public:
     LdsTile ldsQ = allocTile(p.dqBlockM, p.headDim), ldsDO = allocTile(p.dqBlockM, p.headDim);
     LdsTile ldsK = allocTile(p.dqBlockN, p.headDim), ldsV = allocTile(p.dqBlockN, p.headDim);
     LdsTile ldsDS = allocTile(p.dqBlockM, p.dqBlockN);
+    std::optional<LdsTile> ldsKT = allocCopy(p.headDim, p.dqBlockN);
     StatsTile stats = allocStats(p.dqBlockM);
     setUpValues();
     Value head = kb.blockId(gpu::Dimension::y);
@@ -567,8 +613,8 @@ public:
       Value tile = steps.getInductionVar();
       Value n0 = kb.mul(tile, p.dqBlockN);
       kb.barrier(); // the previous step's reads of K, V, dS are done (and the staged queries)
-      kb.copyGlobalToLds(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, p.dqBlockN, p.headDim,
-                         false, p.threads());
+      stage(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, ldsKT ? &*ldsKT : nullptr,
+            p.dqBlockN);
       kb.copyGlobalToLds(block(v, seq.rowK0, n0, kvHead, seq.seqK), ldsV, p.dqBlockN, p.headDim,
                          false, p.threads());
       kb.barrier();
@@ -590,7 +636,8 @@ public:
       kb.barrier();
       SmallVector<Value> acc(steps.getRegionIterArgs());
       updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dqAcc) {
-        return blockProduct({&ldsDS}, blk.rows, {&ldsK, true}, blk.cols, p.dqBlockN, dqAcc);
+        return blockProduct({&ldsDS}, blk.rows, alongRows(ldsK, ldsKT), blk.cols, p.dqBlockN,
+                            dqAcc);
       });
       scf::YieldOp::create(b, loc, acc);
     }

@@ -14,10 +14,16 @@ namespace tessera::attn {
 mlir::Value scaledScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2,
                          mlir::Value cap);
 
-/// The soft cap's derivative for the backward: with c = cap * tanh(x / cap) the capped logit,
-/// dc/dx = 1 - tanh(x / cap)^2 = 1 - (c / cap)^2. `capped` is c (f32 scalars or vectors) in the
-/// natural domain; a cap of 0 (soft cap off at run time) gives 1.
-mlir::Value softcapDerivative(KernelBuilder &kb, mlir::Value capped, mlir::Value cap);
+/// Whether the soft cap is on: cap > 0 at run time.
+mlir::Value softcapOn(KernelBuilder &kb, mlir::Value cap);
+
+/// Scores under the soft cap (cap > 0), from the uncapped log2-domain scores `scaled`:
+/// cap * tanh(x / cap) * log2(e), x the natural-domain logit, and for the backward the
+/// derivative of the capped logit, 1 - tanh(x / cap)^2.
+struct CappedScores {
+  mlir::Value scores, slope;
+};
+CappedScores capScores(KernelBuilder &kb, mlir::Value scaled, mlir::Value cap);
 
 /// FlashAttention's online softmax in the log2 domain, one row at a time (f32 scalars or
 /// vectors, elementwise). A step over new scores s of a row with running max m and sum l:
