@@ -324,9 +324,9 @@ protected:
     return out;
   }
 
-  /// A rows x D block copied to `dst`, and transposed to `dstT` ([D][rows]) when given.
-  void stage(const KernelBuilder::GlobalTile &src, const LdsTile &dst, const LdsTile *dstT,
-             int rows) {
+  /// A rows x D block copied to `dst`, and transposed to `dstT` ([D][rows]) when kept.
+  void stage(const KernelBuilder::GlobalTile &src, const LdsTile &dst,
+             const std::optional<LdsTile> &dstT, int rows) {
     SmallVector<Value> data = kb.loadGlobalTile(src, rows, p.headDim, p.threads());
     kb.storeLdsTile(data, dst, rows, p.headDim, /*transpose=*/false, p.threads());
     if (dstT) kb.storeLdsTile(data, *dstT, rows, p.headDim, /*transpose=*/true, p.threads());
@@ -345,8 +345,8 @@ protected:
   /// and Delta (rows past the sequence shift by +inf with Delta 0, so they contribute nothing).
   /// With `ldsQT`/`ldsDOT` also their transposed copies.
   void stageQueries(Value head, Value q0, const LdsTile &ldsQ, const LdsTile &ldsDO,
-                    const StatsTile &stats, const LdsTile *ldsQT = nullptr,
-                    const LdsTile *ldsDOT = nullptr) {
+                    const StatsTile &stats, const std::optional<LdsTile> &ldsQT = std::nullopt,
+                    const std::optional<LdsTile> &ldsDOT = std::nullopt) {
     const int rows = stats.rows;
     stage(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, ldsQT, rows);
     stage(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, ldsDOT, rows);
@@ -490,7 +490,7 @@ public:
     Value k0 = kb.mul(kb.blockId(gpu::Dimension::x), p.blockN);
     OpBuilder::InsertionGuard g(b);
     inside(kb.cmpLt(k0, seq.seqK));
-    stage(block(k, seq.rowK0, k0, kvHead, seq.seqK), ldsK, ldsKT ? &*ldsKT : nullptr, p.blockN);
+    stage(block(k, seq.rowK0, k0, kvHead, seq.seqK), ldsK, ldsKT, p.blockN);
     kb.copyGlobalToLds(block(v, seq.rowK0, k0, kvHead, seq.seqK), ldsV, p.blockN, p.headDim,
                        false, p.threads());
 
@@ -516,8 +516,7 @@ public:
       Value tile = kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1));
       Value q0 = kb.mul(tile, p.blockM);
       kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
-      stageQueries(head, q0, ldsQ, ldsDO, stats, ldsQT ? &*ldsQT : nullptr,
-                   ldsDOT ? &*ldsDOT : nullptr);
+      stageQueries(head, q0, ldsQ, ldsDO, stats, ldsQT, ldsDOT);
       kb.barrier();
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
@@ -613,8 +612,7 @@ public:
       Value tile = steps.getInductionVar();
       Value n0 = kb.mul(tile, p.dqBlockN);
       kb.barrier(); // the previous step's reads of K, V, dS are done (and the staged queries)
-      stage(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, ldsKT ? &*ldsKT : nullptr,
-            p.dqBlockN);
+      stage(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, ldsKT, p.dqBlockN);
       kb.copyGlobalToLds(block(v, seq.rowK0, n0, kvHead, seq.seqK), ldsV, p.dqBlockN, p.headDim,
                          false, p.threads());
       kb.barrier();
