@@ -92,6 +92,9 @@ struct LowerToROCDLPass : tessera::impl::TesseraLowerToROCDLBase<LowerToROCDLPas
 
 // Float atomic adds into runtime-allocated workspaces (device memory, coarse-grained, never
 // remote): without these LLVM expands them into compare-and-swap loops, for fine-grained memory.
+// They only accumulate (a later kernel reads the sums), so they are relaxed and device-scoped:
+// memref.atomic_rmw's acq_rel at system scope wraps every add in an L2 write-back and
+// invalidate.
 struct WorkspaceAtomicsPass
     : PassWrapper<WorkspaceAtomicsPass, OperationPass<gpu::GPUModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(WorkspaceAtomicsPass)
@@ -100,6 +103,8 @@ struct WorkspaceAtomicsPass
     UnitAttr unit = UnitAttr::get(&getContext());
     getOperation().walk([&](LLVM::AtomicRMWOp op) {
       if (op.getBinOp() != LLVM::AtomicBinOp::fadd) return;
+      op.setOrdering(LLVM::AtomicOrdering::monotonic);
+      op.setSyncscope(StringRef("agent"));
       op->setAttr(ROCDL::ROCDLDialect::NoFineGrainedMemoryAttrHelper::getNameStr(), unit);
       op->setAttr(ROCDL::ROCDLDialect::NoRemoteMemoryAttrHelper::getNameStr(), unit);
       op->setAttr(ROCDL::ROCDLDialect::IgnoreDenormalModeAttrHelper::getNameStr(), unit);
