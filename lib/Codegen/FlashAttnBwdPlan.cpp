@@ -141,13 +141,14 @@ int attnBwdMainLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
   int copies = p.transposedCopies ? tile(p.headDim, p.blockN) + 2 * tile(p.headDim, p.blockM) +
                                         tile(p.blockM, p.blockN)
                                   : 0;
-  return 2 * tile(p.blockN, p.headDim) + 2 * tile(p.blockM, p.headDim) +
-         2 * tile(p.blockN, p.blockM) + 2 * 4 * p.blockM + copies;
+  return 2 * tile(p.blockN, p.headDim) +
+         p.queryBuffers * (2 * tile(p.blockM, p.headDim) + 2 * 4 * p.blockM) +
+         2 * tile(p.blockN, p.blockM) + copies;
 }
 
 int attnBwdDqLdsBytes(const AttnBwdPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
-  return 2 * tile(p.dqBlockM, p.headDim) + 2 * tile(p.dqBlockN, p.headDim) +
+  return 2 * tile(p.dqBlockM, p.headDim) + p.keyBuffers * 2 * tile(p.dqBlockN, p.headDim) +
          tile(p.dqBlockM, p.dqBlockN) + 2 * 4 * p.dqBlockM +
          (p.transposedCopies ? tile(p.headDim, p.dqBlockN) : 0);
 }
@@ -174,10 +175,14 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
   if (tile) mainTiles = {{tile->n, tile->m}};
   const std::pair<int, int> dqTiles[] = {{128, 64}, {64, 64}, {64, 32}, {32, 64}, {32, 32},
                                          {32, 16}, {16, 32}, {16, 16}};
+  // Double-buffered streams where the target copies asynchronously, else (or where LDS does
+  // not allow it) one buffer: the tile size matters more than the overlap.
+  const int buffers = target.hasAsyncCopy ? 2 : 1;
   std::string why;
   for (auto [n, m] : mainTiles) {
     p.blockN = n, p.blockM = m;
-    why = mainProblem(p, target);
+    for (p.queryBuffers = buffers; p.queryBuffers >= 1; --p.queryBuffers)
+      if ((why = mainProblem(p, target)).empty()) break;
     if (why.empty()) break;
   }
   if (!why.empty())
@@ -185,7 +190,8 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
                               (tile ? " the given tile" : "") + ": " + why};
   for (auto [m, n] : dqTiles) {
     p.dqBlockM = m, p.dqBlockN = n;
-    why = dqProblem(p, target);
+    for (p.keyBuffers = buffers; p.keyBuffers >= 1; --p.keyBuffers)
+      if ((why = dqProblem(p, target)).empty()) break;
     if (why.empty()) {
       p.dynamicLds = std::max(attnBwdMainLdsBytes(p, target), attnBwdDqLdsBytes(p, target)) >
                      target.ldsBytes;

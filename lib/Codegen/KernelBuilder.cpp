@@ -33,6 +33,7 @@ GridExpr GridExpr::apply(grid::Op op, const GridExpr &a, const GridExpr &b) {
 GridExpr GridExpr::ceilDiv(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::CeilDiv, a, b); }
 GridExpr GridExpr::min(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Min, a, b); }
 GridExpr GridExpr::max(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Max, a, b); }
+GridExpr GridExpr::add(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Add, a, b); }
 GridExpr GridExpr::floorDiv(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Div, a, b); }
 GridExpr GridExpr::mul(const GridExpr &a, const GridExpr &b) { return apply(grid::Op::Mul, a, b); }
 GridExpr GridExpr::smCount() { return {std::string("\"") + grid::kSmCount + "\""}; }
@@ -328,19 +329,30 @@ Value KernelBuilder::ldsOffset(const LdsTile &tile, Value row, Value col) {
   auto [colVar, colConst] = splitConstant(*this, col);
   if (!rowVar) rowVar = idx(0);
   if (!colVar) colVar = idx(0);
+  // The variable part plus the buffer's origin, then the constant (folded into addresses).
+  auto offset = [&](Value var, int64_t constant) {
+    return add(tile.origin ? add(var, tile.origin) : var, constant);
+  };
   // XOR with the row's low bits permutes the chunks within aligned groups of `group` chunks:
   // the largest power of two dividing the chunk count (a row of 96 halves has 12 chunks: groups
   // of 4), so the swizzled chunk stays inside the row, and at most 8 (128 bytes, every bank).
   int chunks = tile.cols / tile.chunk;
   int group = tile.swizzle == LdsSwizzle::Pad ? 1 : std::min(chunks & -chunks, 8);
   if (group <= 1)
-    return add(add(mul(rowVar, tile.rowStride), colVar), rowConst * tile.rowStride + colConst);
+    return offset(add(mul(rowVar, tile.rowStride), colVar), rowConst * tile.rowStride + colConst);
   // Whole periods (group rows, group chunks) shift the swizzled offset by a constant.
   int64_t rowLo = floorMod(rowConst, group), colLo = floorMod(colConst, group * tile.chunk);
   Value r = add(rowVar, rowLo), c = add(colVar, colLo);
   Value chunk = xori(divui(c, tile.chunk), andi(r, group - 1));
   Value base = add(add(mul(r, tile.rowStride), mul(chunk, tile.chunk)), remui(c, tile.chunk));
-  return add(base, (rowConst - rowLo) * tile.rowStride + (colConst - colLo));
+  return offset(base, (rowConst - rowLo) * tile.rowStride + (colConst - colLo));
+}
+
+LdsTile KernelBuilder::buffer(const LdsTile &tiles, int buffers, Value which) {
+  LdsTile one = tiles;
+  one.rows = tiles.rows / buffers;
+  if (buffers > 1) one.origin = mul(which, one.elements());
+  return one;
 }
 
 // Thread `tid` moves the 16-byte vectors tid, tid + threads, ... of the tile, numbered row by
@@ -431,6 +443,43 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
 void KernelBuilder::copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, int rows,
                                     int cols, bool transpose, int threads) {
   storeLdsTile(loadGlobalTile(src, rows, cols, threads), dst, rows, cols, transpose, threads);
+}
+
+void KernelBuilder::copyGlobalToLdsAsync(const GlobalTile &src, const LdsTile &dst, int rows,
+                                         int cols, int threads) {
+  assert(target.hasAsyncCopy && "copyGlobalToLdsAsync on a target without async copies");
+  Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
+    OpBuilder::InsertionGuard gv(b);
+    if (t.partial) {
+      auto inTile = scf::IfOp::create(b, loc, cmpLt(t.index, idx(rows * (cols / vec))), false);
+      b.setInsertionPointToStart(inTile.thenBlock());
+    }
+    // A row past the valid ones copies nothing from row 0 (in bounds): zeros only.
+    Value rowOk = cmpLt(t.row, src.validRows);
+    Value row = select(rowOk, t.row, idx(0));
+    Value inRow = minsi(maxsi(sub(src.validCols, t.col), idx(0)), idx(vec));
+    Value count = select(rowOk, inRow, idx(0));
+    asyncCopy(dst.memref, ldsOffset(dst, t.row, t.col), src.memref,
+              add(src.base, add(mul(row, src.ld), t.col)), vec, count);
+  }
+}
+
+void KernelBuilder::asyncCopy(Value dst, Value dstIndex, Value src, Value srcIndex, int elements,
+                              Value srcElements) {
+  Type elemType = cast<MemRefType>(src.getType()).getElementType();
+  // 16-byte copies skip L1 (cp.async.cg): the tile is read once, from LDS.
+  bool wholeLine = elements * elemType.getIntOrFloatBitWidth() == 128;
+  nvgpu::DeviceAsyncCopyOp::create(b, loc, dst, ValueRange{dstIndex}, src, ValueRange{srcIndex},
+                                   b.getIndexAttr(elements), srcElements,
+                                   wholeLine ? b.getUnitAttr() : UnitAttr());
+}
+
+void KernelBuilder::asyncCommit() { NVVM::CpAsyncCommitGroupOp::create(b, loc); }
+
+void KernelBuilder::asyncWait(int pending) {
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, b.getI32IntegerAttr(pending));
 }
 
 //===----------------------------------------------------------------------===//

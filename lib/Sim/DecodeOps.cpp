@@ -457,6 +457,41 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
         }
         return I;
       })
+      .Case([&](nvgpu::DeviceAsyncCopyOp o) -> std::optional<Inst> {
+        // The token result is left undefined: only its use by a wait would need it.
+        if (!o.getAsyncToken().use_empty()) {
+          unsupported(op, "async tokens (wait with nvvm.cp.async.wait.group)");
+          return std::nullopt;
+        }
+        Inst I = make(op, Op::AsyncCopy);
+        I.mem = memrefFor(o.getDst(), op);
+        I.srcMem = memrefFor(o.getSrc(), op);
+        if (I.mem < 0 || I.srcMem < 0)
+          return I;
+        if (P.bindings[P.memrefs[I.mem].binding].space == Binding::Space::Global ||
+            P.bindings[P.memrefs[I.srcMem].binding].space != Binding::Space::Global ||
+            P.memrefs[I.mem].kind != P.memrefs[I.srcMem].kind) {
+          unsupported(op, "only copies from a global buffer to LDS of the same element type");
+          return std::nullopt;
+        }
+        I.kind = P.memrefs[I.mem].kind;
+        I.imm = int64_t(o.getDstElements().getZExtValue());
+        I.imm2 = int64_t(o.getDstIndices().size());
+        for (Value i : o.getDstIndices())
+          I.in.push_back(use(i));
+        for (Value i : o.getSrcIndices())
+          I.in.push_back(use(i));
+        I.list.push_back(o.getSrcElements() ? 1 : 0);
+        if (o.getSrcElements())
+          I.in.push_back(use(o.getSrcElements()));
+        return I;
+      })
+      .Case([&](NVVM::CpAsyncCommitGroupOp) { return make(op, Op::AsyncCommit); })
+      .Case([&](NVVM::CpAsyncWaitGroupOp o) {
+        Inst I = make(op, Op::AsyncWait);
+        I.imm = o.getN();
+        return I;
+      })
       .Case([&](memref::CastOp o) -> std::optional<Inst> {
         memrefOf[o.getResult()] = memrefFor(o.getSource(), op);
         return make(op, Op::Nop);

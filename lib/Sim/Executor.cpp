@@ -56,6 +56,7 @@ Executor::Executor(const Program &program, const LaunchConfig &config, const std
         v.i = signExtend(args[i].integer, bitWidth(P.slots[s].kind));
       std::fill_n(cells(s), T, v);
     }
+  async.resize(T);
   live.resize(P.bindings.size());
   for (size_t b = 0; b < P.bindings.size(); ++b) {
     const Binding &binding = P.bindings[b];
@@ -99,7 +100,9 @@ bool Executor::report(const Inst &I, int64_t thread, const std::string &what) {
 bool Executor::runWorkgroup(const std::array<uint32_t, 3> &id) {
   blockId = id;
   for (LiveBinding &l : live)
-    std::fill(l.written.begin(), l.written.end(), 0);
+    std::fill(l.written.begin(), l.written.end(), kUnwritten);
+  for (AsyncCopies &a : async)
+    a = AsyncCopies();
   uint8_t *all = acquireMask();
   std::fill_n(all, T, 1);
   bool ok = exec(P.entry, all);
@@ -122,6 +125,9 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::Store: ok = execMemory(I, mask); break;
     case Op::LdMatrix: ok = execLdMatrix(I, mask); break;
     case Op::AtomicAddF: ok = execAtomicAdd(I, mask); break;
+    case Op::AsyncCopy: ok = execAsyncCopy(I, mask); break;
+    case Op::AsyncCommit: execAsyncCommit(mask); break;
+    case Op::AsyncWait: execAsyncWait(I, mask); break;
     case Op::ExtractDyn:
     case Op::InsertDyn: ok = execDynamicPosition(I, mask); break;
     case Op::ThreadId:
@@ -250,8 +256,10 @@ void Executor::execYield(const Inst &I, const uint8_t *mask, bool condition) {
 
 // ---- Memory ------------------------------------------------------------------------------------
 
-uint8_t *Executor::address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, bool store) {
-  const MemRefDesc &m = P.memrefs[I.mem];
+uint8_t *Executor::address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, Access access,
+                           int32_t mem) {
+  const bool store = access != Access::Load;
+  const MemRefDesc &m = P.memrefs[mem < 0 ? I.mem : mem];
   const Binding &binding = P.bindings[m.binding];
   LiveBinding &b = live[m.binding];
   const int64_t elemBytes = storageBytes(m.kind), accessBytes = elemBytes * elements;
@@ -271,17 +279,29 @@ uint8_t *Executor::address(const Inst &I, uint32_t t, size_t firstIndex, uint32_
                (b.lo ? " (" + std::to_string(-b.lo) + " more before the pointer)" : ""));
     return nullptr;
   }
-  if (lds && store)
-    std::fill_n(b.written.begin() + int64_t(offset), accessBytes, 1);
-  if (lds && !store)
-    for (int64_t byte = 0; byte < accessBytes; ++byte)
-      if (!b.written[int64_t(offset) + byte]) {
-        report(I, t,
-               "read of LDS never written: " + binding.name + " byte " + std::to_string(int64_t(offset) + byte) +
-                   " (access of bytes [" + std::to_string(int64_t(offset)) + ", " +
-                   std::to_string(int64_t(offset) + accessBytes) + "))");
-        return nullptr;
-      }
+  if (!lds)
+    return b.base + int64_t(offset);
+  auto bytes = [&](int64_t byte) {
+    return binding.name + " byte " + std::to_string(int64_t(offset) + byte) + " (access of bytes [" +
+           std::to_string(int64_t(offset)) + ", " + std::to_string(int64_t(offset) + accessBytes) + "))";
+  };
+  for (int64_t byte = 0; byte < accessBytes; ++byte) {
+    uint8_t state = b.written[int64_t(offset) + byte];
+    if (!store && state == kUnwritten) {
+      report(I, t, "read of LDS never written: " + bytes(byte));
+      return nullptr;
+    }
+    if (state == kInFlight) {
+      report(I, t,
+             std::string(store ? "store to" : "read of") +
+                 " LDS an asynchronous copy is still writing (no cp.async wait of the copying thread covers it): " +
+                 bytes(byte));
+      return nullptr;
+    }
+  }
+  if (store)
+    std::fill_n(b.written.begin() + int64_t(offset), accessBytes,
+                access == Access::AsyncStore ? kInFlight : kWritten);
   return b.base + int64_t(offset);
 }
 
@@ -293,7 +313,7 @@ bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
   for (uint32_t t = 0; t < T; ++t) {
     if (!mask[t])
       continue;
-    uint8_t *at = address(I, t, store ? 1 : 0, I.count, store);
+    uint8_t *at = address(I, t, store ? 1 : 0, I.count, store ? Access::Store : Access::Load);
     if (!at)
       return false;
     for (uint32_t e = 0; e < I.count; ++e) {
@@ -314,7 +334,7 @@ bool Executor::execAtomicAdd(const Inst &I, const uint8_t *mask) {
   for (uint32_t t = 0; t < T; ++t) {
     if (!mask[t])
       continue;
-    uint8_t *at = address(I, t, 1, 1, true);
+    uint8_t *at = address(I, t, 1, 1, Access::Store);
     if (!at)
       return false;
     auto *word = reinterpret_cast<uint32_t *>(at);
@@ -328,6 +348,55 @@ bool Executor::execAtomicAdd(const Inst &I, const uint8_t *mask) {
     } while (!__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   }
   return true;
+}
+
+bool Executor::execAsyncCopy(const Inst &I, const uint8_t *mask) {
+  // The copy happens now; its LDS bytes stay in flight (unreadable, unwritable) until a wait of
+  // this thread retires the group that holds it.
+  const uint32_t elements = uint32_t(I.imm), elemBytes = storageBytes(I.kind);
+  const size_t firstSrcIndex = size_t(I.imm2), sizeOperand = I.in.size() - 1;
+  const MemRefDesc &dst = P.memrefs[I.mem];
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    int64_t count = I.list[0] ? cells(I.in[sizeOperand])[t].i : int64_t(elements);
+    if (count < 0 || count > int64_t(elements))
+      return report(I, t,
+                    "source element count " + std::to_string(count) + " is outside [0, " + std::to_string(elements) +
+                        "]");
+    const uint8_t *from = nullptr;
+    if (count > 0 && !(from = address(I, t, firstSrcIndex, uint32_t(count), Access::Load, I.srcMem)))
+      return false;
+    uint8_t *to = address(I, t, 0, elements, Access::AsyncStore);
+    if (!to)
+      return false;
+    std::memcpy(to, from ? from : to, size_t(count) * elemBytes);
+    std::memset(to + count * elemBytes, 0, size_t(elements - count) * elemBytes);
+    int64_t offset = to - live[dst.binding].base;
+    async[t].open.push_back({dst.binding, offset, int64_t(elements) * elemBytes});
+  }
+  return true;
+}
+
+void Executor::execAsyncCommit(const uint8_t *mask) {
+  for (uint32_t t = 0; t < T; ++t)
+    if (mask[t]) {
+      async[t].groups.push_back(std::move(async[t].open));
+      async[t].open.clear();
+    }
+}
+
+void Executor::execAsyncWait(const Inst &I, const uint8_t *mask) {
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    auto &groups = async[t].groups;
+    size_t retire = groups.size() > size_t(I.imm) ? groups.size() - size_t(I.imm) : 0;
+    for (size_t g = 0; g < retire; ++g)
+      for (const LdsRange &r : groups[g])
+        std::fill_n(live[r.binding].written.begin() + r.offset, r.bytes, kWritten);
+    groups.erase(groups.begin(), groups.begin() + int64_t(retire));
+  }
 }
 
 bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
@@ -351,7 +420,7 @@ bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
                         std::to_string(first / wave) + " (ldmatrix needs the whole warp)");
     for (int tile = 0; tile < tiles; ++tile)
       for (int r = 0; r < 8; ++r) {
-        uint8_t *at = address(I, first + 8 * tile + r, 0, 8, false);
+        uint8_t *at = address(I, first + 8 * tile + r, 0, 8, Access::Load);
         if (!at)
           return false;
         for (int c = 0; c < 8; ++c)

@@ -29,8 +29,22 @@ private:
     uint8_t *base = nullptr;
     int64_t lo = 0, hi = 0;
     std::vector<uint8_t> storage; ///< LDS contents
-    std::vector<uint8_t> written; ///< LDS: one flag per byte, for uninitialised reads
+    std::vector<uint8_t> written; ///< LDS: per byte kUnwritten, kWritten or kInFlight
   };
+  static constexpr uint8_t kUnwritten = 0, kWritten = 1, kInFlight = 2;
+  /// LDS bytes an asynchronous copy writes: in flight until a wait of its thread retires its
+  /// group.
+  struct LdsRange {
+    int32_t binding;
+    int64_t offset, bytes;
+  };
+  /// A thread's asynchronous copies: those not yet committed, then the committed groups,
+  /// oldest first.
+  struct AsyncCopies {
+    std::vector<LdsRange> open;
+    std::vector<std::vector<LdsRange>> groups;
+  };
+  enum class Access { Load, Store, AsyncStore };
 
   const Program &P;
   LaunchConfig config;
@@ -39,6 +53,7 @@ private:
   uint32_t wave; ///< lanes per wave
   std::vector<Cell> regs;
   std::vector<LiveBinding> live;
+  std::vector<AsyncCopies> async; ///< per thread
   std::vector<std::vector<uint8_t>> maskPool;
   size_t maskDepth = 0;
   std::string message;
@@ -54,13 +69,18 @@ private:
   bool execFor(const Inst &I, const uint8_t *mask);
   bool execWhile(const Inst &I, const uint8_t *mask);
   void execYield(const Inst &I, const uint8_t *mask, bool condition);
-  /// The checked address of `elements` elements that thread `t` accesses with the indices
-  /// I.in[firstIndex...]; null after reporting an out-of-bounds access or a read of unwritten
-  /// LDS. A store marks the LDS bytes written.
-  uint8_t *address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, bool store);
+  /// The checked address of `elements` elements that thread `t` accesses in memref `mem`
+  /// (I.mem when negative) with the indices I.in[firstIndex...]; null after reporting an
+  /// out-of-bounds access, a read of LDS that is unwritten or still being copied, or a store to
+  /// LDS still being copied. A store marks the LDS bytes written, an asynchronous one in flight.
+  uint8_t *address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, Access access,
+                   int32_t mem = -1);
   bool execMemory(const Inst &I, const uint8_t *mask);
   bool execLdMatrix(const Inst &I, const uint8_t *mask);
   bool execAtomicAdd(const Inst &I, const uint8_t *mask);
+  bool execAsyncCopy(const Inst &I, const uint8_t *mask);
+  void execAsyncCommit(const uint8_t *mask);
+  void execAsyncWait(const Inst &I, const uint8_t *mask);
   bool execDynamicPosition(const Inst &I, const uint8_t *mask);
   void execGeometry(const Inst &I);
   bool execBarrier(const Inst &I, const uint8_t *mask);

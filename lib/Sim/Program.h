@@ -48,6 +48,12 @@ enum class Op : uint8_t {
   Store,    ///< in: value, indices
   AtomicAddF, ///< memref.atomic_rmw addf on f32; in: value, indices; out: the old value
   LdMatrix, ///< nvgpu.ldmatrix; in: indices (each lane's row address); imm: tiles, imm2: transpose
+  /// nvgpu.device_async_copy (global -> LDS); mem: destination, srcMem: source; in: destination
+  /// indices (imm2 of them), source indices, then the source element count when list[0];
+  /// imm: the destination's element count
+  AsyncCopy,
+  AsyncCommit, ///< nvvm.cp.async.commit.group
+  AsyncWait,   ///< nvvm.cp.async.wait.group; imm: the groups that may stay in flight
   // Thread geometry; imm: dimension 0-2.
   ThreadId, BlockId, BlockDim, GridDim, LaneId, SubgroupId, NumSubgroups, SubgroupSize,
   // Cross-lane and synchronisation.
@@ -101,6 +107,7 @@ struct Inst {
   std::vector<int64_t> list;
   int32_t region = -1, region2 = -1;
   int32_t mem = -1;
+  int32_t srcMem = -1; ///< AsyncCopy's source
   int32_t matrix = -1;
 };
 

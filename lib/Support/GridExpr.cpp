@@ -13,7 +13,8 @@ struct OpEntry {
 };
 /// The one spelling of every operator.
 constexpr OpEntry kOps[] = {
-    {Op::CeilDiv, "ceil_div"}, {Op::Div, "div"}, {Op::Mul, "mul"}, {Op::Max, "max"}, {Op::Min, "min"}};
+    {Op::CeilDiv, "ceil_div"}, {Op::Div, "div"}, {Op::Mul, "mul"}, {Op::Max, "max"}, {Op::Min, "min"},
+    {Op::Add, "add"}};
 } // namespace
 
 const char *opName(Op op) {
@@ -85,6 +86,14 @@ std::optional<int64_t> apply(Op op, int64_t a, int64_t b, std::string &error) {
       return std::nullopt;
     }
     return product;
+  }
+  case Op::Add: {
+    int64_t sum = 0;
+    if (__builtin_add_overflow(a, b, &sum)) {
+      error = std::to_string(a) + " + " + std::to_string(b) + " overflows";
+      return std::nullopt;
+    }
+    return sum;
   }
   case Op::Max:
     return std::max(a, b);

@@ -32,23 +32,24 @@ const std::vector<TargetInfo> &allTargets() {
       {"gfx1151", Vendor::AMD, "RDNA3.5", 32, 64 * 1024, 32, LdsSwizzle::Pad,
        CrossLane::Shuffle, std::nullopt, false,
        {I::WMMAR3_F32_16x16x16_F16, I::WMMAR3_F32_16x16x16_BF16}, 256, 1536, 24, 16, 4},
-      // NVIDIA: 48 KiB is the static shared memory limit; the kernels use no dynamic shared
-      // memory yet. Ampere runs the portable mma.sync path and has no fp8 matrix instructions.
+      // NVIDIA: 48 KiB is the static shared memory limit (kernels that need more opt into
+      // dynamic shared memory). Ampere runs the portable mma.sync path and has no fp8 matrix
+      // instructions.
       {"sm_80", Vendor::NVIDIA, "Ampere", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, std::nullopt, false,
        {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16},
-       255, 512, 8, 16, 4, /*gemmStages=*/2},
+       255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/false, /*hasAsyncCopy=*/true},
       {"sm_90", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
        {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16},
-       255, 512, 8, 16, 4, /*gemmStages=*/2},
+       255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/false, /*hasAsyncCopy=*/true},
       // sm_90a: Hopper with its architecture-specific instructions (wgmma, setmaxnreg), which
       // only run on sm_90 itself. flash_attn gets the warp-specialised wgmma/TMA kernel there
       // (dynamic shared memory, hopperSharedBytes); everything else the portable kernels.
       {"sm_90a", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
        {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16},
-       255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/true},
+       255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/true, /*hasAsyncCopy=*/true},
   };
   return targets;
 }

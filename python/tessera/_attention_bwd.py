@@ -79,6 +79,37 @@ def _check_input(who, name, info, shape, dtype):
                          "dimension (the query rows), as the forward writes it")
 
 
+def _stride_divisors(kernel_set):
+    """{ABI tensor name: element count} from the `divisible` rules of the set's kernels on stride arguments: a kernel
+    that streams a tensor with asynchronous 16-byte copies (sm_90) needs each of its strides a multiple of 8."""
+    divisors = {}
+    for kernel in kernel_set.kernels:
+        for rule in kernel.info.get("divisible", ()):
+            tensor, _, axis = rule["arg"].rpartition("_stride_")
+            if tensor and axis and isinstance(rule["by"], int):
+                divisors[tensor] = max(divisors.get(tensor, 1), rule["by"])
+    return divisors
+
+
+def _rows_aligned(p, kernel_set, infos):
+    """infos with a fresh contiguous copy of each input whose strides the kernel set cannot take (_stride_divisors):
+    its strides are multiples of head_dim, itself a multiple of 8. (A fresh one: .contiguous() keeps a tensor whose
+    odd strides are on dimensions of extent 1.)"""
+    caller = {abi: name for name, abi in _ARGS.items()}
+    out = dict(infos)
+    for abi, by in _stride_divisors(kernel_set).items():
+        name = caller.get(abi)
+        info = out.get(name)
+        if info is None or all(s % by == 0 for s in _attention._strides(info, p.varlen)):
+            continue
+        if info.kind == "torch":
+            copy = info.obj.clone(memory_format=_arrays._torch().contiguous_format)
+        else:
+            copy = __import__("numpy").array(info.obj, order="C", copy=True)
+        out[name] = _arrays.describe(copy, f"{p.who}: {name}")
+    return out
+
+
 def _no_gradient(p, kv_shape):
     """True when no query sees any key (no batch item, query row, key row or query head): every gradient is 0."""
     return 0 in (p.B, p.Sq, p.Sk, p.Hq, p.out_shape[0], kv_shape[0])
@@ -113,6 +144,7 @@ def _backward(p, infos, cus, grads, deterministic, device):
             if nothing:
                 _arrays.fill(grads[name], 0)
     if not nothing:
+        infos = _rows_aligned(p, kernel_set, infos)
         _run(p, dev, kernel_set, {**{_ARGS[n]: infos[n] for n in _ARGS}, **cus, **grads})
     return tuple(results)
 

@@ -249,11 +249,12 @@ BWD_FEATURES = ("sliding_window", "softcap")
 
 
 def flash_attn_bwd_kernel_set(name, dtype, head_dim, mask="none", varlen=False, deterministic=False,
-                              features=BWD_FEATURES, code_ext="hsaco"):
+                              features=BWD_FEATURES, code_ext="hsaco", vector_rows=False):
     """(kernel entries, kernel set entry) of a flash_attn_bwd kernel set with the ABI's arguments (docs/python.md):
     name_pre, name_main, then name_dq (deterministic) or name_dq_convert, sharing the workspaces bwd_stats and,
     unless deterministic, dq_accum (zeroed). Which kernel takes which argument is this fake's own choice; the set's
-    union is the ABI."""
+    union is the ABI. vector_rows: the main kernel streams q and do with 16-byte copies, as on sm_90 (their strides
+    must be multiples of 8: the manifest's `divisible`)."""
     def ptrs(names, dt, role):
         return [{"name": n, "type": "ptr", "dtype": dt, "role": role} for n in names]
 
@@ -297,6 +298,8 @@ def flash_attn_bwd_kernel_set(name, dtype, head_dim, mask="none", varlen=False, 
         kernels.append({"name": kernel, "entry": kernel, "directive": "flash_attn_bwd", "attributes": attributes,
                         "code_object": f"{kernel}.{code_ext}", "block": [256, 1, 1], "grid": grid, "lds_bytes": 0,
                         "args": args})
+        if part == "main" and vector_rows:
+            kernels[-1]["divisible"] = [{"arg": f"{t}_stride_{a}", "by": 8} for t in ("q", "do") for a in "bsh"]
     return kernels, {"name": name, "directive": "flash_attn_bwd", "attributes": attributes,
                      "kernels": [k["name"] for k in kernels]}
 

@@ -3,7 +3,7 @@ tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv jud
 small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
 that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
 MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64 and 96, deterministic on (two runs
-bitwise equal) and off, varlen with zero-length items. Gradients are poisoned with NaN before each run.
+bitwise equal) and off, varlen with zero-length items, rows that are not whole 16-byte vectors. Gradients are poisoned with NaN before each run.
 The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
 from typing import NamedTuple
@@ -33,6 +33,7 @@ class Case(NamedTuple):
     deterministic: bool = False
     input_scale: float = 1.0    # q and k are standard normal times this
     varlen: bool = False
+    ragged_rows: bool = False   # q, k, v, dout rows 4 elements longer than D apart: not whole 16-byte vectors
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
@@ -58,6 +59,8 @@ CASES = [
     Case("softcap-gqa3", "f16", 64, Sq=30, Sk=45, Hq=6, Hkv=2, softcap=5.0, input_scale=2.0),
     Case("window-excludes-rows-sq>sk", "f16", 64, Sq=30, Sk=9, window=(0, 0)),
     Case("d96-tl-sq>sk-det", "f16", 96, Sq=40, Sk=23, causal="tl", deterministic=True),
+    Case("ragged-rows-br-gqa3", "f16", 64, Sq=37, Sk=50, Hq=6, Hkv=2, causal="br", ragged_rows=True),
+    Case("ragged-rows-det", "f16", 64, Sq=33, Sk=41, ragged_rows=True, deterministic=True),
 ]
 # Varlen per target: deterministic on two targets, not on the others (mask bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
@@ -103,8 +106,10 @@ def sim_for(bundles, target):
 
 
 # ---- Inputs, run, check ------------------------------------------------------------------------------------------
-def _random(rng, shape, dtype, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(support.numpy_dtype(dtype))
+def _random(rng, shape, dtype, scale=1.0, ragged_rows=False):
+    """Standard normal times `scale`; ragged_rows: a view of rows 4 elements longer (strides not multiples of 8)."""
+    wide = shape[:-1] + (shape[-1] + 4 * ragged_rows,)
+    return (rng.standard_normal(wide) * scale).astype(support.numpy_dtype(dtype))[..., :shape[-1]]
 
 
 def poisoned(shape, dtype):
@@ -142,10 +147,10 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     dev = sim_for(bundles, target)
     c, seed = case, np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
-    q = _random(rng, (c.B, c.Sq, c.Hq, c.D), c.dtype, c.input_scale)
-    k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale)
-    v = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype)
-    dout = _random(rng, q.shape, c.dtype)
+    q = _random(rng, (c.B, c.Sq, c.Hq, c.D), c.dtype, c.input_scale, c.ragged_rows)
+    k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale, c.ragged_rows)
+    v = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, ragged_rows=c.ragged_rows)
+    dout = _random(rng, q.shape, c.dtype, ragged_rows=c.ragged_rows)
     out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, device=dev)
     grads = poisoned_runs(c, dev, q, k, lambda **given: tessera.flash_attn_bwd(
         q, k, v, out, dout, lse, **c.options(), deterministic=c.deterministic, **given, device=dev))

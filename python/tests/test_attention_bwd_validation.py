@@ -177,8 +177,10 @@ FAKE = support.fake_driver_path()
 BR, TL = "causal_bottom_right", "causal_top_left"
 
 
-def bwd_set(name, mask="none", varlen=False, deterministic=False, features=support.BWD_FEATURES, dtype="f16", D=64):
-    return support.flash_attn_bwd_kernel_set(name, dtype, D, mask, varlen, deterministic, features)
+def bwd_set(name, mask="none", varlen=False, deterministic=False, features=support.BWD_FEATURES, dtype="f16", D=64,
+            vector_rows=False):
+    return support.flash_attn_bwd_kernel_set(name, dtype, D, mask, varlen, deterministic, features,
+                                             vector_rows=vector_rows)
 
 
 @pytest.fixture
@@ -191,7 +193,8 @@ def fake_sim(monkeypatch, tmp_path):
     sets = [bwd_set("b_none"), bwd_set("b_none_det", deterministic=True), bwd_set("b_br", BR),
             bwd_set("b_br_plain", BR, features=()), bwd_set("b_br_window", BR, features=("sliding_window",)),
             bwd_set("b_br_varlen", BR, varlen=True), bwd_set("b_tl_varlen_det", TL, varlen=True, deterministic=True),
-            bwd_set("b_bf16_tl", TL, features=("sliding_window",), dtype="bf16", D=128)]
+            bwd_set("b_bf16_tl", TL, features=("sliding_window",), dtype="bf16", D=128),
+            bwd_set("b_tl_rows", TL, features=(), D=96, vector_rows=True)]
     kernels = [k for ks, _ in sets for k in ks] + [support.flash_attn_kernel_entry("fa_f16_d64_br", "f16", 64, BR)]
     support.write_bundle(tmp_path / "gfx942", "gfx942", kernels, [s for _, s in sets])
     launched, launch = [], _device.KernelSet.launch
@@ -243,6 +246,30 @@ def test_launch_arguments_packed_strides_and_neutral_options(fake_sim):
     assert values["scale"] == 0.25 and (values["window_left"], values["window_right"], values["softcap"]) == (-1, -1, 0)
     assert {"bwd_stats", "dq_accum"}.isdisjoint(values)        # workspaces are the runtime's
     assert set(values) == dev.bundle().kernel_set("b_none").settable
+
+
+def test_inputs_a_set_streams_in_vectors_are_copied_when_their_rows_are_not(fake_sim):
+    """A set whose main kernel copies q and dout rows as 16-byte vectors (sm_90's, the manifest's `divisible` rules on
+    their strides) gets fresh contiguous copies of those with other strides; the others and aligned ones as given."""
+    fake, dev, launched = fake_sim
+    B, Sq, Sk, H, D = 1, 4, 5, 2, 96
+    q = f16(B, Sq, H, D + 4)[..., :D]                                # rows 100 elements apart: not whole vectors
+    dout = f16(B, Sq, H, D + 4)[..., :D]
+    k, v, out, lse = f16(B, Sk, H, D), f16(B, Sk, H, D + 4)[..., :D], f16(B, Sq, H, D), f32(B, H, Sq)
+    tessera.flash_attn_bwd(q, k, v, out, dout, lse, causal=True, causal_align="top_left", device=dev)
+    name, values = launched[-1]
+    assert name == "b_tl_rows"
+    for t in ("q", "do"):
+        assert (values[f"{t}_stride_b"], values[f"{t}_stride_s"], values[f"{t}_stride_h"]) == (Sq * H * D, H * D, D)
+    assert (values["v_stride_s"], values["v_stride_h"]) == (H * (D + 4), D + 4)   # not streamed: as given
+    aligned = f16(B, Sq, H, D + 8)[..., :D]
+    tessera.flash_attn_bwd(aligned, k, v, out, aligned, lse, causal=True, causal_align="top_left", device=dev)
+    assert launched[-1][1]["q_stride_s"] == H * (D + 8) and launched[-1][1]["do_stride_h"] == D + 8
+    # The runtime itself refuses such strides, naming the argument and the rule.
+    kernel_set = dev.bundle().kernel_set("b_tl_rows")
+    with pytest.raises(tessera.TesseraError, match=r"kernel b_tl_rows_main: 'q_stride_s' = 132 must be a multiple "
+                                                   r"of 8 = 8"):
+        kernel_set.launch(None, **dict(launched[-1][1], q_stride_s=132))
 
 
 def test_kernel_set_choice_matches_exactly_and_prefers_fewest_features(fake_sim):

@@ -273,7 +273,7 @@ INSTANTIATE_TEST_SUITE_P(
         ManifestCase{"DuplicateArg", [](json &m) { m["kernels"][0]["args"][1]["name"] = "a"; },
                      "kernels\\[0\\].args\\[1\\]: duplicate argument 'a'$"},
         ManifestCase{"GridOperator", [](json &m) { m["kernels"][0]["grid"][0] = {"sub", "N", 128}; },
-                     "kernels\\[0\\].grid\\[0\\]: unknown operator 'sub' \\(expected ceil_div, div, mul, max or min\\)$"},
+                     "kernels\\[0\\].grid\\[0\\]: unknown operator 'sub' \\(expected ceil_div, div, mul, max, min or add\\)$"},
         ManifestCase{"GridUnknownArg", [](json &m) { m["kernels"][0]["grid"][1] = {"mul", "B", 2}; },
                      "kernels\\[0\\].grid\\[1\\]\\[1\\]: 'B' is not an argument of kernel gemm$"},
         ManifestCase{"GridPointerArg", [](json &m) { m["kernels"][0]["grid"][2] = "a"; },

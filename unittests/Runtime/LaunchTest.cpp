@@ -400,7 +400,8 @@ TEST_F(RuntimeTest, SharedGridExpressionCases) {
       EXPECT_EQ(grid[0], c["value"].get<uint32_t>());
     }
   }
-  for (grid::Op op : {grid::Op::CeilDiv, grid::Op::Div, grid::Op::Mul, grid::Op::Max, grid::Op::Min})
+  for (grid::Op op : {grid::Op::CeilDiv, grid::Op::Div, grid::Op::Mul, grid::Op::Max, grid::Op::Min,
+                     grid::Op::Add})
     EXPECT_TRUE(used.count(grid::opName(op))) << grid::opName(op) << " has no case";
 }
 

@@ -55,7 +55,8 @@ TEST(Grid, SharedGridExpressionCases) {
       EXPECT_EQ((*grid)[0], uint32_t(*c.getInteger("value")));
     }
   }
-  for (grid::Op op : {grid::Op::CeilDiv, grid::Op::Div, grid::Op::Mul, grid::Op::Max, grid::Op::Min})
+  for (grid::Op op : {grid::Op::CeilDiv, grid::Op::Div, grid::Op::Mul, grid::Op::Max, grid::Op::Min,
+                     grid::Op::Add})
     EXPECT_TRUE(used.count(grid::opName(op))) << grid::opName(op) << " has no case";
 }
 
@@ -71,7 +72,7 @@ TEST(Grid, MalformedExpressionsAreNamed) {
   auto unknown = sim::evaluateGrid(R"([["sub", 4, 1], 1, 1])", none);
   ASSERT_FALSE(bool(unknown));
   EXPECT_THAT(llvm::toString(unknown.takeError()),
-              HasSubstr("unknown grid operator 'sub' (expected ceil_div, div, mul, max or min)"));
+              HasSubstr("unknown grid operator 'sub' (expected ceil_div, div, mul, max, min or add)"));
   auto missing = sim::evaluateGrid(R"(["M", 1, 1])", none);
   ASSERT_FALSE(bool(missing));
   EXPECT_THAT(llvm::toString(missing.takeError()), HasSubstr("argument 'M', which has no integer value"));

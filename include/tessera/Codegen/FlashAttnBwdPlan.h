@@ -52,6 +52,10 @@ struct AttnBwdPlan {
   /// transposing matrix loads, 16 elements per lane): the kernels then keep transposed copies
   /// of Q, dO, K and dS in LDS so that every operand is read along K, in vectors.
   bool transposedCopies = false;
+  /// Buffers of the streamed blocks: the main kernel's query blocks (Q, dO and their statistics)
+  /// and the dQ kernel's key blocks (K, V). Two where the target copies asynchronously and LDS
+  /// allows: the next block lands while this one is computed.
+  int queryBuffers = 1, keyBuffers = 1;
   /// The tiles live in dynamic shared memory (Hopper's opt-in beyond the 48 KiB of static
   /// shared memory), sized per kernel by attnBwd*LdsBytes.
   bool dynamicLds = false;

@@ -44,6 +44,7 @@ struct GridExpr {
   static GridExpr mul(const GridExpr &a, const GridExpr &b);
   static GridExpr min(const GridExpr &a, const GridExpr &b);
   static GridExpr max(const GridExpr &a, const GridExpr &b);
+  static GridExpr add(const GridExpr &a, const GridExpr &b);
   static GridExpr floorDiv(const GridExpr &a, const GridExpr &b);
   /// The device's multiprocessor count (persistent kernels launch at most one workgroup each).
   static GridExpr smCount();
@@ -138,6 +139,9 @@ struct LdsTile {
   int rowStride = 0;   ///< elements per row including padding
   LdsSwizzle swizzle = LdsSwizzle::Pad;
   int chunk = 8;       ///< elements per 16-byte chunk (XOR swizzle unit)
+  /// Element offset of the tile in `memref` (null: 0), e.g. the current one of a tile's
+  /// buffers (buffer()).
+  mlir::Value origin;
   int64_t elements() const { return int64_t(rows) * rowStride; }
 };
 
@@ -212,6 +216,9 @@ public:
                     int cols);
   /// The flat element offset of (row, col) in `tile`.
   mlir::Value ldsOffset(const LdsTile &tile, mlir::Value row, mlir::Value col);
+  /// Buffer `which` (an index below `buffers`) of `tiles`, an allocation of `buffers` tiles of
+  /// tiles.rows / buffers rows one after the other.
+  LdsTile buffer(const LdsTile &tiles, int buffers, mlir::Value which);
 
   /// A view of a row-major global matrix: element (r, c) at `base + r * ld + c`. Rows and
   /// columns at or past `validRows` / `validCols` read as zero and are never written.
@@ -230,6 +237,21 @@ public:
                                                 int threads);
   void storeLdsTile(llvm::ArrayRef<mlir::Value> vectors, const LdsTile &dst, int rows, int cols,
                     bool transpose, int threads);
+  /// copyGlobalToLds (not transposed) through the target's asynchronous copies (hasAsyncCopy):
+  /// no registers hold the data, rows and columns past the valid ones are zero-filled, and the
+  /// tile is in LDS once this thread's asyncWait covers the group that asyncCommit closes. The
+  /// tile's vectors must be aligned (src.vectorOk): callers branch on it once, around the loop
+  /// that streams the tiles, since a synchronous fallback inside that loop costs its registers.
+  void copyGlobalToLdsAsync(const GlobalTile &src, const LdsTile &dst, int rows, int cols,
+                            int threads);
+  /// dst[dstIndex...] = the first `srcElements` (of `elements`) elements at src[srcIndex],
+  /// the rest zero, asynchronously (no source read when srcElements is 0).
+  void asyncCopy(mlir::Value dst, mlir::Value dstIndex, mlir::Value src, mlir::Value srcIndex,
+                 int elements, mlir::Value srcElements);
+  /// Closes the group of this thread's asynchronous copies issued since the last commit.
+  void asyncCommit();
+  /// Waits until at most `pending` of this thread's committed groups are still in flight.
+  void asyncWait(int pending);
 
   /// Loads one operand fragment of `atom` from an LDS tile whose columns are the reduction
   /// (K) dimension: for A the tile is [M][K], for B it is [N][K] (B transposed).

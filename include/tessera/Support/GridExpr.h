@@ -14,13 +14,13 @@
 namespace tessera::grid {
 
 /// The binary operators, written `[name, e1, e2]`.
-enum class Op { CeilDiv, Div, Mul, Max, Min };
+enum class Op { CeilDiv, Div, Mul, Max, Min, Add };
 
-/// The manifest spelling of `op`: "ceil_div", "div" (floor), "mul", "max", "min".
+/// The manifest spelling of `op`: "ceil_div", "div" (floor), "mul", "max", "min", "add".
 const char *opName(Op op);
 /// The operator spelled `name`, or nullopt.
 std::optional<Op> parseOp(std::string_view name);
-/// "ceil_div, div, mul, max or min", for messages.
+/// "ceil_div, div, mul, max, min or add", for messages.
 const char *opNames();
 
 /// How an expression names the device's multiprocessor count.
@@ -56,7 +56,7 @@ public:
 
 /// `a op b`, or nullopt with `error` set: a division needs a non-negative dividend and a
 /// positive divisor ("ceil_div(10, 0) needs a non-negative dividend and a positive divisor"),
-/// a product must fit in int64 ("1099511627776 * 1099511627776 overflows"). Other operands,
+/// a product or sum must fit in int64 ("1099511627776 * 1099511627776 overflows"). Other operands,
 /// negative ones included, are fine (callers bound the result).
 std::optional<int64_t> apply(Op op, int64_t a, int64_t b, std::string &error);
 

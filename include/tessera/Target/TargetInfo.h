@@ -41,6 +41,8 @@ struct TargetInfo {
   int gemmStages = 1;
   /// Hopper's warpgroup MMA (wgmma), TMA and setmaxnreg (the "a" targets: sm_90a).
   bool hasWgmma = false;
+  /// Asynchronous global -> LDS copies that bypass the registers (cp.async, sm_80 and later).
+  bool hasAsyncCopy = false;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 

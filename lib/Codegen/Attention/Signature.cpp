@@ -105,7 +105,8 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
   return out;
 }
 
-FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim) {
+FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim,
+                                            int dqPadRows) {
   FlashAttnBwdSignature out;
   KernelSignature &sig = out.sig;
   FlashAttnBwdArgs &a = out.args;
@@ -130,7 +131,10 @@ FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int head
   if (!op.getDeterministic()) {
     a.dqAccum = sig.add("dq_accum", memref, ArgRole::Workspace);
     sig.workspaces.push_back(
-        {"dq_accum", GridExpr::mul(rowsHeads, GridExpr::constant(4 * headDim)), true});
+        {"dq_accum",
+         GridExpr::mul(GridExpr::add(rowsHeads, GridExpr::constant(dqPadRows)),
+                       GridExpr::constant(4 * headDim)),
+         true});
   }
   return out;
 }

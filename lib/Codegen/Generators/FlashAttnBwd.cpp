@@ -49,13 +49,34 @@ struct LdsOperand {
   bool kAlongRows = false;
 };
 
-/// The statistics of a staged query block in LDS: the LSE shift of each row, then its Delta.
+enum class Stat { LseShift = 0, Delta = 1 };
+
+/// The statistics of a staged query block in LDS: the LSE shift of each row, then its Delta;
+/// from `origin` (null: 0) in `memref` when it is one of several buffers.
 struct StatsTile {
   Value memref;
   int rows = 0;
+  Value origin;
+  /// The element of statistic `s` (an index) of row `local`.
+  Value at(KernelBuilder &kb, Value s, Value local) const {
+    Value i = kb.add(kb.mul(s, rows), local);
+    return origin ? kb.add(origin, i) : i;
+  }
+  Value at(KernelBuilder &kb, Stat s, Value local) const { return at(kb, kb.idx(int(s)), local); }
+  StatsTile buffer(KernelBuilder &kb, int buffers, Value which) const {
+    StatsTile one{memref, rows / buffers};
+    if (buffers > 1) one.origin = kb.mul(which, 2 * one.rows);
+    return one;
+  }
 };
 
-enum class Stat { LseShift = 0, Delta = 1 };
+/// A staged block of Q and dO (the main kernel's step) with its statistics and, where the plan
+/// keeps them, Q^T and dO^T.
+struct QueryBlock {
+  LdsTile q, dO;
+  StatsTile stats;
+  std::optional<LdsTile> qT, dOT;
+};
 
 /// What every kernel of the set shares: the arguments, the batch item, the tensors and the
 /// per-head workspace indexing.
@@ -96,11 +117,13 @@ protected:
   Value workspaceRows() {
     return seq.varlen ? arg(a.totalQ) : kb.mul(arg(a.batch), arg(a.seqQ));
   }
-  /// The flat index of statistic `s` of (head, query) in bwd_stats ([stat][Hq][rows]).
-  Value statIndex(Stat s, Value head, Value query) {
-    Value plane = kb.add(kb.mul(kb.idx(int(s)), arg(a.headsQ)), head);
+  /// The flat index of statistic `s` (an index) of (head, query) in bwd_stats
+  /// ([stat][Hq][rows]).
+  Value statIndex(Value s, Value head, Value query) {
+    Value plane = kb.add(kb.mul(s, arg(a.headsQ)), head);
     return kb.add(kb.mul(plane, workspaceRows()), workspaceRow(query));
   }
+  Value statIndex(Stat s, Value head, Value query) { return statIndex(kb.idx(int(s)), head, query); }
   /// The flat index of dQ element (head, query, col) in dq_accum ([Hq][rows][D]).
   Value dqAccumIndex(Value head, Value query, Value col) {
     Value row = kb.add(kb.mul(head, workspaceRows()), workspaceRow(query));
@@ -341,15 +364,13 @@ protected:
     return allocTile(rows, cols);
   }
 
-  /// Stages `stats.rows` queries of head `head` from q0 in LDS: Q and dO, each row's LSE shift
-  /// and Delta (rows past the sequence shift by +inf with Delta 0, so they contribute nothing).
-  /// With `ldsQT`/`ldsDOT` also their transposed copies.
-  void stageQueries(Value head, Value q0, const LdsTile &ldsQ, const LdsTile &ldsDO,
-                    const StatsTile &stats, const std::optional<LdsTile> &ldsQT = std::nullopt,
-                    const std::optional<LdsTile> &ldsDOT = std::nullopt) {
-    const int rows = stats.rows;
-    stage(block(q, seq.rowQ0, q0, head, seq.seqQ), ldsQ, ldsQT, rows);
-    stage(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, ldsDOT, rows);
+  /// Stages `dst.stats.rows` queries of head `head` from q0 in LDS: Q and dO (rows past the
+  /// sequence read as zero), each row's LSE shift and Delta (rows past the sequence shift by
+  /// +inf with Delta 0), and the transposed copies the block keeps.
+  void stageQueries(Value head, Value q0, const QueryBlock &dst) {
+    const int rows = dst.stats.rows;
+    stage(block(q, seq.rowQ0, q0, head, seq.seqQ), dst.q, dst.qT, rows);
+    stage(block(dO, seq.rowQ0, q0, head, seq.seqQ), dst.dO, dst.dOT, rows);
     OpBuilder::InsertionGuard g(b);
     Value tid = kb.threadId(), query = kb.add(q0, tid);
     inside(kb.cmpLt(tid, kb.idx(rows)));
@@ -365,9 +386,31 @@ protected:
         b.setInsertionPointToStart(load.elseBlock());
         scf::YieldOp::create(b, loc, kb.f32(s == Stat::LseShift ? INFINITY : 0.0));
       }
-      memref::StoreOp::create(b, loc, load.getResult(0), stats.memref,
-                              ValueRange{kb.add(tid, int(s) * rows)});
+      memref::StoreOp::create(b, loc, load.getResult(0), dst.stats.memref,
+                              ValueRange{dst.stats.at(kb, s, tid)});
     }
+  }
+  /// stageQueries through asynchronous copies (no transposed copies): in LDS once this
+  /// thread's asyncWait covers the group committed after it. Rows past the sequence read as
+  /// zero, their statistics too: with zero Q and dO their P (dP - Delta) is 0 whatever the
+  /// shift, and P^T dO adds nothing.
+  void stageQueriesAsync(Value head, Value q0, const QueryBlock &dst) {
+    assert(!dst.qT && !dst.dOT && "transposed copies are staged synchronously");
+    const int rows = dst.stats.rows;
+    kb.copyGlobalToLdsAsync(block(q, seq.rowQ0, q0, head, seq.seqQ), dst.q, rows, p.headDim,
+                            p.threads());
+    kb.copyGlobalToLdsAsync(block(dO, seq.rowQ0, q0, head, seq.seqQ), dst.dO, rows, p.headDim,
+                            p.threads());
+    // Thread t < 2 rows copies statistic t / rows of row t % rows.
+    assert(p.threads() >= 2 * rows && "one thread per statistic");
+    OpBuilder::InsertionGuard g(b);
+    Value tid = kb.threadId();
+    inside(kb.cmpLt(tid, kb.idx(2 * rows)));
+    Value stat = kb.divui(tid, rows), local = kb.remui(tid, rows), query = kb.add(q0, local);
+    Value valid = kb.cmpLt(query, seq.seqQ);
+    kb.asyncCopy(dst.stats.memref, dst.stats.at(kb, stat, local), arg(args.stats),
+                 statIndex(stat, head, kb.select(valid, query, q0)), 1,
+                 kb.select(valid, kb.idx(1), kb.idx(0)));
   }
 
   /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
@@ -392,9 +435,10 @@ protected:
       SmallVector<Value> shifts, deltas;
       for (const attn::AccElement &el : view.elements()) {
         Value local = kb.add(firstLocal, el.query);
-        shifts.push_back(memref::LoadOp::create(b, loc, stats.memref, ValueRange{local}));
+        shifts.push_back(memref::LoadOp::create(b, loc, stats.memref,
+                                                ValueRange{stats.at(kb, Stat::LseShift, local)}));
         deltas.push_back(memref::LoadOp::create(b, loc, stats.memref,
-                                                ValueRange{kb.add(local, stats.rows)}));
+                                                ValueRange{stats.at(kb, Stat::Delta, local)}));
       }
       Value shift = vector::FromElementsOp::create(b, loc, vecType, shifts);
       Value delta = vector::FromElementsOp::create(b, loc, vecType, deltas);
@@ -475,17 +519,23 @@ public:
   using ProductKernel::ProductKernel;
 
   void emit() {
-    const bool withDq = !op.getDeterministic();
     beginLds(attnBwdMainLdsBytes(p, t));
     LdsTile ldsK = allocTile(p.blockN, p.headDim), ldsV = allocTile(p.blockN, p.headDim);
-    LdsTile ldsQ = allocTile(p.blockM, p.headDim), ldsDO = allocTile(p.blockM, p.headDim);
+    // The query blocks' buffers, one after the other.
+    LdsTile ldsQs = allocTile(p.queryBuffers * p.blockM, p.headDim);
+    LdsTile ldsDOs = allocTile(p.queryBuffers * p.blockM, p.headDim);
     LdsTile ldsPT = allocTile(p.blockN, p.blockM), ldsDST = allocTile(p.blockN, p.blockM);
     std::optional<LdsTile> ldsKT = allocCopy(p.headDim, p.blockN);
     std::optional<LdsTile> ldsQT = allocCopy(p.headDim, p.blockM);
     std::optional<LdsTile> ldsDOT = allocCopy(p.headDim, p.blockM);
     std::optional<LdsTile> ldsDS = allocCopy(p.blockM, p.blockN);
-    StatsTile stats = allocStats(p.blockM);
+    StatsTile statsAll = allocStats(p.queryBuffers * p.blockM);
     setUpValues();
+    auto queryBlock = [&](Value which) {
+      const int n = p.queryBuffers;
+      return QueryBlock{kb.buffer(ldsQs, n, which), kb.buffer(ldsDOs, n, which),
+                        statsAll.buffer(kb, n, which), ldsQT, ldsDOT};
+    };
     Value kvHead = kb.blockId(gpu::Dimension::y);
     Value k0 = kb.mul(kb.blockId(gpu::Dimension::x), p.blockN);
     OpBuilder::InsertionGuard g(b);
@@ -507,29 +557,60 @@ public:
     Value steps = kb.mul(group, perHead), perHeadOr1 = kb.maxsi(perHead, kb.idx(1));
     const int share = gradsW.perWave();
     SmallVector<Value> init(2 * share, kb.zero(kb.accType(atom)));
-    auto loop = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1), init);
-    {
+    // Step i: query tile `tile` of head `head`.
+    auto stepAt = [&](Value i) {
+      Value head = kb.add(head0, arith::DivUIOp::create(b, loc, i, perHeadOr1));
+      Value tile = kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1));
+      return std::pair{head, tile};
+    };
+    const bool withDq = !op.getDeterministic();
+    // Double-buffered where the plan says so: the rows of Q and dO are then whole 16-byte
+    // vectors (the manifest's `divisible` rules on their strides), since a fallback for
+    // misaligned rows inside the pipelined loop would cost its registers there.
+    auto walk = [&](int buffers) -> SmallVector<Value> {
+      // Double-buffered: step 0's block copied ahead, then each step copies the next one into
+      // the other buffer while it computes.
+      if (buffers > 1) {
+        OpBuilder::InsertionGuard gp(b);
+        inside(kb.cmpLt(kb.idx(0), steps));
+        auto [head, tile] = stepAt(kb.idx(0));
+        stageQueriesAsync(head, kb.mul(tile, p.blockM), queryBlock(kb.idx(0)));
+        kb.asyncCommit();
+      }
+      auto loop = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1), init);
       OpBuilder::InsertionGuard gs(b);
       b.setInsertionPointToStart(loop.getBody());
       Value i = loop.getInductionVar();
-      Value head = kb.add(head0, arith::DivUIOp::create(b, loc, i, perHeadOr1));
-      Value tile = kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1));
+      auto [head, tile] = stepAt(i);
       Value q0 = kb.mul(tile, p.blockM);
-      kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
-      stageQueries(head, q0, ldsQ, ldsDO, stats, ldsQT, ldsDOT);
-      kb.barrier();
+      QueryBlock now = queryBlock(buffers > 1 ? kb.remui(i, buffers) : kb.idx(0));
+      if (buffers > 1) {
+        kb.asyncWait(0);
+        kb.barrier(); // this step's block is in LDS; the previous step's reads are done
+        OpBuilder::InsertionGuard gn(b);
+        Value next = kb.add(i, 1);
+        inside(kb.cmpLt(next, steps));
+        auto [nextHead, nextTile] = stepAt(next);
+        stageQueriesAsync(nextHead, kb.mul(nextTile, p.blockM),
+                          queryBlock(kb.remui(next, buffers)));
+        kb.asyncCommit();
+      } else {
+        kb.barrier(); // the previous step's reads of Q, dO, P^T, dS^T are done
+        stageQueries(head, q0, now);
+        kb.barrier();
+      }
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
       AccView view(atom.c, QueryAxis::Cols);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
-        SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&ldsQ}, blk.cols, p.headDim);
-        SmallVector<Value> dp = blockProduct({&ldsV}, blk.rows, {&ldsDO}, blk.cols, p.headDim);
+        SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&now.q}, blk.cols, p.headDim);
+        SmallVector<Value> dp = blockProduct({&ldsV}, blk.rows, {&now.dO}, blk.cols, p.headDim);
         for (size_t i = 0; i < blk.rows.size(); ++i)
           for (size_t j = 0; j < blk.cols.size(); ++j) {
             Value keyRow = blk.rows[i], queryCol = blk.cols[j];
             size_t at = i * blk.cols.size() + j;
             auto [prob, ds] = scoreGradient(s[at], dp[at], view, kb.add(q0, queryCol),
-                                            kb.add(k0, keyRow), queryCol, stats, needMask);
+                                            kb.add(k0, keyRow), queryCol, now.stats, needMask);
             storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
             storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
             if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
@@ -546,16 +627,17 @@ public:
           SmallVector<Value> d =
               blockProduct(alongRows(ldsDST, ldsDS), blk.rows, alongRows(ldsK, ldsKT), blk.cols,
                            p.blockN);
-          // One address for the block; each element's is a constant away.
+          // One address for the block; each element's is a constant away. Rows past the
+          // sequence add exact zeros (their Q and dO read as zero, so dS is 0 whatever their
+          // statistics) to the next head's or item's rows or the workspace's padding: no add
+          // is tested.
           Value firstQuery = kb.add(kb.add(q0, blk.rowOrigin), laneQuery);
           Value first = dqAccumIndex(head, firstQuery, kb.add(blk.colOrigin, laneCol));
           for (size_t i = 0; i < blk.rows.size(); ++i)
             for (size_t j = 0; j < blk.cols.size(); ++j)
               for (const attn::AccElement &el : rows.elements()) {
-                OpBuilder::InsertionGuard ge(b);
                 const int64_t row = int64_t(i) * atom.m + el.query;
                 const int64_t col = int64_t(j) * atom.n + el.inner;
-                inside(kb.cmpLt(kb.add(firstQuery, row), seq.seqQ));
                 kb.atomicAdd(extract(d[i * blk.cols.size() + j], el.reg), arg(args.dqAccum),
                              kb.add(first, row * p.headDim + col));
               }
@@ -563,15 +645,16 @@ public:
       }
       // dV += P^T dO and dK += dS^T Q over this step's queries.
       updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dvdk) {
-        SmallVector<Value> news = blockProduct({&ldsPT}, blk.rows, alongRows(ldsDO, ldsDOT),
+        SmallVector<Value> news = blockProduct({&ldsPT}, blk.rows, alongRows(now.dO, now.dOT),
                                                blk.cols, p.blockM, dvdk.take_front(share));
-        news.append(blockProduct({&ldsDST}, blk.rows, alongRows(ldsQ, ldsQT), blk.cols, p.blockM,
-                                 dvdk.drop_front(share)));
+        news.append(blockProduct({&ldsDST}, blk.rows, alongRows(now.q, now.qT), blk.cols,
+                                 p.blockM, dvdk.drop_front(share)));
         return news;
       });
       scf::YieldOp::create(b, loc, acc);
-    }
-    SmallVector<Value> accs(loop.getResults());
+      return SmallVector<Value>(loop.getResults());
+    };
+    SmallVector<Value> accs = walk(p.queryBuffers);
     storeGradients(ArrayRef(accs).take_front(share), gradsW, dv, seq.rowK0, k0, kvHead, seq.seqK,
                    Value());
     storeGradients(ArrayRef(accs).drop_front(share), gradsW, dk, seq.rowK0, k0, kvHead, seq.seqK,
@@ -587,7 +670,9 @@ public:
   void emit() {
     beginLds(attnBwdDqLdsBytes(p, t));
     LdsTile ldsQ = allocTile(p.dqBlockM, p.headDim), ldsDO = allocTile(p.dqBlockM, p.headDim);
-    LdsTile ldsK = allocTile(p.dqBlockN, p.headDim), ldsV = allocTile(p.dqBlockN, p.headDim);
+    // The key blocks' buffers, one after the other.
+    LdsTile ldsKs = allocTile(p.keyBuffers * p.dqBlockN, p.headDim);
+    LdsTile ldsVs = allocTile(p.keyBuffers * p.dqBlockN, p.headDim);
     LdsTile ldsDS = allocTile(p.dqBlockM, p.dqBlockN);
     std::optional<LdsTile> ldsKT = allocCopy(p.headDim, p.dqBlockN);
     StatsTile stats = allocStats(p.dqBlockM);
@@ -598,24 +683,56 @@ public:
         b, loc, head, arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv)));
     OpBuilder::InsertionGuard g(b);
     inside(kb.cmpLt(q0, seq.seqQ));
-    stageQueries(head, q0, ldsQ, ldsDO, stats);
+    stageQueries(head, q0, QueryBlock{ldsQ, ldsDO, stats});
 
     const WaveTiles scoresW = p.dqScores(), gradsW = p.dqGrads();
     Value lastQuery = kb.add(q0, p.dqBlockM - 1);
     attn::TileRange tiles = visibility->keyTiles(q0, lastQuery, p.dqBlockN);
     attn::TileRange whole = visibility->unmaskedKeyTiles(q0, lastQuery, p.dqBlockN);
+    auto keyBlock = [&](const LdsTile &tiles, Value which) {
+      return kb.buffer(tiles, p.keyBuffers, which);
+    };
+    // Key tile `tile` into buffer `which`, asynchronously (no transposed copy).
+    auto stageKeysAsync = [&](Value tile, Value which) {
+      assert(!ldsKT && "transposed copies are staged synchronously");
+      Value n0 = kb.mul(tile, p.dqBlockN);
+      for (auto [tensor, tiles] : {std::pair{&k, &ldsKs}, std::pair{&v, &ldsVs}})
+        kb.copyGlobalToLdsAsync(block(*tensor, seq.rowK0, n0, kvHead, seq.seqK),
+                                keyBlock(*tiles, which), p.dqBlockN, p.headDim, p.threads());
+      kb.asyncCommit();
+    };
     SmallVector<Value> init(gradsW.perWave(), kb.zero(kb.accType(atom)));
-    auto steps = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
-    {
+    // Double-buffered where the plan says so (K's and V's rows are then whole 16-byte vectors,
+    // as for the main kernel's Q and dO).
+    auto walk = [&](int buffers) -> SmallVector<Value> {
+      // Double-buffered: the first key block copied ahead, then each step copies the next one
+      // into the other buffer while it computes.
+      if (buffers > 1) {
+        OpBuilder::InsertionGuard gp(b);
+        inside(kb.cmpLt(tiles.lo, tiles.hi));
+        stageKeysAsync(tiles.lo, kb.idx(0));
+      }
+      auto steps = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
       OpBuilder::InsertionGuard gs(b);
       b.setInsertionPointToStart(steps.getBody());
       Value tile = steps.getInductionVar();
       Value n0 = kb.mul(tile, p.dqBlockN);
-      kb.barrier(); // the previous step's reads of K, V, dS are done (and the staged queries)
-      stage(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, ldsKT, p.dqBlockN);
-      kb.copyGlobalToLds(block(v, seq.rowK0, n0, kvHead, seq.seqK), ldsV, p.dqBlockN, p.headDim,
-                         false, p.threads());
-      kb.barrier();
+      Value current = buffers > 1 ? kb.remui(kb.sub(tile, tiles.lo), buffers) : kb.idx(0);
+      LdsTile ldsK = keyBlock(ldsKs, current), ldsV = keyBlock(ldsVs, current);
+      if (buffers > 1) {
+        kb.asyncWait(0);
+        kb.barrier(); // this step's keys are in LDS; the previous step's reads are done
+        OpBuilder::InsertionGuard gn(b);
+        Value next = kb.add(tile, 1);
+        inside(kb.cmpLt(next, tiles.hi));
+        stageKeysAsync(next, kb.remui(kb.sub(next, tiles.lo), buffers));
+      } else {
+        kb.barrier(); // the previous step's reads of K, V, dS are done (and the staged queries)
+        stage(block(k, seq.rowK0, n0, kvHead, seq.seqK), ldsK, ldsKT, p.dqBlockN);
+        kb.copyGlobalToLds(block(v, seq.rowK0, n0, kvHead, seq.seqK), ldsV, p.dqBlockN,
+                           p.headDim, false, p.threads());
+        kb.barrier();
+      }
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       AccView view(atom.c, QueryAxis::Rows);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
@@ -638,8 +755,9 @@ public:
                             dqAcc);
       });
       scf::YieldOp::create(b, loc, acc);
-    }
-    SmallVector<Value> accs(steps.getResults());
+      return SmallVector<Value>(steps.getResults());
+    };
+    SmallVector<Value> accs = walk(p.keyBuffers);
     storeGradients(accs, gradsW, dq, seq.rowQ0, q0, head, seq.seqQ, arg(a.scale));
   }
 };
@@ -653,7 +771,7 @@ FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op, const Targ
   AttnBwdPlanResult plan = planAttentionBwd(headDim, *toElemType(op.getDtype()), target, tile);
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnBwdPlan &p = *plan.plan;
-  attn::FlashAttnBwdSignature abi = attn::flashAttnBwdSignature(op, headDim);
+  attn::FlashAttnBwdSignature abi = attn::flashAttnBwdSignature(op, headDim, p.blockM);
   const KernelSignature &base = abi.sig;
   const std::string name = op.getSymName().str();
   auto signature = [&](const char *suffix, GridExpr grid0, ArgHandle gridHeads, int threads) {
@@ -683,12 +801,21 @@ FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op, const Targ
   gpu::GPUFuncOp pre = make(signature("pre", perBlock(fa.seqQ, preRows), fa.headsQ,
                                       preRows * PreprocessKernel::kThreadsPerRow));
   PreprocessKernel(op, p, target, b, pre, abi.args).emit();
-  gpu::GPUFuncOp main =
-      make(signature("main", perBlock(fa.seqK, p.blockN), fa.headsKv, p.threads()));
+  // A streamed tensor copied asynchronously has rows of whole 16-byte vectors.
+  auto vectorRows = [&](KernelSignature &sig, std::initializer_list<attn::TensorArg> tensors) {
+    GridExpr vector = GridExpr::constant(128 / op.getDtype().getIntOrFloatBitWidth());
+    for (const attn::TensorArg &t : tensors)
+      for (ArgHandle stride : {t.strideB, t.strideS, t.strideH})
+        sig.divisible.push_back({sig.args[stride.index].name, vector});
+  };
+  KernelSignature mainSig = signature("main", perBlock(fa.seqK, p.blockN), fa.headsKv, p.threads());
+  if (p.queryBuffers > 1) vectorRows(mainSig, {fa.q, abi.args.dO});
+  gpu::GPUFuncOp main = make(mainSig);
   MainKernel(op, p, target, b, main, abi.args).emit();
   if (op.getDeterministic()) {
-    gpu::GPUFuncOp dqFunc =
-        make(signature("dq", perBlock(fa.seqQ, p.dqBlockM), fa.headsQ, p.threads()));
+    KernelSignature dqSig = signature("dq", perBlock(fa.seqQ, p.dqBlockM), fa.headsQ, p.threads());
+    if (p.keyBuffers > 1) vectorRows(dqSig, {fa.k, fa.v});
+    gpu::GPUFuncOp dqFunc = make(dqSig);
     DqKernel(op, p, target, b, dqFunc, abi.args).emit();
   } else {
     gpu::GPUFuncOp convert = make(

@@ -58,7 +58,8 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
 /// v, o and LSE (an input here), dO, the gradients dq, dk, dv, and two workspaces: `stats` (f32,
 /// per head and query row: Delta = rowsum(dO * O), then the LSE in the main kernel's base) and,
 /// unless deterministic, `dqAccum` (f32 dQ partials, per head, query row and head-dim column,
-/// zeroed by the runtime).
+/// zeroed by the runtime, then `dqPadRows` rows more: a query block that overhangs the last row
+/// adds its zeros there instead of testing each row).
 struct FlashAttnBwdArgs {
   FlashAttnArgs fwd;
   TensorArg dO, dq, dk, dv;
@@ -71,7 +72,8 @@ struct FlashAttnBwdSignature {
   KernelSignature sig;
   FlashAttnBwdArgs args;
 };
-FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim);
+FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim,
+                                            int dqPadRows);
 
 /// The sequence lengths of batch item `batch` of a flash_attn kernel (dense or varlen).
 SeqInfo seqInfo(KernelBuilder &kb, mlir::gpu::GPUFuncOp func, const FlashAttnArgs &a,
