@@ -695,7 +695,11 @@ Value KernelBuilder::convert(Value v, Type to) {
 void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
 
 void KernelBuilder::memoryScheduleFence() {
-  if (!target.isAMD()) return;
+  if (!target.isAMD()) {
+    // bar.warp.sync: ptxas moves no memory operation across it (its arithmetic may).
+    NVVM::SyncWarpOp::create(b, loc, arith::ConstantIntOp::create(b, loc, -1, 32));
+    return;
+  }
   using amdgpu::sched_barrier_opt_enum;
   auto computeMayCross = sched_barrier_opt_enum::non_mem_non_sideffect |
                          sched_barrier_opt_enum::valu | sched_barrier_opt_enum::salu |

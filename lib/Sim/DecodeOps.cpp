@@ -578,6 +578,11 @@ std::optional<Inst> Decoder::decodeGpu(Operation *op) {
       .Case([&](NVVM::WarpSizeOp) { return geometry(Op::SubgroupSize, 0); })
       .Case<gpu::BarrierOp, amdgpu::LDSBarrierOp, NVVM::Barrier0Op, ROCDL::SBarrierOp>(
           [&](Operation *) { return make(op, Op::Barrier); })
+      .Case([&](NVVM::SyncWarpOp o) {
+        Inst I = make(op, Op::WarpSync);
+        I.in.push_back(use(o.getMask()));
+        return I;
+      })
       .Case([&](NVVM::BarrierOp o) -> std::optional<Inst> {
         if (op->getNumOperands() || op->getNumResults()) {
           unsupported(op, "named or counted barriers");

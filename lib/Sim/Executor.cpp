@@ -139,6 +139,7 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::NumSubgroups:
     case Op::SubgroupSize: execGeometry(I); break;
     case Op::Barrier: ok = execBarrier(I, mask); break;
+    case Op::WarpSync: ok = execWarpSync(I, mask); break;
     case Op::Shuffle: ok = execShuffle(I, mask); break;
     case Op::Dpp: execDpp(I, mask); break;
     case Op::Matrix: ok = execMatrix(I, mask); break;
@@ -506,6 +507,23 @@ bool Executor::execBarrier(const Inst &I, const uint8_t *mask) {
   return report(I, -1,
                 "barrier reached by " + std::to_string(arrived) + " of " + std::to_string(T) +
                     " threads (divergent barrier; " + threadName(missing) + " does not reach it)");
+}
+
+bool Executor::execWarpSync(const Inst &I, const uint8_t *mask) {
+  // Every lane a thread names in its mask must reach the same bar.warp.sync (and name itself).
+  const Cell *lanes = cells(I.in[0]);
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    uint32_t first = t - t % wave, named = uint32_t(lanes[t].i);
+    if (!(named >> (t % wave) & 1))
+      return report(I, t, "the lane mask does not include the lane itself");
+    for (uint32_t l = 0; l < wave && l < 32; ++l)
+      if ((named >> l & 1) && (first + l >= T || !mask[first + l]))
+        return report(I, t,
+                      "lane " + std::to_string(l) + " of the mask does not reach this bar.warp.sync (divergent warp)");
+  }
+  return true;
 }
 
 bool Executor::execShuffle(const Inst &I, const uint8_t *mask) {

@@ -84,6 +84,7 @@ private:
   bool execDynamicPosition(const Inst &I, const uint8_t *mask);
   void execGeometry(const Inst &I);
   bool execBarrier(const Inst &I, const uint8_t *mask);
+  bool execWarpSync(const Inst &I, const uint8_t *mask);
   bool execShuffle(const Inst &I, const uint8_t *mask);
   void execDpp(const Inst &I, const uint8_t *mask);
   bool execMatrix(const Inst &I, const uint8_t *mask);

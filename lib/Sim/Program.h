@@ -58,6 +58,7 @@ enum class Op : uint8_t {
   ThreadId, BlockId, BlockDim, GridDim, LaneId, SubgroupId, NumSubgroups, SubgroupSize,
   // Cross-lane and synchronisation.
   Barrier,
+  WarpSync, ///< nvvm.bar.warp.sync; in: the lane mask
   Shuffle,  ///< gpu.shuffle; in: value, offset, width; out: result, valid; imm: mode
   Dpp,      ///< amdgpu.dpp; in: old, src; imm: DppKind; imm2: row_mask | bank_mask << 4 | bound_ctrl << 8
   Matrix,   ///< matrix: index into Program::matrixOps

@@ -62,6 +62,34 @@ TEST(FlashAttnBwdPlan, PrefersLargeKeyBlocks) {
   EXPECT_TRUE(r.plan->dynamicLds);
 }
 
+TEST(FlashAttnBwdPlan, StreamsAreDoubleBufferedWhereTheTargetCopiesAsynchronously) {
+  // One buffer without asynchronous copies; two where LDS allows (Hopper's 227 KiB: up to D128
+  // for both kernels), else the same tile with one (Ampere's 48 KiB of static shared memory).
+  for (const char *chip : {"gfx942", "gfx950", "gfx1100", "sm_80", "sm_90", "sm_90a"})
+    for (int d : {64, 128, 256}) {
+      SCOPED_TRACE(std::string(chip) + " D" + std::to_string(d));
+      const TargetInfo &t = target(chip);
+      AttnBwdPlanResult r = planAttentionBwd(d, ElemType::BF16, t);
+      ASSERT_TRUE(r.plan) << r.whyNot;
+      const int most = t.hasAsyncCopy ? 2 : 1;
+      EXPECT_TRUE(r.plan->queryBuffers >= 1 && r.plan->queryBuffers <= most);
+      EXPECT_TRUE(r.plan->keyBuffers >= 1 && r.plan->keyBuffers <= most);
+      if (t.arch == "Hopper" && d <= 128) {
+        EXPECT_EQ(r.plan->queryBuffers, 2);
+        EXPECT_EQ(r.plan->keyBuffers, 2);
+      }
+    }
+  // The second buffers count in the LDS: sm_90 D128's main kernel holds two Q and dO blocks.
+  AttnBwdPlan p = *planAttentionBwd(128, ElemType::BF16, target("sm_90")).plan;
+  int two = attnBwdMainLdsBytes(p, target("sm_90"));
+  p.queryBuffers = 1;
+  EXPECT_EQ(two - attnBwdMainLdsBytes(p, target("sm_90")),
+            2 * p.blockM * p.headDim * 2 + 2 * 4 * p.blockM);
+  // Where two do not fit a tile, it keeps the tile with one buffer (sm_80: 48 KiB, static).
+  AttnBwdPlan ampere = *planAttentionBwd(128, ElemType::BF16, target("sm_80")).plan;
+  EXPECT_LE(attnBwdMainLdsBytes(ampere, target("sm_80")), 48 * 1024);
+}
+
 TEST(FlashAttnBwdPlan, RejectsAGivenTileWithTheLimitItFails) {
   const TargetInfo &gfx942 = target("gfx942");
   AttnBwdPlanResult lds = planAttentionBwd(128, ElemType::BF16, gfx942, AttnBwdTile{48, 64, 4});

@@ -290,7 +290,8 @@ public:
   void atomicAdd(mlir::Value value, mlir::Value memref, mlir::Value index);
   void barrier();
   /// Keeps LDS and global memory operations from being scheduled across this point (AMD
-  /// `sched_barrier`; nothing elsewhere): bounds the fragments in flight, and so registers.
+  /// `sched_barrier`, NVIDIA `bar.warp.sync`) while arithmetic and matrix instructions may
+  /// cross it: bounds the fragments in flight (registers), pins memory operations in between.
   void memoryScheduleFence();
 
 private:

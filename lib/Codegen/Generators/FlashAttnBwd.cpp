@@ -70,6 +70,31 @@ struct StatsTile {
   }
 };
 
+/// Independent memory operations emitted a few at a time between the k-steps of later products
+/// (blockProduct's `spread`), each group behind a memory scheduling fence: issued in one burst
+/// (dQ's 32 atomic adds a lane, where the scheduler puts them as soon as their data is ready)
+/// they fill the memory queue and stall the wave, interleaved they drain under the products.
+class SpreadWork {
+public:
+  void add(std::function<void()> item) { items.push_back(std::move(item)); }
+  /// An equal share after each of the `steps` k-steps to come.
+  void spreadOver(int steps) { perStep = llvm::divideCeil(items.size(), std::max(steps, 1)); }
+  void afterStep(KernelBuilder &kb) {
+    if (next == items.size()) return;
+    kb.memoryScheduleFence();
+    emit(perStep);
+  }
+  /// Emits what is left.
+  void finish() { emit(items.size()); }
+
+private:
+  void emit(size_t n) {
+    for (; n && next < items.size(); --n) items[next++]();
+  }
+  SmallVector<std::function<void()>> items;
+  size_t next = 0, perStep = 1;
+};
+
 /// A staged block of Q and dO (the main kernel's step) with its statistics and, where the plan
 /// keeps them, Q^T and dO^T.
 struct QueryBlock {
@@ -325,9 +350,10 @@ protected:
   /// accs[i * cols + j] + A B over `depth` (the reduction) for a block of tiles: A's rows from
   /// aRows[i], B's columns from bCols[j] (adjacent tiles); each k-step's fragments are loaded
   /// once for the block.
-  /// No accs: from zero.
+  /// No accs: from zero. `spread`: work to interleave with the matrix instructions.
   SmallVector<Value> blockProduct(LdsOperand aOp, ArrayRef<Value> aRows, LdsOperand bOp,
-                                  ArrayRef<Value> bCols, int depth, ArrayRef<Value> accs = {}) {
+                                  ArrayRef<Value> bCols, int depth, ArrayRef<Value> accs = {},
+                                  SpreadWork *spread = nullptr) {
     SmallVector<Value> out(accs.begin(), accs.end());
     if (out.empty()) out.assign(aRows.size() * bCols.size(), kb.zero(kb.accType(atom)));
     for (int kk = 0; kk < depth; kk += atom.k) {
@@ -343,6 +369,7 @@ protected:
           Value &acc = out[i * bFrags.size() + j];
           acc = kb.mma(atom, aFrags[i], bFrags[j], acc);
         }
+      if (spread) spread->afterStep(kb);
     }
     return out;
   }
@@ -618,9 +645,12 @@ public:
       });
       kb.barrier();
       SmallVector<Value> acc(loop.getRegionIterArgs());
+      // dQ's adds interleaved with the dV and dK products where both products' blocks are in
+      // the loop body itself (every wave busy), else issued at once.
+      SpreadWork dqAdds;
+      const bool spreadAdds = dqW.activeWaves() == dqW.waves && gradsW.activeWaves() == gradsW.waves;
       if (withDq) {
-        // dQ += dS K for this key block, added to the f32 accumulator first, so the adds drain
-        // while dV and dK are computed.
+        // dQ += dS K for this key block, added to the f32 accumulator during dV and dK.
         AccView rows(atom.c, QueryAxis::Rows);
         auto [laneQuery, laneCol] = rows.laneOffsets(kb, lane);
         forWaveBlock(dqW, [&](const WaveBlock &blk) {
@@ -638,19 +668,28 @@ public:
               for (const attn::AccElement &el : rows.elements()) {
                 const int64_t row = int64_t(i) * atom.m + el.query;
                 const int64_t col = int64_t(j) * atom.n + el.inner;
-                kb.atomicAdd(extract(d[i * blk.cols.size() + j], el.reg), arg(args.dqAccum),
-                             kb.add(first, row * p.headDim + col));
+                Value x = extract(d[i * blk.cols.size() + j], el.reg);
+                dqAdds.add([&, x, first, row, col] {
+                  kb.atomicAdd(x, arg(args.dqAccum), kb.add(first, row * p.headDim + col));
+                });
               }
+          if (!spreadAdds) dqAdds.finish();
         });
+        // Over the first three quarters of dV's and dK's k-steps: each add holds its value in a
+        // register until it issues (over all of them, ptxas spilled at head_dim 128).
+        dqAdds.spreadOver(3 * 2 * (p.blockM / atom.k) / 4);
       }
       // dV += P^T dO and dK += dS^T Q over this step's queries.
+      SpreadWork *spread = spreadAdds ? &dqAdds : nullptr;
       updateWaveBlock(gradsW, acc, [&](const WaveBlock &blk, ArrayRef<Value> dvdk) {
-        SmallVector<Value> news = blockProduct({&ldsPT}, blk.rows, alongRows(now.dO, now.dOT),
-                                               blk.cols, p.blockM, dvdk.take_front(share));
+        SmallVector<Value> news =
+            blockProduct({&ldsPT}, blk.rows, alongRows(now.dO, now.dOT), blk.cols, p.blockM,
+                         dvdk.take_front(share), spread);
         news.append(blockProduct({&ldsDST}, blk.rows, alongRows(now.q, now.qT), blk.cols,
-                                 p.blockM, dvdk.drop_front(share)));
+                                 p.blockM, dvdk.drop_front(share), spread));
         return news;
       });
+      dqAdds.finish();
       scf::YieldOp::create(b, loc, acc);
       return SmallVector<Value>(loop.getResults());
     };
