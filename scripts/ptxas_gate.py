@@ -5,6 +5,8 @@ information, and each one means serialised wgmma or a broken pipeline (../shared
 
   ptxas_gate.py BUNDLE_DIR     check; exit 1 listing the offending kernels
   ptxas_gate.py --all BUNDLE_DIR   the same over every kernel of the bundle (the portable lane too)
+  ptxas_gate.py --all --spill-budget N BUNDLE_DIR   up to N spill bytes a kernel (where a measured schedule that
+                                   keeps more registers live beat the spill-free one)
   ptxas_gate.py --find         print the ptxas path (exit 1 when there is none)
 
 ptxas is looked up in $TESSERA_PTXAS, PATH, /usr/local/cuda/bin, then the nvidia-cuda-nvcc wheel (pip)."""
@@ -36,7 +38,7 @@ SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 PERF = re.compile(r"C75\d\d|Potential Performance Loss")
 
 
-def check(bundle, ptxas, every=False):
+def check(bundle, ptxas, every=False, budget=0):
     manifest = json.loads((Path(bundle) / "manifest.json").read_text())
     target = manifest["target"]
     bad, checked = [], 0
@@ -49,12 +51,13 @@ def check(bundle, ptxas, every=False):
         log = run.stdout + run.stderr
         spills = [int(a) + int(b) for a, b in SPILLS.findall(log)]
         perf = [line.strip() for line in log.splitlines() if PERF.search(line)]
-        if run.returncode or not spills or sum(spills) or perf:
+        if run.returncode or not spills or sum(spills) > budget or perf:
             reason = (f"ptxas exit {run.returncode}" if run.returncode else
                       f"{sum(spills)} spill bytes" if spills and sum(spills) else
                       "; ".join(perf) if perf else "no ptxas report")
             bad.append(f"{k['name']}: {reason}")
-    print(f"ptxas gate ({target}): {checked} {'' if every else 'wgmma '}kernels, {len(bad)} failing")
+    allowed = f" (spill budget {budget} bytes)" if budget else ""
+    print(f"ptxas gate ({target}): {checked} {'' if every else 'wgmma '}kernels, {len(bad)} failing{allowed}")
     for line in bad:
         print(f"  FAIL {line}")
     return 0 if checked and not bad else 1
@@ -65,8 +68,12 @@ def main():
         path = find_ptxas()
         print(path or "no ptxas found ($TESSERA_PTXAS, PATH, /usr/local/cuda/bin, pip nvidia-cuda-nvcc-cu12)")
         return 0 if path else 1
-    every = sys.argv[1:2] == ["--all"]
-    args = sys.argv[2:] if every else sys.argv[1:]
+    args = sys.argv[1:]
+    every = args[:1] == ["--all"]
+    args = args[1:] if every else args
+    budget = 0
+    if args[:1] == ["--spill-budget"] and len(args) > 1 and args[1].isdigit():
+        budget, args = int(args[1]), args[2:]
     if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -74,7 +81,7 @@ def main():
     if not ptxas:
         print("ptxas gate: no ptxas found (install nvidia-cuda-nvcc-cu12 or set TESSERA_PTXAS)", file=sys.stderr)
         return 2
-    return check(args[0], ptxas, every)
+    return check(args[0], ptxas, every, budget)
 
 
 if __name__ == "__main__":

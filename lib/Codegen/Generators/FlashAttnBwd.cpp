@@ -675,9 +675,10 @@ public:
               }
           if (!spreadAdds) dqAdds.finish();
         });
-        // Over the first three quarters of dV's and dK's k-steps: each add holds its value in a
-        // register until it issues (over all of them, ptxas spilled at head_dim 128).
-        dqAdds.spreadOver(3 * 2 * (p.blockM / atom.k) / 4);
+        // Over all of dV's and dK's k-steps: each add holds its value in a register until it
+        // issues, which costs ptxas a few spill bytes at head_dim 128 and measured faster than
+        // spreading them over fewer (bench/NOTES.md).
+        dqAdds.spreadOver(2 * (p.blockM / atom.k));
       }
       // dV += P^T dO and dK += dS^T Q over this step's queries.
       SpreadWork *spread = spreadAdds ? &dqAdds : nullptr;
