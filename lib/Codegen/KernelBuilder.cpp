@@ -379,40 +379,70 @@ static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols
 
 static int vectorElems(Type elemType) { return 128 / elemType.getIntOrFloatBitWidth(); }
 
+Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value validCols,
+                                    Value vectorOk, llvm::function_ref<Value()> offset,
+                                    bool offsetInBranches) {
+  Type elemType = cast<MemRefType>(memref.getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  auto vecType = VectorType::get({vec}, elemType);
+  Value fullVector = andb(andb(rowOk, cmpLe(add(col, vec), validCols)), vectorOk);
+  Value shared = offsetInBranches ? Value() : offset();
+  auto at = [&] { return shared ? shared : offset(); };
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, fullVector, /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value load = vector::LoadOp::create(b, loc, vecType, memref, ValueRange{at()},
+                                      /*nontemporal=*/false, llvm::Align(16));
+  scf::YieldOp::create(b, loc, load);
+  // Tail or misaligned vector: element by element, zero outside the matrix.
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  SmallVector<Value> elems;
+  for (int j = 0; j < vec; ++j) {
+    Value ok = andb(rowOk, cmpLt(add(col, j), validCols));
+    auto e = scf::IfOp::create(b, loc, TypeRange{elemType}, ok, /*withElse=*/true);
+    b.setInsertionPointToStart(e.thenBlock());
+    Value x = memref::LoadOp::create(b, loc, memref, ValueRange{add(at(), j)});
+    scf::YieldOp::create(b, loc, x);
+    b.setInsertionPointToStart(e.elseBlock());
+    scf::YieldOp::create(b, loc, zero(elemType));
+    b.setInsertionPointAfter(e);
+    elems.push_back(e.getResult(0));
+  }
+  scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
+  return ifOp.getResult(0);
+}
+
 SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows, int cols,
                                                  int threads) {
   Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
   const int vec = vectorElems(elemType);
-  auto vecType = VectorType::get({vec}, elemType);
   SmallVector<Value> out;
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     Value rowOk = cmpLt(t.row, src.validRows);
     // Threads past the tile (when `threads` does not divide it) load nothing.
     if (t.partial) rowOk = andb(rowOk, cmpLt(t.index, idx(rows * (cols / vec))));
-    Value fullVector = andb(andb(rowOk, cmpLe(add(t.col, vec), src.validCols)), src.vectorOk);
-    Value offset = add(src.base, add(mul(t.row, src.ld), t.col));
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, fullVector, /*withElse=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    Value load = vector::LoadOp::create(b, loc, vecType, src.memref, ValueRange{offset},
-                                        /*nontemporal=*/false, llvm::Align(16));
-    scf::YieldOp::create(b, loc, load);
-    // Tail or misaligned vector: element by element, zero outside the matrix.
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    SmallVector<Value> elems;
-    for (int j = 0; j < vec; ++j) {
-      Value ok = andb(rowOk, cmpLt(add(t.col, j), src.validCols));
-      auto e = scf::IfOp::create(b, loc, TypeRange{elemType}, ok, /*withElse=*/true);
-      b.setInsertionPointToStart(e.thenBlock());
-      Value x = memref::LoadOp::create(b, loc, src.memref, ValueRange{add(offset, j)});
-      scf::YieldOp::create(b, loc, x);
-      b.setInsertionPointToStart(e.elseBlock());
-      scf::YieldOp::create(b, loc, zero(elemType));
-      b.setInsertionPointAfter(e);
-      elems.push_back(e.getResult(0));
-    }
-    scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
-    out.push_back(ifOp.getResult(0));
+    out.push_back(loadTileVector(src.memref, rowOk, t.col, src.validCols, src.vectorOk, [&] {
+      return add(src.base, add(mul(t.row, src.ld), t.col));
+    }, /*offsetInBranches=*/false));
+  }
+  return out;
+}
+
+SmallVector<Value> KernelBuilder::loadGlobalRows(Value memref,
+                                                 llvm::function_ref<Value(Value)> rowStart,
+                                                 Value validRows, Value validCols,
+                                                 Value vectorOk, int rows, int cols,
+                                                 int threads) {
+  Type elemType = cast<MemRefType>(memref.getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  SmallVector<Value> out;
+  for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
+    Value rowOk = cmpLt(t.row, validRows);
+    if (t.partial) rowOk = andb(rowOk, cmpLt(t.index, idx(rows * (cols / vec))));
+    // rowStart runs only where the row is loaded (it may read an index table).
+    out.push_back(loadTileVector(memref, rowOk, t.col, validCols, vectorOk,
+                                 [&] { return add(rowStart(t.row), t.col); },
+                                 /*offsetInBranches=*/true));
   }
   return out;
 }

@@ -237,6 +237,15 @@ public:
                                                 int threads);
   void storeLdsTile(llvm::ArrayRef<mlir::Value> vectors, const LdsTile &dst, int rows, int cols,
                     bool transpose, int threads);
+  /// loadGlobalTile over rows that are not evenly spaced (a gather: paged caches, packed query
+  /// heads): row r starts at element rowStart(r) of `memref`, which is emitted only inside the
+  /// branches that load row r (r < validRows), so it may read an index table no further than the
+  /// valid rows.
+  llvm::SmallVector<mlir::Value> loadGlobalRows(mlir::Value memref,
+                                                llvm::function_ref<mlir::Value(mlir::Value)> rowStart,
+                                                mlir::Value validRows, mlir::Value validCols,
+                                                mlir::Value vectorOk, int rows, int cols,
+                                                int threads);
   /// copyGlobalToLds (not transposed) through the target's asynchronous copies (hasAsyncCopy):
   /// no registers hold the data, rows and columns past the valid ones are zero-filled, and the
   /// tile is in LDS once this thread's asyncWait covers the group that asyncCommit closes. The
@@ -295,6 +304,12 @@ public:
   void memoryScheduleFence();
 
 private:
+  /// One 16-byte vector of a tile row from `memref` at offset(): whole where the row is loaded
+  /// (`rowOk`), its columns are valid and `vectorOk`, else element by element, zero outside.
+  /// `offsetInBranches`: offset() is emitted in each branch that loads, not once before them.
+  mlir::Value loadTileVector(mlir::Value memref, mlir::Value rowOk, mlir::Value col,
+                             mlir::Value validCols, mlir::Value vectorOk,
+                             llvm::function_ref<mlir::Value()> offset, bool offsetInBranches);
   mlir::Value mmaSync(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
   mlir::Value ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                               mlir::Value lane, mlir::Value outerBase, int kBase,

@@ -114,7 +114,8 @@ TileRange Visibility::unmaskedQueryTiles(Value k0, Value lastKey, int blockM) {
 }
 
 Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
-                 Value scores, Value query0, Value key0, Value needMask) {
+                 Value scores, Value query0, Value key0, Value needMask,
+                 llvm::function_ref<Value(Value)> queryOf) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
   auto masked = scf::IfOp::create(b, loc, TypeRange{scores.getType()}, needMask, true);
@@ -124,7 +125,8 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
   Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
   Value negInf = kb.f32(-INFINITY), out = scores;
   for (const AccElement &el : view.elements()) {
-    Value ok = visibility.visible(kb.add(firstQuery, el.query), kb.add(firstKey, el.inner));
+    Value row = kb.add(firstQuery, el.query);
+    Value ok = visibility.visible(queryOf ? queryOf(row) : row, kb.add(firstKey, el.inner));
     Value x = vector::ExtractOp::create(b, loc, out, el.reg);
     out = vector::InsertOp::create(b, loc, kb.select(ok, x, negInf), out, el.reg);
   }

@@ -1,0 +1,71 @@
+// FlashAttention-2's forward mainloop on the portable atoms (FlashAttnPlan), shared by the
+// generators that stream K/V tiles past a staged block of query rows (flash_attn, paged_decode):
+// S on the matrix cores, scaled, capped and masked (edge tiles only), the online softmax, P V, and
+// the epilogue's row sums. A recipe (AttnRows) says where the rows and the tiles come from and
+// where each output element and row LSE goes.
+#ifndef TESSERA_CODEGEN_ATTENTION_MAINLOOP_H
+#define TESSERA_CODEGEN_ATTENTION_MAINLOOP_H
+
+#include "tessera/Codegen/Attention/AccView.h"
+#include "tessera/Codegen/Attention/Softmax.h"
+#include "tessera/Codegen/Attention/Visibility.h"
+#include "tessera/Codegen/FlashAttnPlan.h"
+#include "tessera/Codegen/KernelBuilder.h"
+
+namespace tessera::attn {
+
+/// Where a kernel's query rows and key tiles come from and where its outputs go. Rows are the
+/// block's blockM rows, tiles blockN keys; loads return this thread's 16-byte vectors in
+/// KernelBuilder::loadGlobalTile's order, zero past the valid rows.
+class AttnRows {
+public:
+  virtual ~AttnRows() = default;
+  virtual llvm::SmallVector<mlir::Value> loadQueries(int threads) = 0;
+  virtual llvm::SmallVector<mlir::Value> loadKeys(mlir::Value n0, int threads) = 0;
+  virtual llvm::SmallVector<mlir::Value> loadValues(mlir::Value n0, int threads) = 0;
+  /// The query Visibility knows for block row `row`.
+  virtual mlir::Value queryOf(mlir::Value row) = 0;
+  /// Output element (row, col) in f32, divided by the row's sum (0 for a row that saw no key).
+  virtual void storeOutput(mlir::Value row, mlir::Value col, mlir::Value value) = 0;
+  /// The row's natural-log LSE (-inf for a row that saw no key), once per row; only when
+  /// wantsLse().
+  virtual void storeLse(mlir::Value row, mlir::Value lse) = 0;
+  virtual bool wantsLse() const = 0;
+};
+
+/// What the loop walks: the key tiles, those of them that need no mask, the rule the others are
+/// masked by, and the score scale (log2(e) folded in) and soft cap (null: none).
+struct KeyWalk {
+  Visibility *visibility = nullptr;
+  TileRange tiles, unmasked;
+  mlir::Value scaleLog2, cap;
+};
+
+class Mainloop {
+public:
+  Mainloop(const AttnPlan &p, const TargetInfo &t, mlir::OpBuilder &b, mlir::Location loc,
+           mlir::gpu::GPUFuncOp func, mlir::Type elem);
+  ~Mainloop();
+  /// Allocates the LDS tiles: first in the kernel (they are workgroup attributions).
+  void allocate();
+  /// Emits the staging of the rows, the loop over walk.tiles and the epilogue at the builder's
+  /// insertion point.
+  void emit(AttnRows &rows, const KeyWalk &walk);
+  int threads() const { return p.waves * t.waveSize; }
+
+private:
+  class Impl;
+  /// V staged [key][d] (read by transposing matrix loads), else [d][key].
+  bool vNatural() const;
+  const AttnPlan &p;
+  const TargetInfo &t;
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  mlir::gpu::GPUFuncOp func;
+  mlir::Type elem;
+  LdsTile ldsQ, ldsK, ldsV, ldsP;
+};
+
+} // namespace tessera::attn
+
+#endif // TESSERA_CODEGEN_ATTENTION_MAINLOOP_H

@@ -1,0 +1,411 @@
+// The attention forward mainloop shared by flash_attn and paged_decode (Mainloop.h).
+//
+// Orientation: where the accumulator layout of S^T = K Q^T hands P^T to the PV atom in registers,
+// at most one shuffle away (MFMA, WMMA), the kernel computes transposed; where S = Q K^T does
+// (mma.sync), it computes S; otherwise P goes through LDS. Each wave owns a slice of the block's
+// rows against the whole staged K/V tile.
+#include "tessera/Codegen/Attention/Mainloop.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <map>
+
+using namespace mlir;
+
+namespace tessera::attn {
+
+using CK = vector::CombiningKind;
+
+namespace {
+/// The online-softmax state of one query tile: per-lane slot vectors of the running max and the
+/// lane's partial row sum.
+struct RowState {
+  Value max, sum;
+};
+} // namespace
+
+/// One emission: the values every step needs.
+class Mainloop::Impl {
+public:
+  Impl(Mainloop &m, AttnRows &rows, const KeyWalk &walk)
+      : m(m), p(m.p), t(m.t), b(m.b), loc(m.loc), kb(b, loc, t), rows(rows), walk(walk),
+        elem(m.elem), sView(p.qk->c, axis()), oView(p.pv->c, axis()), softmax(kb) {}
+
+  void emit();
+
+private:
+  using Operand = KernelBuilder::Operand;
+  QueryAxis axis() const { return p.transposed ? QueryAxis::Cols : QueryAxis::Rows; }
+  Value icmp(arith::CmpIPredicate pred, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, pred, x, y);
+  }
+  Value extract(Value v, int i) { return vector::ExtractOp::create(b, loc, v, i); }
+
+  // Per-lane statistics slots: the distinct queries a lane holds in one S tile.
+  int slotOf(int e) const;
+  int slots() const;
+  /// The slot of output accumulator element `e` (the same query in the same lane).
+  int outputSlotOf(int e) const;
+  /// Max (or sum) over keys of the S tiles of one query tile, within the lane, per slot.
+  SmallVector<Value> reduceInLane(ArrayRef<Value> tiles, CK kind);
+  /// ... and across the lanes holding the same queries.
+  SmallVector<Value> reduceAcrossLanes(ArrayRef<Value> values, CK kind) {
+    return kb.laneAllReduce(values, sView.queryLaneMasks(), kind);
+  }
+  /// `slotValues` (one per slot) gathered per element of an accumulator of `view`.
+  Value perElement(ArrayRef<Value> slotValues, bool outputs);
+
+  /// The K and V tiles from key n0 in registers, and their stores into LDS.
+  SmallVector<Value> loadKV(Value n0);
+  void storeKV(ArrayRef<Value> regs);
+  /// S (or S^T) of the query tile at block row `ldsQueryRow` against the staged keys: one
+  /// accumulator per key tile.
+  SmallVector<Value> computeScores(Value ldsQueryRow);
+  /// Scaled, capped, and masked on edge tiles (`needMask`).
+  SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value rowBase, Value n0);
+  /// One online-softmax step of a query tile: the new state, the probabilities, the rescale
+  /// factor per slot.
+  RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
+                       SmallVector<Value> &alpha);
+  /// O (this query tile's head tiles) += P V.
+  void accumulatePV(MutableArrayRef<Value> o, ArrayRef<Value> probs, Value ldsQueryRow);
+  Value pOperand(ArrayRef<Value> pTiles, int kstep);
+  /// O / l of query tile `qt` (0 for rows that saw nothing), and the LSE; `oLane` is
+  /// oView's lane offsets.
+  void storeOutputs(ArrayRef<Value> o, RowState state, int qt, std::pair<Value, Value> oLane);
+  void storeLse(RowState state, ArrayRef<Value> rowSums, Value rowBase);
+
+  Mainloop &m;
+  const AttnPlan &p;
+  const TargetInfo &t;
+  OpBuilder &b;
+  Location loc;
+  KernelBuilder kb;
+  AttnRows &rows;
+  const KeyWalk &walk;
+  Type elem;
+  AccView sView, oView;
+  OnlineSoftmax softmax;
+  Value lane, waveQ0;
+  size_t kvSplit = 0; ///< K vectors before V vectors in a prefetched register tile
+};
+
+Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Location loc,
+                   gpu::GPUFuncOp func, Type elem)
+    : p(p), t(t), b(b), loc(loc), func(func), elem(elem) {}
+
+Mainloop::~Mainloop() = default;
+
+void Mainloop::allocate() {
+  KernelBuilder kb(b, loc, t);
+  ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
+  ldsK = kb.allocLds(func, elem, p.blockN, p.headDim);
+  // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
+  // (ldmatrix.trans), else transposed into [d][key] while staging.
+  ldsV = vNatural() ? kb.allocLds(func, elem, p.blockN, p.headDim)
+                    : kb.allocLds(func, elem, p.headDim, p.blockN);
+  if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
+}
+
+bool Mainloop::vNatural() const {
+  return !p.transposed && KernelBuilder(b, loc, t).hasTransposedLoads(*p.pv);
+}
+
+void Mainloop::emit(AttnRows &rows, const KeyWalk &walk) { Impl(*this, rows, walk).emit(); }
+
+int Mainloop::Impl::slotOf(int e) const {
+  int slot = 0, bit = 0;
+  for (size_t r = 0; r < p.qk->c.regBases.size(); ++r)
+    if (sView.regBitMovesQuery(r)) slot |= ((e >> r) & 1) << bit++;
+  return slot;
+}
+
+int Mainloop::Impl::outputSlotOf(int e) const {
+  int query = oView.elements()[e].query;
+  for (const attn::AccElement &s : sView.elements())
+    if (s.query == query) return slotOf(s.reg);
+  llvm_unreachable("sameQueryLanes() guarantees a slot");
+}
+
+int Mainloop::Impl::slots() const {
+  int n = 1;
+  for (size_t r = 0; r < p.qk->c.regBases.size(); ++r)
+    if (sView.regBitMovesQuery(r)) n *= 2;
+  return n;
+}
+
+SmallVector<Value> Mainloop::Impl::reduceInLane(ArrayRef<Value> tiles, CK kind) {
+  SmallVector<Value> out(slots());
+  for (Value tile : tiles)
+    for (const attn::AccElement &el : sView.elements()) {
+      Value x = extract(tile, el.reg);
+      Value &acc = out[slotOf(el.reg)];
+      acc = !acc ? x : (kind == CK::MAXNUMF ? kb.fmax(acc, x) : kb.fadd(acc, x));
+    }
+  return out;
+}
+
+Value Mainloop::Impl::perElement(ArrayRef<Value> slotValues, bool outputs) {
+  auto slotType = VectorType::get({int64_t(slotValues.size())}, b.getF32Type());
+  SmallVector<int64_t> slotIdx;
+  for (const attn::AccElement &el : (outputs ? oView : sView).elements())
+    slotIdx.push_back(outputs ? outputSlotOf(el.reg) : slotOf(el.reg));
+  Value vec = vector::FromElementsOp::create(b, loc, slotType, slotValues);
+  return vector::ShuffleOp::create(b, loc, vec, vec, slotIdx);
+}
+
+/// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
+Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
+  auto laneBitSet = [&](int bit) {
+    return icmp(arith::CmpIPredicate::ne, kb.andi(lane, 1 << bit), kb.idx(0));
+  };
+  auto choose = [&](Value tile, const LaneChoice &c) -> Value {
+    Value first = extract(tile, c.elem[0]);
+    if (c.laneBit < 0 || c.elem[0] == c.elem[1]) return first;
+    return kb.select(laneBitSet(c.laneBit), extract(tile, c.elem[1]), first);
+  };
+  // Shuffles are shared by the elements that need the same value from the partner.
+  std::map<std::tuple<int, int, int, int, int>, Value> shuffled;
+  SmallVector<Value> elems;
+  for (const AccSource &src : p.conversion[kstep]) {
+    Value tile = pTiles[src.keyTile];
+    Value value = choose(tile, src.ownElem);
+    if (src.xorMask) {
+      const LaneChoice &c = src.sendElem;
+      Value &fromPartner =
+          shuffled[{src.keyTile, src.xorMask, c.laneBit, c.elem[0], c.elem[1]}];
+      if (!fromPartner)
+        fromPartner = gpu::ShuffleOp::create(b, loc, choose(tile, c), src.xorMask, t.waveSize,
+                                             gpu::ShuffleMode::XOR)
+                          .getShuffleResult();
+      const LaneChoice &own = src.own;
+      if (own.laneBit < 0)
+        value = own.elem[0] ? value : fromPartner;
+      else
+        value = kb.select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
+                          own.elem[0] ? value : fromPartner);
+    }
+    elems.push_back(kb.convert(value, elem));
+  }
+  auto type = VectorType::get({int64_t(elems.size())}, elem);
+  return vector::FromElementsOp::create(b, loc, type, elems);
+}
+
+
+SmallVector<Value> Mainloop::Impl::loadKV(Value n0) {
+  SmallVector<Value> regs = rows.loadKeys(n0, m.threads());
+  kvSplit = regs.size();
+  regs.append(rows.loadValues(n0, m.threads()));
+  return regs;
+}
+
+void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
+  kb.storeLdsTile(regs.take_front(kvSplit), m.ldsK, p.blockN, p.headDim, /*transpose=*/false,
+                  m.threads());
+  kb.storeLdsTile(regs.drop_front(kvSplit), m.ldsV, p.blockN, p.headDim,
+                  /*transpose=*/!m.vNatural(), m.threads());
+}
+
+SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
+  const MMAAtom &qk = *p.qk;
+  SmallVector<Value> s(p.keyTiles(), kb.zero(kb.accType(qk)));
+  for (int kk = 0; kk < p.headDim; kk += qk.k) {
+    if (p.tightRegisters) kb.memoryScheduleFence();
+    for (int kt = 0; kt < p.keyTiles(); ++kt) {
+      Value keyRow = kb.idx(kt * p.keyDim());
+      if (p.transposed) {
+        Value kFrag = kb.loadOperand(m.ldsK, qk, Operand::A, lane, keyRow, kk);
+        Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::B, lane, ldsQueryRow, kk);
+        s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
+      } else {
+        Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::A, lane, ldsQueryRow, kk);
+        Value kFrag = kb.loadOperand(m.ldsK, qk, Operand::B, lane, keyRow, kk);
+        s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
+      }
+    }
+  }
+  return s;
+}
+
+SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMask,
+                                              Value rowBase, Value n0) {
+  for (int kt = 0; kt < p.keyTiles(); ++kt) {
+    Value sc = scaledScores(kb, s[kt], walk.scaleLog2, walk.cap);
+    s[kt] = maskScores(kb, *walk.visibility, sView, lane, sc, rowBase,
+                       kb.add(n0, kt * p.keyDim()), needMask,
+                       [&](Value row) { return rows.queryOf(row); });
+  }
+  return s;
+}
+
+RowState Mainloop::Impl::softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
+                                     SmallVector<Value> &alpha) {
+  const int nSlots = slots();
+  auto slotType = VectorType::get({nSlots}, b.getF32Type());
+  SmallVector<Value> rowMax = reduceAcrossLanes(reduceInLane(s, CK::MAXNUMF), CK::MAXNUMF);
+  SmallVector<Value> mNew, shift;
+  alpha.clear();
+  for (int sl = 0; sl < nSlots; ++sl) {
+    Value mx = kb.fmax(extract(old.max, sl), rowMax[sl]);
+    Value use = softmax.shiftFor(mx);
+    mNew.push_back(mx);
+    shift.push_back(use);
+    alpha.push_back(softmax.exp2Shifted(extract(old.max, sl), use));
+  }
+  probs.clear();
+  for (int kt = 0; kt < p.keyTiles(); ++kt)
+    probs.push_back(softmax.exp2Shifted(s[kt], perElement(shift, /*outputs=*/false)));
+  SmallVector<Value> rowSum = reduceInLane(probs, CK::ADD);
+  SmallVector<Value> lNew;
+  for (int sl = 0; sl < nSlots; ++sl)
+    lNew.push_back(softmax.nextSum(extract(old.sum, sl), alpha[sl], rowSum[sl]));
+  return {vector::FromElementsOp::create(b, loc, slotType, mNew),
+          vector::FromElementsOp::create(b, loc, slotType, lNew)};
+}
+
+void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> probs,
+                                  Value ldsQueryRow) {
+  const MMAAtom &pv = *p.pv;
+  if (!p.pInRegisters()) {
+    // P through this wave's rows of the LDS P tile ([query][key]).
+    auto [laneQuery, laneKey] = sView.laneOffsets(kb, lane);
+    for (int kt = 0; kt < p.keyTiles(); ++kt)
+      for (const AccElement &el : sView.elements()) {
+        Value row = kb.add(kb.add(ldsQueryRow, laneQuery), el.query);
+        Value col = kb.add(laneKey, kt * p.keyDim() + el.inner);
+        memref::StoreOp::create(b, loc, kb.convert(extract(probs[kt], el.reg), elem),
+                                m.ldsP.memref, ValueRange{kb.ldsOffset(m.ldsP, row, col)});
+      }
+    kb.barrier();
+  }
+  for (int ks = 0; ks < p.blockN / pv.k; ++ks) {
+    Value pFrag = p.pInRegisters() ? pOperand(probs, ks)
+                                   : kb.loadFragment(m.ldsP, p.pOperandLayout(), p.transposed,
+                                                     lane, ldsQueryRow, ks * pv.k);
+    for (int ht = 0; ht < p.headTiles(); ++ht) {
+      if (p.tightRegisters) kb.memoryScheduleFence();
+      Value &acc = out[ht];
+      if (p.transposed) {
+        Value vFrag = kb.loadOperand(m.ldsV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
+        acc = kb.mma(pv, vFrag, pFrag, acc);
+      } else {
+        Value vFrag = kb.loadOperand(m.ldsV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
+                                     /*kAlongRows=*/m.vNatural());
+        acc = kb.mma(pv, pFrag, vFrag, acc);
+      }
+    }
+  }
+}
+
+void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
+                                  std::pair<Value, Value> oLane) {
+  SmallVector<Value> lPart;
+  for (int sl = 0; sl < slots(); ++sl) lPart.push_back(extract(state.sum, sl));
+  SmallVector<Value> l = reduceAcrossLanes(lPart, CK::ADD);
+  SmallVector<Value> inv;
+  for (Value sum : l) inv.push_back(softmax.inverseSum(sum));
+  Value rowBase = kb.add(waveQ0, qt * p.queryDim());
+  auto [laneQuery, laneD] = oLane;
+  const int headTile = p.transposed ? p.pv->m : p.pv->n;
+  for (int ht = 0; ht < p.headTiles(); ++ht)
+    for (const AccElement &el : oView.elements()) {
+      Value row = kb.add(kb.add(rowBase, laneQuery), el.query);
+      Value col = kb.add(laneD, ht * headTile + el.inner);
+      rows.storeOutput(row, col, kb.fmul(extract(out[ht], el.reg), inv[outputSlotOf(el.reg)]));
+    }
+  if (rows.wantsLse()) storeLse(state, l, rowBase);
+}
+
+void Mainloop::Impl::storeLse(RowState state, ArrayRef<Value> l, Value rowBase) {
+  // One writer per query: the lanes whose non-query lane bits are zero.
+  Value laneQuery = sView.laneOffsets(kb, lane).first;
+  Value writer = icmp(arith::CmpIPredicate::eq, kb.andi(lane, sView.nonQueryLaneBits()), kb.idx(0));
+  for (const AccElement &el : sView.elements()) {
+    if (el.inner != 0) continue; // one element per slot
+    int sl = slotOf(el.reg);
+    Value value = softmax.logSumExp(extract(state.max, sl), l[sl]);
+    Value row = kb.add(kb.add(rowBase, laneQuery), el.query);
+    auto write = scf::IfOp::create(b, loc, writer, false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(write.thenBlock());
+    rows.storeLse(row, value);
+  }
+}
+
+void Mainloop::Impl::emit() {
+  lane = kb.laneId();
+  waveQ0 = kb.mul(kb.waveId(), p.waveQueries());
+  // The block's rows, staged once.
+  kb.storeLdsTile(rows.loadQueries(m.threads()), m.ldsQ, p.blockM, p.headDim,
+                  /*transpose=*/false, m.threads());
+
+  // Loop-carried state: S-slot statistics (max, partial sum) per query tile, O accumulators.
+  const int nSlots = slots(), qTiles = p.queryTiles(), hTiles = p.headTiles();
+  auto slotType = VectorType::get({nSlots}, b.getF32Type());
+  SmallVector<Value> init;
+  for (int i = 0; i < qTiles; ++i) {
+    init.push_back(arith::ConstantOp::create(
+        b, loc, slotType, DenseElementsAttr::get(slotType, b.getF32FloatAttr(-INFINITY))));
+    init.push_back(kb.zero(slotType));
+  }
+  for (int i = 0; i < qTiles * hTiles; ++i) init.push_back(kb.zero(kb.accType(*p.pv)));
+
+  // With two stages the next tile's global loads are in flight while this one computes.
+  const size_t stateCount = init.size();
+  const TileRange &tiles = walk.tiles;
+  if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.blockN)));
+  auto loop = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value tile = loop.getInductionVar();
+    Value n0 = kb.mul(tile, p.blockN);
+    kb.barrier(); // previous step's K/V/P reads are done (and the staged rows written)
+    SmallVector<Value> prefetched;
+    if (p.stages > 1) {
+      storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(stateCount)));
+      kb.barrier();
+      prefetched = loadKV(kb.add(n0, p.blockN));
+    } else {
+      storeKV(loadKV(n0));
+      kb.barrier();
+    }
+    Value needMask = isEdgeTile(kb, tile, walk.unmasked); // uniform
+
+    auto iter = loop.getRegionIterArgs().take_front(stateCount);
+    SmallVector<Value> next;
+    SmallVector<Value> oNext(iter.begin() + 2 * qTiles, iter.end());
+    for (int qt = 0; qt < qTiles; ++qt) {
+      Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
+      SmallVector<Value> s = scoreTiles(computeScores(ldsQueryRow), needMask, ldsQueryRow, n0);
+      SmallVector<Value> probs, alpha;
+      RowState state = softmaxStep(s, {iter[2 * qt], iter[2 * qt + 1]}, probs, alpha);
+      next.push_back(state.max);
+      next.push_back(state.sum);
+      // Rescale this query tile's output accumulators: element -> its query's slot.
+      Value alphaO = perElement(alpha, /*outputs=*/true);
+      MutableArrayRef<Value> outs(oNext.data() + qt * hTiles, hTiles);
+      for (Value &acc : outs) acc = kb.fmul(acc, alphaO);
+      accumulatePV(outs, probs, ldsQueryRow);
+    }
+    next.append(oNext.begin(), oNext.end());
+    next.append(prefetched);
+    scf::YieldOp::create(b, loc, next);
+  }
+
+  // Epilogue: total row sums, O / l (0 for rows that saw nothing), LSE.
+  auto results = loop.getResults();
+  std::pair<Value, Value> oLane = oView.laneOffsets(kb, lane);
+  for (int qt = 0; qt < qTiles; ++qt) {
+    SmallVector<Value> out(results.begin() + 2 * qTiles + qt * hTiles,
+                           results.begin() + 2 * qTiles + (qt + 1) * hTiles);
+    storeOutputs(out, {results[2 * qt], results[2 * qt + 1]}, qt, oLane);
+  }
+}
+
+} // namespace tessera::attn
