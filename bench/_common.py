@@ -90,3 +90,9 @@ def finish(name, meta, rows, table_text):
     print(f"wrote {out_dir / f'{name}.json'}")
     print(table_text)
     return 0 if all(r.get("correct") for r in rows) else 1
+
+
+def num(row, key, fmt):
+    """row[key] formatted, or '-' right-aligned to the format's width (a table cell)."""
+    width = int(fmt.split(".")[0] or 0)
+    return format(row[key], fmt) if key in row else "-".rjust(width)

@@ -16,7 +16,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))   # repo or dist layout
 import tessera  # noqa: E402
-from _common import begin, finish, median_ms  # noqa: E402
+from _common import begin, finish, median_ms, num as _num  # noqa: E402
 from tessera import testing  # noqa: E402
 
 TOKENS, HEADS = 16384, 32
@@ -291,12 +291,6 @@ def main_backward(args, meta):
                   f"cudnn {_num(r, 'cudnn_tflops', '.1f')}, {'ok' if r['correct'] else 'WRONG'}")), flush=True)
         torch.cuda.empty_cache()
     return finish("bench_attn_bwd", meta, rows, backward_table(meta, rows))
-
-
-def _num(row, key, fmt):
-    """row[key] formatted, or '-' right-aligned to the format's width."""
-    width = int(fmt.split(".")[0] or 0)
-    return format(row[key], fmt) if key in row else "-".rjust(width)
 
 
 def table(meta, rows):

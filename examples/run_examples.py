@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the example bundles (GEMM, attention forward and backward): on the GPU for its own target when present, else on
-the simulator."""
+"""Runs the example bundles (GEMM, attention forward and backward, paged decode): on the GPU for its own target when
+present, else on the simulator."""
 import argparse
 import sys
 from pathlib import Path
@@ -15,6 +15,8 @@ SHAPES = [(17, 33, 40), (128, 128, 128), (255, 64, 1000)]
 ATTENTION = [(1, 17, 33, 2, 1, 64, True), (2, 70, 50, 4, 2, 128, False), (1, 130, 130, 3, 3, 32, True)]
 # (B, Sq, Sk, Hq, Hkv, D, causal, deterministic): the backward, judged by CORRECTNESS.md's rule (3x).
 BACKWARD = [(1, 37, 53, 3, 1, 64, True, False), (1, 40, 23, 2, 2, 32, False, True)]
+# (cache_seqlens, Sq, Hq, Hkv, D, block_size, num_splits): paged decode, judged by CORRECTNESS.md's rule (2x).
+DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3), ((9, 70), 2, 4, 1, 64, 64, 1)]
 
 
 def cuda_arch():
@@ -63,6 +65,26 @@ def run_backward(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, deterministic, rng)
     return err, check.ok
 
 
+def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, rng):
+    """(max error against float64, whether it is within the tolerance rule) of tessera.paged_decode over a cache
+    whose pages are a random choice of three times the needed ones."""
+    blocks = max(-(-n // block_size) for n in lens)
+    pages = 3 * len(lens) * blocks
+    k, v = (rng.standard_normal((pages, block_size, Hkv, D)).astype(np.float16) for _ in range(2))
+    table = rng.permutation(pages)[:len(lens) * blocks].reshape(len(lens), blocks).astype(np.int32)
+    lens = np.array(lens, np.int32)
+    q = rng.standard_normal((len(lens), Sq, Hq, D)).astype(np.float16)
+    ref = tessera.testing.paged_decode_reference(q, k, v, table, lens)
+    same = tessera.testing.paged_decode_reference(q, k, v, table, lens, precision="same")
+    if gpu:
+        import torch
+        o = tessera.paged_decode(*(torch.from_numpy(x).cuda() for x in (q, k, v, table, lens)),
+                                 num_splits=num_splits).cpu().numpy()
+    else:
+        o = tessera.paged_decode(q, k, v, table, lens, num_splits=num_splits, device=f"sim:{target}")
+    return float(np.abs(o.astype(np.float64) - ref.o).max()), tessera.testing.check_attention(o, ref, same).ok
+
+
 def run(target, gpu, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
@@ -106,6 +128,11 @@ def main():
             err, passed = run_backward(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, det, rng)
             ok &= passed
             shape = f"attn bwd {B}x{Sq}x{Sk} H{Hq}/{Hkv} D{D}{' causal' if causal else ''}{' det' if det else ''}"
+            rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
+        for lens, Sq, Hq, Hkv, D, block_size, splits in DECODE:
+            err, passed = run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, splits, rng)
+            ok &= passed
+            shape = f"decode {len(lens)}x{Sq} H{Hq}/{Hkv} D{D} b{block_size} s{splits}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
     print(f"{'target':8} {'where':5} {'kernel':32} {'max error':>10}  result")
     for target, where, shape, err, passed in rows:

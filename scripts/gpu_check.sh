@@ -5,6 +5,7 @@
 #              TESSERA_BENCH_ARGS (extra bench_gemm.py arguments, e.g. "--shapes 4096x4096x4096"),
 #              TESSERA_BENCH_ATTN_ARGS (extra bench_attn.py arguments, e.g. "--cases 4x4096x32x32x128:bf16:causal"),
 #              TESSERA_BENCH_ATTN_BWD_ARGS (extra bench_attn.py --backward arguments),
+#              TESSERA_BENCH_DECODE_ARGS (extra bench_decode.py arguments),
 #              TESSERA_PYTEST_ARGS (extra pytest arguments, e.g. "-k attention").
 set -uo pipefail
 
@@ -65,6 +66,8 @@ fi
 # The benchmarks' tables are the last things printed (attention last).
 # shellcheck disable=SC2086
 step bench-gemm "$python" "$here/bench/bench_gemm.py" ${TESSERA_BENCH_ARGS:-}
+# shellcheck disable=SC2086
+step bench-decode "$python" "$here/bench/bench_decode.py" ${TESSERA_BENCH_DECODE_ARGS:-}
 # shellcheck disable=SC2086
 step bench-attn-bwd "$python" "$here/bench/bench_attn.py" --backward ${TESSERA_BENCH_ATTN_BWD_ARGS:-}
 # shellcheck disable=SC2086

@@ -9,7 +9,8 @@ OUT_DIR=${OUT_DIR:-$ROOT/out}
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
 mkdir -p "$OUT_DIR/bundles"
-cat "$ROOT/examples/gemm.mlir" "$ROOT/examples/attention.mlir" > "$OUT_DIR/examples.mlir"
+cat "$ROOT/examples/gemm.mlir" "$ROOT/examples/attention.mlir" "$ROOT/examples/decode.mlir" \
+  > "$OUT_DIR/examples.mlir"
 TARGETS="gfx942 gfx950 gfx1100 sm_90 sm_90a"
 pids=()
 for target in $TARGETS; do   # one compiler process per target, in parallel

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Assembles dist/ for a GPU machine: runtime library, the default GEMM and attention bundles per target (and the
+# Assembles dist/ for a GPU machine: runtime library, the default GEMM, attention and decode bundles per target (and the
 # directives they come from), Python package, tests and the scripts they use, benchmarks, GPU check.
 # Usage: scripts/make_dist.sh BUILD_DIR DIST_DIR   (BUILD_DIR built: tessera_runtime, tessera-compile;
 #        TesseraRuntimeGpuTests is copied when built). TESSERA_DIST_TARGETS overrides the targets;
@@ -38,12 +38,12 @@ fi
 gpu_tests=$build/unittests/Runtime/TesseraRuntimeGpuTests
 [ -f "$gpu_tests" ] && cp "$gpu_tests" "$dist/bin/"
 
-# One bundle per target from examples/gemm.mlir and examples/attention.mlir together (tessera-compile writes one
+# One bundle per target from examples/gemm.mlir, attention.mlir and decode.mlir together (tessera-compile writes one
 # bundle per input file), the targets compiled in parallel. The ISA text (*.s) stays out; the kernel IR
 # (*.kernel.mlir, what the simulator runs, most of a bundle's size) only with TESSERA_DIST_KERNEL_IR=1.
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-cat "$root/examples/gemm.mlir" "$root/examples/attention.mlir" > "$stage/default.mlir"
+cat "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" > "$stage/default.mlir"
 
 compile() {   # compile SOURCE TARGET OUT: tessera-compile, its errors in OUT.err
   "$compiler" "$1" --target="$2" -o "$3" >/dev/null 2>"$3.err"
@@ -100,10 +100,11 @@ done
 
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
-cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$dist/bench/"
+cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$root/bench/bench_decode.py" \
+  "$dist/bench/"
 cp "$root/scripts/gpu_check.sh" "$root/scripts/amd_report.py" "$dist/scripts/"
 # The directives of the default bundles: what the tests check the bundles against.
-cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$dist/examples/"
+cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" "$dist/examples/"
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$root" diff --quiet HEAD -- 2>/dev/null || commit="$commit+dirty"

@@ -184,8 +184,9 @@ AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
     for (const MMAAtom *qk : atoms)
       for (const MMAAtom *pv : atoms)
         for (bool transposed : {true, false})
-          for (int waves : {4, 2})
+          for (int waves : r.waves)
             for (int blockN : {64, 32, 16}) {
+              if (blockN > r.maxKeysPerStep) continue;
               AttnPlan p;
               p.qk = qk, p.pv = pv, p.transposed = transposed, p.elem = r.elem;
               p.headDim = r.headDim;

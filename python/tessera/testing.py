@@ -1,5 +1,5 @@
-"""The tolerance rule of CORRECTNESS.md for checking kernel outputs against float64, and the attention reference
-(float64 and same-precision, numpy or torch), shared by the tests and the benchmarks."""
+"""The tolerance rule of CORRECTNESS.md for checking kernel outputs against float64, and the attention and paged
+decode references (float64 and same-precision, numpy or torch), shared by the tests and the benchmarks."""
 from typing import NamedTuple
 
 
@@ -188,6 +188,33 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
         (q0, q1), (k0, k1) = cq[b:b + 2], ck[b:b + 2]
         r = attention_reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], **options)
         o[q0:q1], o_abs[q0:q1], lse[:, q0:q1] = r.o[0], r.o_abs[0], r.lse[0]
+    return AttentionResult(o, lse, o_abs)
+
+
+def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout="NHD", causal=True, scale=None,
+                           window_left=-1, softcap=0.0, precision="float64"):
+    """tessera.paged_decode's result as attention_reference's (AttentionResult: O (B, Sq, Hq, D), LSE (B, Hq, Sq),
+    o_abs), on numpy arrays or torch tensors: each sequence's first cache_seqlens[b] keys and values gathered from
+    the pages its block_table row names (no other entry or slot is read: NaN there cannot reach the result), then
+    attention_reference with bottom-right alignment (query t at position len - Sq + t) and the window
+    (window_left, unbounded). precision as attention_reference's. Rows that see no key: O = 0, LSE = -inf."""
+    ops = _Ops(q)
+    B, Sq, Hq, D = q.shape
+    like = ops.cast(q[:0], "f64")
+    o, o_abs = ops.full(q.shape, 0.0, like), ops.full(q.shape, 0.0, like)
+    lse = ops.full((B, Hq, Sq), float("-inf"), like)
+    block_size = k_cache.shape[1 if kv_layout == "NHD" else 2]
+    options = dict(causal=causal, causal_align="bottom_right", scale=scale, window=(window_left, -1),
+                   softcap=softcap, precision=precision)
+    for b in range(B):
+        length = int(cache_seqlens[b])
+        pages = block_table[b, :-(-length // block_size)]
+        pages = pages.long() if ops.torch else pages
+        k, v = (cache[pages] if kv_layout == "NHD" else ops.perm(cache[pages], 0, 2, 1, 3)   # (pages, bs, Hkv, D)
+                for cache in (k_cache, v_cache))
+        k, v = (x.reshape(-1, *x.shape[2:])[None, :length] for x in (k, v))              # (1, length, Hkv, D)
+        r = attention_reference(q[b:b + 1], k, v, **options)
+        o[b], lse[b], o_abs[b] = r.o[0], r.lse[0], r.o_abs[0]
     return AttentionResult(o, lse, o_abs)
 
 

@@ -314,3 +314,47 @@ def unpack_args(kernel_entry, data):
         values[arg["name"]] = struct.unpack_from("<" + fmt, bytes(data), offset)[0]
         offset += size
     return values
+
+
+# ---- Decode: synthetic paged_decode kernel sets (docs/decode.md) ----------------------------------------------------
+DECODE_FEATURES = ("sliding_window", "softcap", "return_lse", "split_kv")
+
+
+def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bottom_right", features=DECODE_FEATURES,
+                            rows=16, code_ext="hsaco"):
+    """(kernel entries, kernel set entry) of a paged_decode kernel set with docs/decode.md's ABI: name_decode, then
+    with split_kv name_combine, sharing the workspace decode_partials (not zeroed). Grids and workspace bytes are the
+    ABI's; `rows` is the decode kernel's query rows per workgroup (the divisor of its grid's ceil_div)."""
+    split, has_lse = "split_kv" in features, "return_lse" in features
+
+    def arg(names, kind, role, dt=None, **extra):
+        return [{"name": n, "type": kind, "role": role, **({"dtype": dt} if dt else {}), **extra} for n in names]
+
+    def strides(tensor, axes):
+        return arg([f"{tensor}_stride_{a}" for a in axes], "i64", "stride")
+    partials = arg(["decode_partials"] * split, "ptr", "workspace", "f32",   # 4 * num_splits * B * Hq * Sq * (D + 1)
+                   bytes=["mul", "num_splits", ["mul", ["mul", "B", "Hq"], ["mul", "Sq", 4 * (head_dim + 1)]]])
+    outputs = arg(["o"], "ptr", "output", dtype) + arg(["lse"] * has_lse, "ptr", "output", "f32")
+    output_strides = strides("o", "bsh") + (strides("lse", "bh") if has_lse else [])
+    decode = (arg(["q", "k_cache", "v_cache"], "ptr", "input", dtype) +
+              arg(["block_table", "cache_seqlens"], "ptr", "input", "i32") + outputs + partials +
+              arg(["B", "Sq", "Hq", "Hkv"] + ["num_splits"] * split, "i64", "size") + strides("q", "bsh") +
+              strides("k", ("page", "token", "head")) + strides("v", ("page", "token", "head")) +
+              arg(["block_table_stride"], "i64", "stride") + output_strides + arg(["scale"], "f32", "scale") +
+              arg(["window_left"] * ("sliding_window" in features), "i64", "param") +
+              arg(["softcap"] * ("softcap" in features), "f32", "param"))
+    parts = {"decode": (decode, ["num_splits" if split else 1,
+                                 ["mul", "Hkv", ["ceil_div", ["mul", ["div", "Hq", "Hkv"], "Sq"], rows]], "B"])}
+    if split:   # with one split, _decode writes o and lse itself and _combine's grid is empty
+        # min(max(num_splits - 1, 0), 1) of docs/decode.md: manifest literals are >= 0, so min(num_splits / 2, 1)
+        combine = partials + outputs + arg(["B", "Sq", "Hq", "num_splits"], "i64", "size") + output_strides
+        parts["combine"] = (combine, [["ceil_div", ["mul", "Hq", "Sq"], 4], "B",
+                                      ["min", ["div", "num_splits", 2], 1]])
+    attributes = {"dtype": dtype, "head_dim": head_dim, "block_size": block_size, "mask": mask,
+                  **{f: True for f in features}}
+    kernels = [{"name": f"{name}_{part}", "entry": f"{name}_{part}", "directive": "paged_decode",
+                "attributes": attributes, "code_object": f"{name}_{part}.{code_ext}", "block": [256, 1, 1],
+                "grid": grid, "lds_bytes": 0, "args": args} for part, (args, grid) in parts.items()]
+    kernels[0]["divisible"] = [{"arg": "Hq", "by": "Hkv"}]
+    return kernels, {"name": name, "directive": "paged_decode", "attributes": attributes,
+                     "kernels": [k["name"] for k in kernels]}

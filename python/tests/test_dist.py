@@ -39,7 +39,8 @@ def _pytest_in(dist, *args):
 
 def test_copied_dist_carries_what_its_tests_read(copied_dist):
     for path in ("lib/libtessera_runtime.so", f"bundles/{TARGET}/manifest.json", "scripts/gpu_check.sh",
-                 "scripts/amd_report.py", "examples/gemm.mlir", "examples/attention.mlir", "bench/bench_attn.py",
+                 "scripts/amd_report.py", "examples/gemm.mlir", "examples/attention.mlir", "examples/decode.mlir",
+                 "bench/bench_attn.py", "bench/bench_decode.py",
                  "python/tessera/__init__.py", "BUILD_INFO"):
         assert (copied_dist / path).is_file(), path
 

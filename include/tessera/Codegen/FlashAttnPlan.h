@@ -71,6 +71,10 @@ struct AttnRequest {
   int headDim = 0;
   ElemType elem = ElemType::F16;
   bool slidingWindow = false, softcap = false;
+  /// Wave counts to try, in order: each wave owns one atom tile of queries per step (decode
+  /// asks for fewer: a KV head's group has few query rows).
+  std::vector<int> waves = {4, 2};
+  int maxKeysPerStep = 64;
   struct Tile {
     int m, n, waves, stages;
   };
@@ -84,8 +88,8 @@ struct AttnPlanResult {
   std::string whyNot;
 };
 
-/// The first candidate (P in registers first, then the target's atom order, S^T before S, 4 waves
-/// before 2, then 64, 32, 16 keys per step) that passes every constraint.
+/// The first candidate (P in registers first, then the target's atom order, S^T before S, the
+/// request's wave counts in order, then 64, 32, 16 keys per step) that passes every constraint.
 AttnPlanResult planAttention(const AttnRequest &request, const TargetInfo &target);
 
 /// Plans how every element of the P operand of each PV k-step is taken from the S accumulators

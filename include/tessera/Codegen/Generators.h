@@ -30,6 +30,10 @@ mlir::FailureOr<mlir::gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op,
 /// (deterministic) or dq_convert, sharing the call's workspaces (Generators/FlashAttnBwd.cpp).
 mlir::FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op,
                                                 const TargetInfo &target);
+/// Builds the decode kernel set of `op` for `target` before `op`: decode, then with split_kv
+/// combine (Generators/PagedDecode.cpp, docs/decode.md).
+mlir::FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op,
+                                               const TargetInfo &target);
 /// Why `op` cannot take the sm_90a wgmma/TMA kernel; empty when it can.
 std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op);
 /// Builds the FlashAttention-3-style warp-specialised kernel of `op` for an sm_90a target.

@@ -139,6 +139,61 @@ FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int head
   return out;
 }
 
+PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
+  PagedDecodeSignature out;
+  KernelSignature &sig = out.sig;
+  PagedDecodeArgs &a = out.args;
+  sig.name = op.getSymName().str();
+  sig.directive = "paged_decode";
+  sig.directiveAttrs = directiveAttributes(op);
+  MLIRContext *ctx = op.getContext();
+  auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
+  Type elem = op.getDtype(), index = IndexType::get(ctx), f32 = Float32Type::get(ctx),
+       i32 = IntegerType::get(ctx, 32);
+  a.q.ptr = sig.add("q", ptr(elem), ArgRole::Input);
+  a.k.ptr = sig.add("k_cache", ptr(op.getKvElementType()), ArgRole::Input);
+  a.v.ptr = sig.add("v_cache", ptr(op.getKvElementType()), ArgRole::Input);
+  a.blockTable = sig.add("block_table", ptr(i32), ArgRole::Input);
+  a.cacheSeqlens = sig.add("cache_seqlens", ptr(i32), ArgRole::Input);
+  a.o.ptr = sig.add("o", ptr(elem), ArgRole::Output);
+  if (op.getReturnLse()) a.lse = sig.add("lse", ptr(f32), ArgRole::Output);
+  a.batch = sig.add("B", index, ArgRole::Size);
+  a.seqQ = sig.add("Sq", index, ArgRole::Size);
+  a.headsQ = sig.add("Hq", index, ArgRole::Size);
+  a.headsKv = sig.add("Hkv", index, ArgRole::Size);
+  if (op.getSplitKv()) a.numSplits = sig.add("num_splits", index, ArgRole::Size);
+  for (auto [t, n] : {std::pair{&a.q, "q"}, std::pair{&a.o, "o"}}) {
+    t->strideB = sig.add(std::string(n) + "_stride_b", index, ArgRole::Stride);
+    t->strideS = sig.add(std::string(n) + "_stride_s", index, ArgRole::Stride);
+    t->strideH = sig.add(std::string(n) + "_stride_h", index, ArgRole::Stride);
+  }
+  for (auto [c, n] : {std::pair{&a.k, "k"}, std::pair{&a.v, "v"}}) {
+    c->stridePage = sig.add(std::string(n) + "_stride_page", index, ArgRole::Stride);
+    c->strideToken = sig.add(std::string(n) + "_stride_token", index, ArgRole::Stride);
+    c->strideHead = sig.add(std::string(n) + "_stride_head", index, ArgRole::Stride);
+  }
+  a.blockTableStride = sig.add("block_table_stride", index, ArgRole::Stride);
+  if (op.getReturnLse()) {
+    a.lseStrideB = sig.add("lse_stride_b", index, ArgRole::Stride);
+    a.lseStrideH = sig.add("lse_stride_h", index, ArgRole::Stride);
+  }
+  a.scale = sig.add("scale", f32, ArgRole::Scale);
+  if (op.getSlidingWindow()) a.windowLeft = sig.add("window_left", index, ArgRole::Param);
+  if (op.getSoftcap()) a.softcap = sig.add("softcap", f32, ArgRole::Param);
+  if (op.getSplitKv()) {
+    // Per split: the normalised f32 output rows, then their LSE.
+    a.partials = sig.add("decode_partials", ptr(f32), ArgRole::Workspace);
+    GridExpr rows = GridExpr::mul(GridExpr::mul(sig.expr(a.batch), sig.expr(a.headsQ)),
+                                  sig.expr(a.seqQ));
+    sig.workspaces.push_back(
+        {"decode_partials",
+         GridExpr::mul(GridExpr::mul(sig.expr(a.numSplits), rows),
+                       GridExpr::constant(4 * (op.getHeadDim() + 1))),
+         false});
+  }
+  return out;
+}
+
 SeqInfo seqInfo(KernelBuilder &kb, gpu::GPUFuncOp func, const FlashAttnArgs &a, bool varlen,
                 Value batch) {
   if (!varlen) return SeqInfo::dense(kb, argValue(func, a.seqQ), argValue(func, a.seqK));

@@ -75,6 +75,31 @@ struct FlashAttnBwdSignature {
 FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim,
                                             int dqPadRows);
 
+/// A paged KV cache argument: element (page, token, head, d) at page * stridePage + token *
+/// strideToken + head * strideHead + d (NHD and HND are two sets of strides).
+struct CacheArg {
+  ArgHandle ptr, stridePage, strideToken, strideHead;
+};
+
+/// Every argument of the paged_decode kernels (one ABI for the set, docs/decode.md); the optional
+/// ones are null handles when the directive lacks the feature.
+struct PagedDecodeArgs {
+  TensorArg q, o;                         // (B, Sq, Hq, D)
+  CacheArg k, v;
+  ArgHandle blockTable, blockTableStride, cacheSeqlens;
+  ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
+  ArgHandle batch, seqQ, headsQ, headsKv;
+  ArgHandle numSplits, partials;          // split_kv
+  ArgHandle scale, windowLeft, softcap;   // window_left: sliding_window, softcap: softcap
+};
+
+struct PagedDecodeSignature {
+  KernelSignature sig;
+  PagedDecodeArgs args;
+};
+/// The paged_decode ABI; each kernel of the set sets its own name, grid and block.
+PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op);
+
 /// The sequence lengths of batch item `batch` of a flash_attn kernel (dense or varlen).
 SeqInfo seqInfo(KernelBuilder &kb, mlir::gpu::GPUFuncOp func, const FlashAttnArgs &a,
                 bool varlen, mlir::Value batch);

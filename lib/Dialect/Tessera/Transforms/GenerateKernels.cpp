@@ -31,11 +31,6 @@ static LogicalResult checkKvFormat(tessera::PagedDecodeOp op, const TargetInfo &
   return diag;
 }
 
-static LogicalResult notGeneratedYet(Operation *op, const TargetInfo &target) {
-  return op->emitOpError() << "has no kernel generator for " << target.chip
-                           << " in this version of Tessera";
-}
-
 /// flash_attn on a target with wgmma gets the warp-specialised TMA kernel plus a portable twin
 /// `<name>_portable` for calls TMA cannot serve (strides that are not multiples of 16 bytes);
 /// directives that kernel does not cover get the portable kernel, the manifest saying why. Either
@@ -91,7 +86,11 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
             })
             .Case([&](tessera::PagedDecodeOp decode) -> LogicalResult {
               if (failed(checkKvFormat(decode, target))) return failure();
-              return notGeneratedYet(decode, target);
+              FailureOr<KernelSet> set = generatePagedDecode(decode, target);
+              if (failed(set)) return failure();
+              recordKernelSet(*set);
+              decode.erase();
+              return success();
             })
             .Case([&](tessera::FlashAttnOp attn) -> LogicalResult {
               if (failed(generateFlashAttnForTarget(attn, target))) return failure();

@@ -1,0 +1,406 @@
+// The paged_decode generator (docs/decode.md): the forward's mainloop (attn::Mainloop) over the
+// query rows of one KV head's group and key tiles gathered from cache pages, then with split_kv a
+// combine kernel.
+//
+// Recipe:
+//   decode   a workgroup owns `rows` of the (query head of the group, query token) pairs of one
+//            KV head, head-major, and one part of the key range (split-KV); K and V rows are
+//            gathered through the block table, rows at or past the sequence's length zero-filled
+//            without a load (and without reading their block-table entry). With one split it
+//            writes o and lse; with more, its normalised f32 rows and their LSE to the workspace.
+//   combine  per (head, token) row: the splits' LSEs weighted against their max (0 when every
+//            split is empty), O = sum w O_s / sum w, LSE = max + ln sum w.
+#include "tessera/Codegen/Attention/Mainloop.h"
+#include "tessera/Codegen/Attention/Signature.h"
+#include "tessera/Codegen/Generators.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace tessera {
+namespace {
+
+/// Rows per combine workgroup (one wave each).
+constexpr int kCombineRows = 4;
+
+/// What both kernels of the set read: the arguments, the batch item, and where a (head, token)
+/// row of the output, the LSE and the split partials lives.
+class DecodeKernel {
+public:
+  DecodeKernel(tessera::PagedDecodeOp op, KernelBuilder &kb, gpu::GPUFuncOp func,
+               const attn::PagedDecodeArgs &args)
+      : op(op), kb(kb), b(kb.builder()), loc(kb.location()), func(func), args(args),
+        elem(op.getDtype()), headDim(op.getHeadDim()) {}
+
+protected:
+  Value arg(ArgHandle h) { return argValue(func, h); }
+  /// Opens `if (cond)`; the caller's InsertionGuard restores the insertion point.
+  void inside(Value cond) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+  Value one() { return kb.idx(1); }
+  /// num_splits == 1 (always without split_kv): the decode kernel writes o and lse itself.
+  Value singleSplit() {
+    if (!args.numSplits) return arith::ConstantIntOp::create(b, loc, 1, 1);
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, arg(args.numSplits), one());
+  }
+  /// Element `col` of output row (head, token) of batch item `batch`.
+  Value outputAt(Value batch, Value head, Value token, Value col) {
+    Value row = kb.add(kb.add(kb.mul(batch, arg(args.o.strideB)), kb.mul(token, arg(args.o.strideS))),
+                       kb.mul(head, arg(args.o.strideH)));
+    return kb.add(row, col);
+  }
+  Value lseAt(Value batch, Value head, Value token) {
+    return kb.add(kb.add(kb.mul(batch, arg(args.lseStrideB)), kb.mul(head, arg(args.lseStrideH))),
+                  token);
+  }
+  /// The flat index of (split, batch, head, token) among the workspace's rows.
+  Value partialRow(Value split, Value batch, Value head, Value token) {
+    Value bh = kb.add(kb.mul(kb.add(kb.mul(split, arg(args.batch)), batch), arg(args.headsQ)), head);
+    return kb.add(kb.mul(bh, arg(args.seqQ)), token);
+  }
+  /// Where the workspace's LSEs start: after every split's output rows.
+  Value partialLseBase() {
+    Value rows = kb.mul(kb.mul(arg(args.numSplits), arg(args.batch)),
+                        kb.mul(arg(args.headsQ), arg(args.seqQ)));
+    return kb.mul(rows, headDim);
+  }
+  void storeFinalOutput(Value batch, Value head, Value token, Value col, Value value) {
+    memref::StoreOp::create(b, loc, kb.convert(value, elem), arg(args.o.ptr),
+                            ValueRange{outputAt(batch, head, token, col)});
+  }
+  void storeFinalLse(Value batch, Value head, Value token, Value lse) {
+    if (args.lse)
+      memref::StoreOp::create(b, loc, lse, arg(args.lse), ValueRange{lseAt(batch, head, token)});
+  }
+
+  tessera::PagedDecodeOp op;
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  gpu::GPUFuncOp func;
+  const attn::PagedDecodeArgs &args;
+  Type elem;
+  int64_t headDim;
+};
+
+/// The decode kernel's rows: (query head, token) pairs of one KV head's group, head-major, from
+/// `row0`; its keys: the sequence's cache, gathered page by page.
+class DecodeRows : public DecodeKernel, public attn::AttnRows {
+public:
+  DecodeRows(tessera::PagedDecodeOp op, const AttnPlan &p, KernelBuilder &kb, gpu::GPUFuncOp func,
+             const attn::PagedDecodeArgs &args)
+      : DecodeKernel(op, kb, func, args), p(p), returnLse(op.getReturnLse()),
+        splitKv(op.getSplitKv()) {
+    split = kb.blockId(gpu::Dimension::x);
+    batch = kb.blockId(gpu::Dimension::z);
+    group = arith::DivUIOp::create(b, loc, arg(args.headsQ), arg(args.headsKv));
+    groupRows = kb.mul(group, arg(args.seqQ));
+    Value rowBlocks = kb.ceilDivsi(groupRows, kb.idx(p.blockM));
+    Value y = kb.blockId(gpu::Dimension::y);
+    kvHead = arith::DivUIOp::create(b, loc, y, rowBlocks);
+    row0 = kb.mul(arith::RemUIOp::create(b, loc, y, rowBlocks), p.blockM);
+    seqK = kb.loadIndex(arg(args.cacheSeqlens), batch);
+    const int elemBits = elem.getIntOrFloatBitWidth();
+    alignedQ = kb.andb(aligned(args.q.strideS, elemBits), aligned(args.q.strideH, elemBits));
+    alignedK = cacheAligned(args.k, op.getKvElementType().getIntOrFloatBitWidth());
+    alignedV = cacheAligned(args.v, op.getKvElementType().getIntOrFloatBitWidth());
+    attn::MaskSpec spec = attn::MaskSpec::of(op);
+    if (spec.slidingWindow)
+      visibility.emplace(spec, kb, arg(args.seqQ), seqK, arg(args.windowLeft), kb.idx(-1));
+    else
+      visibility.emplace(spec, kb, arg(args.seqQ), seqK);
+  }
+
+  SmallVector<Value> loadQueries(int threads) override {
+    Value qBase = kb.mul(batch, arg(args.q.strideB));
+    return kb.loadGlobalRows(
+        arg(args.q.ptr),
+        [&](Value row) {
+          auto [head, token] = headAndToken(row);
+          return kb.add(qBase, kb.add(kb.mul(token, arg(args.q.strideS)),
+                                      kb.mul(head, arg(args.q.strideH))));
+        },
+        kb.sub(groupRows, row0), kb.idx(headDim), alignedQ, p.blockM, headDim, threads);
+  }
+  SmallVector<Value> loadKeys(Value n0, int threads) override {
+    return loadCacheRows(args.k, alignedK, n0, threads);
+  }
+  SmallVector<Value> loadValues(Value n0, int threads) override {
+    return loadCacheRows(args.v, alignedV, n0, threads);
+  }
+  Value queryOf(Value row) override {
+    return arith::RemUIOp::create(b, loc, kb.add(row0, row), arg(args.seqQ));
+  }
+  void storeOutput(Value row, Value col, Value value) override {
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(kb.add(row0, row), groupRows));
+    auto [head, token] = headAndToken(row);
+    auto single = scf::IfOp::create(b, loc, singleSplit(), /*withElse=*/splitKv);
+    b.setInsertionPointToStart(single.thenBlock());
+    storeFinalOutput(batch, head, token, col, value);
+    if (!splitKv) return;
+    b.setInsertionPointToStart(single.elseBlock());
+    Value at = kb.add(kb.mul(partialRow(split, batch, head, token), headDim), col);
+    memref::StoreOp::create(b, loc, value, arg(args.partials), ValueRange{at});
+  }
+  void storeLse(Value row, Value lse) override {
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(kb.add(row0, row), groupRows));
+    auto [head, token] = headAndToken(row);
+    auto single = scf::IfOp::create(b, loc, singleSplit(), /*withElse=*/splitKv);
+    b.setInsertionPointToStart(single.thenBlock());
+    storeFinalLse(batch, head, token, lse);
+    if (!splitKv) return;
+    b.setInsertionPointToStart(single.elseBlock());
+    Value at = kb.add(partialLseBase(), partialRow(split, batch, head, token));
+    memref::StoreOp::create(b, loc, lse, arg(args.partials), ValueRange{at});
+  }
+  // The combine needs every split's LSE.
+  bool wantsLse() const override { return returnLse || splitKv; }
+
+  /// This split's part of the key tiles the tokens see, those that need no mask, the scales.
+  attn::KeyWalk walk() {
+    Value lastToken = kb.sub(arg(args.seqQ), one());
+    attn::TileRange all = visibility->keyTiles(kb.idx(0), lastToken, p.blockN);
+    attn::TileRange tiles =
+        args.numSplits ? attn::splitTiles(kb, all, split, arg(args.numSplits)) : all;
+    return {&*visibility, tiles, visibility->unmaskedKeyTiles(kb.idx(0), lastToken, p.blockN),
+            kb.fmul(arg(args.scale), kb.f32(M_LOG2E)),
+            op.getSoftcap() ? arg(args.softcap) : Value()};
+  }
+
+private:
+  /// Query head and token of block row `row` (head-major).
+  std::pair<Value, Value> headAndToken(Value row) {
+    Value r = kb.add(row0, row);
+    Value local = arith::DivUIOp::create(b, loc, r, arg(args.seqQ));
+    return {kb.add(kb.mul(kvHead, group), local), queryOf(row)};
+  }
+  Value aligned(ArgHandle stride, int elemBits) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                 kb.remui(arg(stride), 128 / elemBits), kb.idx(0));
+  }
+  Value cacheAligned(const attn::CacheArg &c, int elemBits) {
+    return kb.andb(kb.andb(aligned(c.stridePage, elemBits), aligned(c.strideToken, elemBits)),
+                   aligned(c.strideHead, elemBits));
+  }
+  /// Key rows n0.. of the sequence: row j is token (n0 + j) % block_size of page
+  /// block_table[batch][(n0 + j) / block_size]; rows at or past its length read as zero, their
+  /// page never looked up.
+  SmallVector<Value> loadCacheRows(const attn::CacheArg &c, Value vectorOk, Value n0, int threads) {
+    const int64_t blockSize = op.getBlockSize();
+    Value table = kb.mul(batch, arg(args.blockTableStride));
+    Value head = kb.mul(kvHead, arg(c.strideHead));
+    return kb.loadGlobalRows(
+        arg(c.ptr),
+        [&](Value row) {
+          Value key = kb.add(n0, row);
+          Value block = kb.add(table, kb.divui(key, blockSize));
+          // A 64-bit page offset: page ids past 65535 and offsets past 2^32 address right.
+          Value page = kb.loadIndex(arg(args.blockTable), block);
+          Value token = kb.remui(key, blockSize);
+          return kb.add(kb.add(kb.mul(page, arg(c.stridePage)), kb.mul(token, arg(c.strideToken))),
+                        head);
+        },
+        kb.sub(seqK, n0), kb.idx(headDim), vectorOk, p.blockN, headDim, threads);
+  }
+
+  const AttnPlan &p;
+  const bool returnLse, splitKv;
+  Value split, batch, group, groupRows, kvHead, row0, seqK, alignedQ, alignedK, alignedV;
+  std::optional<attn::Visibility> visibility;
+};
+
+/// combine: one wave per (head, token) row of a batch item, kCombineRows rows a workgroup.
+class CombineKernel : public DecodeKernel {
+public:
+  using DecodeKernel::DecodeKernel;
+
+  void emit(const TargetInfo &t) {
+    const int wave = t.waveSize;
+    Value batch = kb.blockId(gpu::Dimension::y);
+    Value tid = kb.threadId();
+    Value row = kb.add(kb.mul(kb.blockId(gpu::Dimension::x), kCombineRows), kb.divui(tid, wave));
+    Value lane = kb.remui(tid, wave);
+    OpBuilder::InsertionGuard g(b);
+    inside(kb.cmpLt(row, kb.mul(arg(args.headsQ), arg(args.seqQ))));
+    Value head = arith::DivUIOp::create(b, loc, row, arg(args.seqQ));
+    Value token = arith::RemUIOp::create(b, loc, row, arg(args.seqQ));
+    Value splits = arg(args.numSplits), lseBase = partialLseBase();
+    auto lseOf = [&](Value s) {
+      return memref::LoadOp::create(b, loc, arg(args.partials),
+                                    ValueRange{kb.add(lseBase, partialRow(s, batch, head, token))})
+          .getResult();
+    };
+    Type f32 = b.getF32Type();
+    // M = max LSE, 0 when every split is empty (-inf): no (-inf) - (-inf).
+    auto maxLoop = scf::ForOp::create(b, loc, kb.idx(0), splits, one(), ValueRange{kb.f32(-INFINITY)});
+    {
+      OpBuilder::InsertionGuard gl(b);
+      b.setInsertionPointToStart(maxLoop.getBody());
+      Value m = arith::MaximumFOp::create(b, loc, maxLoop.getRegionIterArgs()[0],
+                                          lseOf(maxLoop.getInductionVar()));
+      scf::YieldOp::create(b, loc, m);
+    }
+    Value m = maxLoop.getResult(0);
+    Value mUse = kb.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m,
+                                                 kb.f32(-INFINITY)),
+                           kb.f32(0), m);
+    // Each lane's columns lane, lane + wave, ...: sum w_s O_s and sum w_s.
+    const int cols = int(llvm::divideCeil(headDim, wave));
+    SmallVector<Value> init(cols + 1, kb.f32(0));
+    auto sumLoop = scf::ForOp::create(b, loc, kb.idx(0), splits, one(), init);
+    {
+      OpBuilder::InsertionGuard gl(b);
+      b.setInsertionPointToStart(sumLoop.getBody());
+      Value s = sumLoop.getInductionVar();
+      Value w = math::Exp2Op::create(b, loc,
+                                     kb.fmul(kb.fsub(lseOf(s), mUse), kb.f32(M_LOG2E)));
+      SmallVector<Value> next;
+      Value rowAt = kb.mul(partialRow(s, batch, head, token), headDim);
+      for (int c = 0; c < cols; ++c) {
+        Value col = kb.add(lane, c * wave);
+        Value acc = sumLoop.getRegionIterArgs()[c];
+        // A weight of 0 (an empty split) skips its row: never 0 x an unwritten value.
+        auto term = scf::IfOp::create(b, loc, TypeRange{f32},
+                                      kb.andb(kb.cmpLt(col, kb.idx(headDim)),
+                                              arith::CmpFOp::create(b, loc,
+                                                                    arith::CmpFPredicate::OGT, w,
+                                                                    kb.f32(0))),
+                                      /*withElse=*/true);
+        {
+          OpBuilder::InsertionGuard gt(b);
+          b.setInsertionPointToStart(term.thenBlock());
+          Value x = memref::LoadOp::create(b, loc, arg(args.partials),
+                                           ValueRange{kb.add(rowAt, col)});
+          scf::YieldOp::create(b, loc, math::FmaOp::create(b, loc, w, x, acc).getResult());
+          b.setInsertionPointToStart(term.elseBlock());
+          scf::YieldOp::create(b, loc, acc);
+        }
+        next.push_back(term.getResult(0));
+      }
+      next.push_back(kb.fadd(sumLoop.getRegionIterArgs()[cols], w));
+      scf::YieldOp::create(b, loc, next);
+    }
+    Value sum = sumLoop.getResult(cols);
+    // 1 / sum, 0 when the sum is 0 (every split empty) or not a number.
+    Value usable = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, sum, kb.f32(0));
+    Value inv = kb.select(usable, arith::DivFOp::create(b, loc, kb.f32(1), sum), kb.f32(0));
+    for (int c = 0; c < cols; ++c) {
+      OpBuilder::InsertionGuard gc(b);
+      Value col = kb.add(lane, c * wave);
+      inside(kb.cmpLt(col, kb.idx(headDim)));
+      storeFinalOutput(batch, head, token, col, kb.fmul(sumLoop.getResult(c), inv));
+    }
+    if (args.lse) {
+      OpBuilder::InsertionGuard gl(b);
+      inside(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, kb.idx(0)));
+      Value lnSum = kb.fmul(math::Log2Op::create(b, loc, sum), kb.f32(M_LN2));
+      storeFinalLse(batch, head, token, kb.fadd(mUse, lnSum));
+    }
+  }
+};
+
+/// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
+/// before four (a KV head's group rarely has more rows), at most as many keys per step as keep a
+/// thread's share of the K and V tiles to 8 vectors in flight (few threads load them).
+AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
+  AttnRequest request;
+  request.headDim = int(op.getHeadDim());
+  request.elem = *toElemType(op.getDtype());
+  request.slidingWindow = op.getSlidingWindow();
+  request.softcap = op.getSoftcap();
+  if (auto tile = op.getTileAttr()) {
+    request.tile = AttnRequest::Tile{int(tile.getM()), int(tile.getN()), int(tile.getWaves()),
+                                     int(tile.getStages())};
+    return planAttention(request, target);
+  }
+  const int elemBytes = op.getDtype().getIntOrFloatBitWidth() / 8;
+  AttnPlanResult first;
+  for (int waves : {2, 4}) {
+    const int threads = waves * target.waveSize;
+    request.waves = {waves};
+    request.maxKeysPerStep = 0;
+    for (int keys : {64, 32, 16})
+      if (2 * keys * request.headDim * elemBytes / 16 <= 8 * threads) {
+        request.maxKeysPerStep = keys;
+        break;
+      }
+    if (!request.maxKeysPerStep) continue;
+    AttnPlanResult r = planAttention(request, target);
+    if (r.plan) return r;
+    if (first.whyNot.empty()) first = r;
+  }
+  return first;
+}
+
+} // namespace
+
+FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
+  if (op.getKvElementType() != op.getDtype())
+    return op.emitOpError() << "fp8 KV caches ('kv_dtype' " << op.getKvElementType()
+                            << ") are not generated yet on " << target.chip
+                            << "; use a cache of 'dtype' " << op.getDtype();
+  AttnPlanResult plan = planDecode(op, target);
+  if (!plan.plan) return op.emitOpError() << plan.whyNot;
+  const AttnPlan &p = *plan.plan;
+  attn::PagedDecodeSignature abi = attn::pagedDecodeSignature(op);
+  const attn::PagedDecodeArgs &a = abi.args;
+  const KernelSignature &base = abi.sig;
+  const std::string name = op.getSymName().str();
+  OpBuilder b(op);
+  KernelSet set{name, {}};
+
+  KernelSignature decodeSig = base;
+  decodeSig.name = name + "_decode";
+  decodeSig.grid[0] = a.numSplits ? base.expr(a.numSplits) : GridExpr::constant(1);
+  // KV heads x row blocks of the group's (Hq / Hkv) * Sq rows.
+  decodeSig.grid[1] = GridExpr::mul(
+      base.expr(a.headsKv),
+      GridExpr::ceilDiv(GridExpr::mul(GridExpr::floorDiv(base.expr(a.headsQ), base.expr(a.headsKv)),
+                                      base.expr(a.seqQ)),
+                        GridExpr::constant(p.blockM)));
+  decodeSig.grid[2] = base.expr(a.batch);
+  decodeSig.blockThreads = p.waves * target.waveSize;
+  // Query head h reads KV head h / (Hq / Hkv): Hq must be a multiple of Hkv.
+  decodeSig.divisible.push_back({base.args[a.headsQ.index].name, base.expr(a.headsKv)});
+  gpu::GPUFuncOp decode = createKernel(b, op.getLoc(), target, decodeSig);
+  set.kernels.push_back(decode);
+  {
+    attn::Mainloop mainloop(p, target, b, op.getLoc(), decode, op.getDtype());
+    mainloop.allocate();
+    b.setInsertionPoint(decode.getBody().front().getTerminator());
+    KernelBuilder kb(b, op.getLoc(), target);
+    DecodeRows rows(op, p, kb, decode, a);
+    mainloop.emit(rows, rows.walk());
+  }
+  if (op.getSplitKv()) {
+    b.setInsertionPoint(op);
+    KernelSignature combineSig = base;
+    combineSig.name = name + "_combine";
+    combineSig.grid[0] = GridExpr::ceilDiv(GridExpr::mul(base.expr(a.headsQ), base.expr(a.seqQ)),
+                                           GridExpr::constant(kCombineRows));
+    combineSig.grid[1] = base.expr(a.batch);
+    // Nothing to combine with one split: min(num_splits / 2, 1) workgroups deep.
+    combineSig.grid[2] = GridExpr::min(
+        GridExpr::floorDiv(base.expr(a.numSplits), GridExpr::constant(2)), GridExpr::constant(1));
+    combineSig.blockThreads = kCombineRows * target.waveSize;
+    gpu::GPUFuncOp combine = createKernel(b, op.getLoc(), target, combineSig);
+    set.kernels.push_back(combine);
+    b.setInsertionPoint(combine.getBody().front().getTerminator());
+    KernelBuilder kb(b, op.getLoc(), target);
+    CombineKernel(op, kb, combine, a).emit(target);
+  }
+  return set;
+}
+
+} // namespace tessera

@@ -1,0 +1,424 @@
+"""tessera.paged_decode and tessera.paged_decode_plan: attention of a few new query tokens per sequence over a paged KV
+cache with the paged_decode kernel sets (docs/decode.md), on torch CUDA tensors or on numpy arrays through the
+simulator."""
+import functools
+import math
+import operator
+import sys
+from typing import NamedTuple
+
+from . import _arrays, _attention, _launch
+from ._errors import InputError, KernelNotFoundError
+
+LAYOUTS = {"NHD": "(num_pages, block_size, Hkv, D)", "HND": "(num_pages, Hkv, block_size, D)"}
+CAUSAL = "causal_bottom_right"
+FEATURES = ("sliding_window", "softcap", "return_lse", "split_kv")   # unit attributes beyond what a call needs
+MAX_BLOCK_SIZE = 1024
+DEFAULT_ROWS = 16       # query rows per decode workgroup when the manifest's grid does not spell it (docs/decode.md)
+SIM_PROCESSORS = 4      # the simulator's $sm_count (docs/simulator.md)
+# FlashAttention-3's num_splits_heuristic (hopper/heuristics.h), on the sizes the host knows.
+SPLIT_BUSY = 0.8        # no split when the workgroups fill this share of the multiprocessors
+SPLIT_TILE, SPLIT_MIN_TILES = 64, 4    # ... or when the context has at most 4 key tiles of 64
+SPLIT_CHUNK, SPLIT_MAX = 256, 128      # at most one split per 256 keys, and 128 in all
+SPLIT_EFFICIENCY = 0.85                # the fewest splits whose wave efficiency is within 85% of the best
+
+
+class Call(NamedTuple):
+    """A validated paged_decode call: sizes, the kernel-set variant wanted, the runtime parameters."""
+    dtype: str
+    D: int
+    B: int
+    Sq: int
+    Hq: int
+    Hkv: int
+    block_size: int
+    max_blocks: int
+    kv_layout: str
+    mask: str           # none or causal_bottom_right
+    scale: float
+    window_left: int    # -1: off
+    softcap: float      # 0: off
+    return_lse: bool
+    num_splits: int     # as asked: 0 = the heuristic's choice
+
+    def empty(self):
+        """True when there is no query row: nothing is launched."""
+        return self.B == 0 or self.Sq == 0 or self.Hq == 0
+
+    def masks(self):
+        """The masks a kernel set may have for this call, the exact one first: one query token sees every key under
+        either (it sits at the end of its sequence)."""
+        other = "none" if self.mask == CAUSAL else CAUSAL
+        return (self.mask, other) if self.Sq == 1 else (self.mask,)
+
+    def needed(self):
+        return {"sliding_window": self.window_left != -1, "softcap": self.softcap > 0,
+                "return_lse": self.return_lse, "split_kv": self.num_splits != 1}
+
+
+class DecodePlan(NamedTuple):
+    """What paged_decode_plan fixed for calls up to its sizes: the kernel set, the split count, and its call (the
+    sizes, dtype and options it was made for)."""
+    kernel_set: object
+    num_splits: int
+    call: Call
+
+
+# ---- Checks -------------------------------------------------------------------------------------
+def _cache_dims(info, kv_layout):
+    """(num_pages, block_size, Hkv) of a cache of this layout."""
+    pages, a, b, _ = info.shape
+    return (pages, a, b) if kv_layout == "NHD" else (pages, b, a)
+
+
+def _cache_strides(info, kv_layout):
+    """(stride_page, stride_token, stride_head) in elements."""
+    page, a, b, _ = info.strides
+    return (page, a, b) if kv_layout == "NHD" else (page, b, a)
+
+
+def _check_tensors(who, infos, kv_layout, k_scale, v_scale):
+    """q, k_cache, v_cache: layout, dtype, head_dim and its unit stride. Returns (dtype, D)."""
+    if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
+        raise InputError(f"{who}: kv_layout must be 'NHD' {LAYOUTS['NHD']} or 'HND' {LAYOUTS['HND']}, got "
+                         f"{kv_layout!r}")
+    q, k, v = infos["q"], infos["k_cache"], infos["v_cache"]
+    for name, info, layout in (("q", q, "(B, Sq, Hq, D)"), ("k_cache", k, LAYOUTS[kv_layout]),
+                               ("v_cache", v, LAYOUTS[kv_layout])):
+        _attention._check_tensor(who, name, info, 4, layout)
+    fp8 = [f"{name} has dtype {info.dtype}" for name, info in (("k_cache", k), ("v_cache", v))
+           if info.dtype.startswith("float8")]
+    if fp8:
+        raise InputError(f"{who}: {', '.join(fp8)}: fp8 KV caches (paged_decode's kv_dtype, with k_scale / "
+                         "v_scale) are not generated yet; pass a float16 or bfloat16 cache")
+    for name, info in (("q", q), ("k_cache", k), ("v_cache", v)):
+        if info.dtype not in _attention.DTYPES:
+            raise InputError(f"{who}: {name} has dtype {_attention._spelled(info.dtype)}; supported: float16, "
+                             "bfloat16")
+    if not q.dtype == k.dtype == v.dtype:
+        raise InputError(f"{who}: q, k_cache and v_cache must have the same dtype, got "
+                         f"{', '.join(_attention._spelled(i.dtype) for i in (q, k))} and "
+                         f"{_attention._spelled(v.dtype)}")
+    scales = [f"{name}={value!r}" for name, value in (("k_scale", k_scale), ("v_scale", v_scale)) if value is not None]
+    if scales:
+        raise InputError(f"{who}: {' and '.join(scales)} given, but scales dequantise fp8 caches and this cache is "
+                         f"{_attention._spelled(k.dtype)}: leave them out")
+    D = q.shape[-1]
+    if k.shape[-1] != D or v.shape[-1] != D:
+        raise InputError(f"{who}: q, k_cache and v_cache must have the same head_dim, got {D}, {k.shape[-1]} and "
+                         f"{v.shape[-1]}")
+    if D not in _attention.HEAD_DIMS:
+        raise InputError(f"{who}: head_dim {D} is not supported (supported: "
+                         f"{', '.join(map(str, _attention.HEAD_DIMS))})")
+    if k.shape != v.shape:
+        raise InputError(f"{who}: k_cache and v_cache must have the same shape {LAYOUTS[kv_layout]}, got "
+                         f"{k.shape} and {v.shape}")
+    for name, info in (("q", q), ("k_cache", k), ("v_cache", v)):
+        _attention._check_head_dim_stride(who, name, info)
+    return q.dtype, D
+
+
+def _check_tables(who, infos, B):
+    """block_table (B, max_blocks) and cache_seqlens (B,): int32, unit stride along a row (the ABI has a row stride
+    for block_table only)."""
+    table, lens = infos["block_table"], infos["cache_seqlens"]
+    for name, info, ndim, layout in (("block_table", table, 2, "(B, max_blocks)"), ("cache_seqlens", lens, 1, "(B,)")):
+        if info.dtype != "int32":
+            raise InputError(f"{who}: {name} has dtype {info.dtype}; it must be int32")
+        _attention._check_tensor(who, name, info, ndim, layout)
+        if info.shape[0] != B:
+            raise InputError(f"{who}: q has batch size {B} but {name} has {info.shape[0]} rows")
+        if info.shape[-1] > 1 and info.strides[-1] != 1 and all(info.shape):
+            raise InputError(f"{who}: {name} has shape {info.shape} and strides {info.strides} (elements); it needs "
+                             "unit stride along its last dimension: use .contiguous() / numpy.ascontiguousarray")
+
+
+def _check_lengths(who, call, infos, num_pages):
+    """Host (numpy) tables by value: each length fits the block table, and the pages it uses are the cache's. torch
+    tables are not read (that would synchronise, and CUDA graphs replay with new values)."""
+    import numpy as np
+    lens = infos["cache_seqlens"].obj.astype(np.int64)
+    capacity = call.max_blocks * call.block_size
+    bad = np.flatnonzero((lens < 0) | (lens > capacity))
+    if bad.size:
+        b = int(bad[0])
+        raise InputError(f"{who}: cache_seqlens[{b}] = {int(lens[b])} is outside [0, {capacity}] (block_table has "
+                         f"{call.max_blocks} pages of {call.block_size} tokens per sequence)")
+    table = infos["block_table"].obj
+    used = np.arange(call.max_blocks)[None, :] < -(-lens // call.block_size)[:, None]
+    bad = np.argwhere(used & ((table < 0) | (table >= num_pages)))
+    if bad.size:
+        b, j = (int(x) for x in bad[0])
+        raise InputError(f"{who}: block_table[{b}, {j}] = {int(table[b, j])} is not a page of the cache (0 to "
+                         f"{num_pages - 1}); cache_seqlens[{b}] = {int(lens[b])} uses its first "
+                         f"{-(-int(lens[b]) // call.block_size)} entries")
+
+
+def _integer(who, name, value):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InputError(f"{who}: {name} must be an integer, got {value!r}") from None
+
+
+def _check_options(who, D, causal, softmax_scale, window_left, softcap, return_lse, num_splits):
+    """(mask, scale, window_left, softcap, return_lse, num_splits), checked."""
+    window_left, num_splits = _integer(who, "window_left", window_left), _integer(who, "num_splits", num_splits)
+    if window_left < -1:
+        raise InputError(f"{who}: window_left must be >= 0 (keys pos - window_left <= j are visible) or -1 (no "
+                         f"window), got {window_left}")
+    if num_splits < 0:
+        raise InputError(f"{who}: num_splits must be >= 1, or 0 for the heuristic's choice, got {num_splits}")
+    # flash_attn's checks: the window is (window_left, unbounded) to the right, bottom-right aligned.
+    mask, scale, _, softcap, return_lse = _attention._options(who, D, causal, "bottom_right", softmax_scale,
+                                                              (window_left, -1), softcap, return_lse)
+    return mask, scale, window_left, softcap, return_lse, num_splits
+
+
+def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
+             return_lse, num_splits):
+    """Every check of a call, then its device: (infos, Call, Device). Nothing touches a device before the last
+    step."""
+    _arrays.refuse_grad(who, arrays)
+    infos = _attention._describe_all(who, arrays + (("out", out),))
+    dtype, D = _check_tensors(who, infos, kv_layout, k_scale, v_scale)
+    B, Sq, Hq, _ = infos["q"].shape
+    num_pages, block_size, Hkv = _cache_dims(infos["k_cache"], kv_layout)
+    _attention._check_heads(who, Hq, Hkv)
+    if block_size < 1 or block_size > MAX_BLOCK_SIZE or block_size & (block_size - 1):
+        raise InputError(f"{who}: block_size {block_size} (k_cache {infos['k_cache'].shape} as "
+                         f"{kv_layout} {LAYOUTS[kv_layout]}) must be a power of two from 1 to {MAX_BLOCK_SIZE}")
+    _check_tables(who, infos, B)
+    options = _check_options(who, D, causal, softmax_scale, window_left, softcap, return_lse, num_splits)
+    call = Call(dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options)
+    if infos["out"] is not None:
+        _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
+    if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
+        _check_lengths(who, call, infos, num_pages)
+    given = [(name, info) for name, info in infos.items() if info is not None]
+    dev = _launch.runtime_device(who, given, device, outputs=("out",), aligned=("q", "k_cache", "v_cache", "out"))
+    return infos, call, dev
+
+
+# ---- Kernel choice ------------------------------------------------------------------------------
+def _serves(kernel_set, call):
+    """True when `kernel_set` is a paged_decode set of the call's dtype (its cache's too: no fp8), head_dim and
+    block_size, with a mask it may have (Call.masks) and every feature it needs."""
+    a = kernel_set.attributes
+    return (kernel_set.directive == "paged_decode" and a.get("dtype") == call.dtype and
+            a.get("kv_dtype", call.dtype) == call.dtype and a.get("head_dim") == call.D and
+            a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
+            all(a.get(f, False) for f, want in call.needed().items() if want))
+
+
+def directive_for(call):
+    """The directive that compiles a kernel set for the call's variant, with every runtime feature (as the default
+    bundle's `pd_<dtype>_d<D>_b<block>` sets have)."""
+    name = f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("" if call.mask == CAUSAL else "_none")
+    attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
+                  f"mask = #tessera.mask<{call.mask}>", *FEATURES]
+    return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
+
+
+def find_kernel_set(bundle, call):
+    """The paged_decode kernel set of `bundle` for the call: the exact mask before the other one that serves Sq = 1,
+    then the fewest extra features (unused ones get neutral values). KernelNotFoundError names the variant and the
+    directive that would add it."""
+    masks = call.masks()
+    fits = [(masks.index(s.attributes.get("mask", "none")), sum(bool(s.attributes.get(f)) for f in FEATURES), s.name,
+             s) for s in bundle.kernel_sets.values() if _serves(s, call)]
+    if not fits:
+        wanted = (f"dtype={call.dtype} head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
+                  "".join(f" {f}" for f, want in call.needed().items() if want))
+        names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
+        raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
+                                  f"{wanted} (paged_decode kernel sets: {', '.join(names) or 'none'}); this "
+                                  f"directive compiles one: {directive_for(call)}")
+    return min(fits)[-1]
+
+
+def kernel_set_for(bundle, call):
+    """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
+    key = ("paged_decode", call.dtype, call.D, call.block_size, call.masks(), *call.needed().values())
+    return bundle.remember(key, lambda: find_kernel_set(bundle, call))
+
+
+# ---- Splits -------------------------------------------------------------------------------------
+def rows_per_workgroup(kernel_set):
+    """Query rows per decode workgroup: the constant divisor of the ceil_div in the `_decode` kernel's grid[1]
+    (docs/decode.md: Hkv * ceil_div(Hq / Hkv * Sq, rows)); DEFAULT_ROWS when the grid spells it otherwise."""
+    def divisors(e):
+        if isinstance(e, list):
+            if e[0] == "ceil_div" and isinstance(e[2], int):
+                yield e[2]
+            for operand in e[1:]:
+                yield from divisors(operand)
+    return next(divisors(kernel_set.kernels[0].info["grid"][1]), DEFAULT_ROWS)
+
+
+@functools.cache
+def _gpu_processors(ordinal):
+    return sys.modules["torch"].cuda.get_device_properties(ordinal).multi_processor_count
+
+
+def processors(dev):
+    """The device's multiprocessors (CUs on AMD): torch's device properties (the runtime keeps its count for grid
+    expressions' $sm_count), the simulator's SIM_PROCESSORS."""
+    return SIM_PROCESSORS if dev.backend == "sim" else _gpu_processors(dev.ordinal)
+
+
+def split_count(workgroups, context, processors):
+    """FlashAttention-3's split rule on host-known sizes (never the lengths: calls stay capturable): one split when
+    `workgroups` (of one split) fill SPLIT_BUSY of the `processors` or the `context` (the longest a block table
+    allows) has at most SPLIT_MIN_TILES key tiles of SPLIT_TILE; else the fewest splits, at most SPLIT_MAX and one
+    per SPLIT_CHUNK keys, whose wave efficiency (workgroups over whole waves) is within SPLIT_EFFICIENCY of the
+    best."""
+    if workgroups == 0 or workgroups >= SPLIT_BUSY * processors or -(-context // SPLIT_TILE) <= SPLIT_MIN_TILES:
+        return 1
+
+    def efficiency(splits):
+        waves = workgroups * splits / processors
+        return waves / math.ceil(waves)
+    counts = range(1, min(SPLIT_MAX, -(-context // SPLIT_CHUNK)) + 1)
+    best = max(map(efficiency, counts))
+    return next(s for s in counts if efficiency(s) >= SPLIT_EFFICIENCY * best)
+
+
+def num_splits_for(call, kernel_set, dev):
+    """The call's num_splits, or with 0 the heuristic's for the workgroups of one split (docs/decode.md's grid)."""
+    if call.num_splits:
+        return call.num_splits
+    rows = rows_per_workgroup(kernel_set)
+    workgroups = call.B * call.Hkv * -(-(call.Hq // max(call.Hkv, 1) * call.Sq) // rows)
+    return split_count(workgroups, call.max_blocks * call.block_size, processors(dev))
+
+
+def _check_plan(who, plan, call, dev):
+    """The plan's kernel set and split count, for a call that fits it: the same device, dtype, head_dim, block_size
+    and heads, no larger batch or query count (the workspace was reserved for those), the plan's set serving its
+    mask and features, num_splits 0 or the plan's."""
+    if not isinstance(plan, DecodePlan):
+        raise InputError(f"{who}: plan must come from tessera.paged_decode_plan, got {type(plan).__name__}")
+    made, kernel_set = plan.call, plan.kernel_set
+    if kernel_set.bundle.device is not dev:
+        raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
+    fixed = ("dtype", "D", "block_size", "Hq", "Hkv")
+    if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
+        have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
+        raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
+                         "dtype, head_dim, block_size and heads with at most its B and Sq")
+    if call.num_splits not in (0, plan.num_splits):
+        raise InputError(f"{who}: num_splits={call.num_splits} but the plan fixed {plan.num_splits}: pass 0 (or the "
+                         "plan's) with plan=")
+    if not _serves(kernel_set, call._replace(num_splits=plan.num_splits)):
+        raise InputError(f"{who}: the plan's kernel set {kernel_set.name} ({kernel_set.attributes}) does not serve "
+                         f"this call's mask {call.mask} and features: make the plan with the call's options")
+    return kernel_set, plan.num_splits
+
+
+# ---- Launch -------------------------------------------------------------------------------------
+def _values(call, kernel_set, infos, ptrs, num_splits):
+    """Every argument of the ABI by name, restricted to those the kernel set takes."""
+    values = dict(ptrs, B=call.B, Sq=call.Sq, Hq=call.Hq, Hkv=call.Hkv, num_splits=num_splits, scale=call.scale,
+                  window_left=call.window_left, softcap=call.softcap,
+                  block_table_stride=infos["block_table"].strides[0],
+                  lse_stride_b=call.Hq * call.Sq, lse_stride_h=call.Sq)   # the LSE paged_decode allocates
+    for name, t in (("q", "q"), ("out", "o")):
+        values.update(zip(_attention._stride_args(t), infos[name].strides[:3]))
+    for name, t in (("k_cache", "k"), ("v_cache", "v")):
+        values.update(zip((f"{t}_stride_page", f"{t}_stride_token", f"{t}_stride_head"),
+                          _cache_strides(infos[name], call.kv_layout)))
+    return {name: value for name, value in values.items() if name in kernel_set.settable}
+
+
+_POINTERS = {"q": "q", "k_cache": "k_cache", "v_cache": "v_cache", "block_table": "block_table",
+             "cache_seqlens": "cache_seqlens", "out": "o", "lse": "lse"}   # the caller's names -> the ABI's
+
+
+def _run(call, dev, kernel_set, infos, num_splits):
+    """Launches the set on `infos` (out and lse included): torch on the current stream (asynchronous), numpy through
+    simulator memory. An empty cache or block table is never read (every length is 0 then): q's pointer stands in
+    for a null one."""
+    q = infos["q"]
+    if q.kind == "numpy":
+        with _launch.SimMemory(dev) as mem:
+            ptrs = {_POINTERS[name]: mem.put(info) for name, info in infos.items()}
+            kernel_set.launch(None, **_values(call, kernel_set, infos, ptrs, num_splits))
+            dev.synchronize()
+            for name in ("out", "lse"):
+                if name in infos:
+                    mem.get(infos[name])
+        return
+    ptrs = {_POINTERS[name]: info.ptr or q.ptr for name, info in infos.items()}
+    kernel_set.launch(_launch.stream_of(q.obj.device), **_values(call, kernel_set, infos, ptrs, num_splits))
+
+
+_ARRAYS = ("q", "k_cache", "v_cache", "block_table", "cache_seqlens")
+
+
+def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
+                 k_scale=None, v_scale=None, window_left=-1, softcap=0.0, num_splits=0, out=None, return_lse=False,
+                 plan=None, device=None):
+    """Decode attention over a paged KV cache: for each sequence b, the Sq new query tokens q[b] against the first
+    cache_seqlens[b] keys and values (the new tokens' included), gathered from the pages block_table[b] names.
+
+    q: (B, Sq, Hq, D) float16 or bfloat16, any strides with unit stride on D. k_cache, v_cache: pages of block_size
+    tokens in q's dtype, kv_layout "NHD" (num_pages, block_size, Hkv, D) or "HND" (num_pages, Hkv, block_size, D),
+    any strides with unit stride on D; Hq % Hkv == 0 (query head h reads KV head h // (Hq // Hkv)). block_table:
+    (B, max_blocks) int32, unit stride along a row; cache_seqlens: (B,) int32. Only the first
+    ceil(cache_seqlens[b] / block_size) entries of a row are read, and no key at or past a sequence's length.
+    causal: query token t sees keys up to len - Sq + t (bottom-right); window_left >= 0: only keys from
+    pos - window_left; softcap > 0: logits s become softcap * tanh(s / softcap); softmax_scale defaults to 1/sqrt(D).
+    num_splits: 0 lets the FlashAttention-3 rule choose from host-known sizes (never cache_seqlens), 1 does not
+    split, n > 1 splits each sequence's keys n ways (split_kv kernel sets). Returns O (B, Sq, Hq, D) in q's dtype
+    (`out` when given), and with return_lse also LSE (B, Hq, Sq) float32; a row that sees no key (cache_seqlens 0)
+    gives O = 0 and LSE = -inf. plan: a paged_decode_plan for calls up to its sizes (fixed num_splits, workspace
+    reserved: CUDA graph capture needs no warm-up call). torch CUDA tensors run on torch's current stream
+    (asynchronous, capturable: nothing is read back); numpy arrays on device='sim:<target>'. Every check comes
+    before any device work (InputError; KernelNotFoundError names the directive that would add a missing set).
+    fp8 caches (k_scale, v_scale) are not generated yet.
+    """
+    who = "tessera.paged_decode"
+    infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
+                                device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
+                                return_lse, num_splits)
+    if plan is None:
+        kernel_set = kernel_set_for(dev.bundle(), call)
+        splits = num_splits_for(call, kernel_set, dev)
+    else:
+        kernel_set, splits = _check_plan(who, plan, call, dev)
+    if out is None:
+        out = _arrays.empty(infos["q"], (call.B, call.Sq, call.Hq, call.D), call.dtype)
+        infos["out"] = _arrays.describe(out, "out")
+    lse = None
+    if "lse" in kernel_set.settable:   # the set writes an LSE: a scratch one unless asked for
+        lse = _arrays.empty(infos["q"], (call.B, call.Hq, call.Sq), "f32")
+        infos["lse"] = _arrays.describe(lse, "lse")
+    if not call.empty():
+        _run(call, dev, kernel_set, infos, splits)
+    return (out, lse) if call.return_lse else out
+
+
+def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,
+                      window_left=-1, softcap=0.0, num_splits=0, return_lse=False, device=None):
+    """A DecodePlan for paged_decode calls up to these arrays' sizes (the largest batch and query count, the widest
+    block table a CUDA graph will see): checks them as paged_decode would, chooses the kernel set and num_splits
+    (the heuristic's for these sizes when 0), and reserves the set's workspaces on the current stream and the
+    spare a capture stream takes (KernelSet.reserve), launching nothing. Pass it as paged_decode(..., plan=plan) to
+    calls with the same dtype, head_dim, block_size, heads and options and at most its B and Sq: they skip the
+    choice and use its num_splits, so every replay of a captured graph splits alike whatever its lengths.
+    The values of window_left and softcap do not matter, only whether they are on."""
+    who = "tessera.paged_decode_plan"
+    infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
+                                device, kv_layout, causal, None, None, None, window_left, softcap, return_lse,
+                                num_splits)
+    kernel_set = kernel_set_for(dev.bundle(), call)
+    splits = num_splits_for(call, kernel_set, dev)
+    if not call.empty():
+        # Nothing is launched: the sizes count, not the pointers (q's stands in for each) or o's strides (q's).
+        qi = infos["q"]
+        infos["out"] = qi
+        ptrs = {abi: qi.ptr for abi in _POINTERS.values()}
+        stream = None if qi.kind == "numpy" else _launch.stream_of(qi.obj.device)
+        kernel_set.reserve(stream, **_values(call, kernel_set, infos, ptrs, splits))
+    return DecodePlan(kernel_set, splits, call)

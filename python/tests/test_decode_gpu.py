@@ -1,0 +1,342 @@
+"""paged_decode on the GPU (torch CUDA tensors) with the default bundle against the float64 paged reference computed on
+the GPU, with the tolerance rule of CORRECTNESS.md and NaN-poisoned outputs: NHD and HND caches, block sizes 16 and
+64, Sq 1 and 3, GQA 32:8 and 8:1, f16/bf16, D 64/128/256, windows (starting mid-page), softcap, LSE, num_splits 1, 3,
+the heuristic's and more splits than key tiles, lengths 0 and 1 in every batch; block tables that are random
+permutations over three times the pages needed, with -1 and INT32_MAX past each sequence; unused slots and
+unreferenced pages NaN / inf (bitwise the zero-filled run); stale split partials of an earlier call never leaking;
+page ids past 65535 and element offsets past 2^32; the current stream; CUDA graph capture (with a plan, and after a
+warm-up) replayed with new lengths, tables and values; the default bundle holding every variant. Skipped without a
+CUDA GPU."""
+import random
+from typing import NamedTuple
+
+import pytest
+
+import support
+from support import torch
+import tessera
+from tessera import _decode, testing
+
+pytestmark = [support.requires_cuda, pytest.mark.usefixtures("exact_fp32_matmul")]
+
+INT32_MAX = 2**31 - 1
+
+
+class Inputs:
+    """Fresh random inputs with their seed (reported on failure)."""
+
+    def __init__(self):
+        self.seed = random.randrange(2**31)
+        self.gen = torch.Generator(device="cuda").manual_seed(self.seed)
+        self.cpu = torch.Generator().manual_seed(self.seed)
+
+    def __call__(self, shape, dtype, scale=1.0):
+        return (torch.randn(shape, generator=self.gen, device="cuda") * scale).to(support.torch_dtype(dtype))
+
+    def permutation(self, n):
+        return torch.randperm(n, generator=self.cpu).to("cuda")
+
+
+class Case(NamedTuple):
+    lengths: tuple = (0, 1, 1000, 4097)   # cache_seqlens, the new tokens included
+    Sq: int = 1
+    Hq: int = 32
+    Hkv: int = 8
+    D: int = 128
+    dtype: str = "bf16"
+    block_size: int = 16
+    layout: str = "NHD"
+    causal: bool = True
+    window_left: int = -1
+    softcap: float = 0.0
+    num_splits: int = 0
+    return_lse: bool = True
+    packed_q: bool = False     # q sliced from a (B, Sq, Hq + 2 Hkv, D) projection
+
+    def options(self):
+        return dict(kv_layout=self.layout, causal=self.causal, window_left=self.window_left, softcap=self.softcap)
+
+    def __str__(self):
+        return (f"B{len(self.lengths)} lens{self.lengths} Sq{self.Sq} Hq{self.Hq} Hkv{self.Hkv} D{self.D} {self.dtype} "
+                f"{self.layout} b{self.block_size} {'causal' if self.causal else 'full'} window{self.window_left} "
+                f"softcap{self.softcap} splits{self.num_splits}{' lse' if self.return_lse else ''}"
+                f"{' packed' if self.packed_q else ''}")
+
+
+def grid_cases():
+    """Every layout x block size x Sq x GQA shape, with dtype, head_dim, split count, mask and LSE in rotation
+    (non-causal only with Sq = 1: the default sets are bottom-right causal, which one token does not notice)."""
+    cases, n = [], 0
+    for layout in ("NHD", "HND"):
+        for block in (16, 64):
+            for Sq in (1, 3):
+                for Hq, Hkv in ((32, 8), (8, 1)):
+                    cases.append(Case(Sq=Sq, Hq=Hq, Hkv=Hkv, D=(128, 64, 256)[n % 3], dtype=("bf16", "f16")[n % 2],
+                                      block_size=block, layout=layout, causal=Sq > 1 or n // 3 % 2 == 0,
+                                      num_splits=(0, 1, 3, 64)[n % 4], return_lse=n % 5 != 2,
+                                      packed_q=n // 2 % 2 == 1))
+                    n += 1
+    return cases
+
+
+GRID = grid_cases()
+FEATURES = [
+    Case(window_left=100, num_splits=3),                               # the window starts mid-page
+    Case(lengths=(0, 1, 17, 300), Sq=3, window_left=0, block_size=64),  # only the diagonal key
+    Case(Sq=3, softcap=30.0, num_splits=1, dtype="f16", D=64),
+    Case(Hq=8, Hkv=1, window_left=33, softcap=5.0, layout="HND", block_size=64),
+    Case(lengths=(0, 1, 2, 3, 70, 1500), Sq=3, Hq=8, Hkv=1, num_splits=128),   # splits past every sequence's tiles
+    Case(lengths=(1, 0), num_splits=5),                                # nothing but empty splits and one key
+    Case(lengths=(0, 0, 0)),                                           # graph padding: every row O = 0, LSE = -inf
+    Case(lengths=(8192,) * 2, Sq=1, Hq=32, Hkv=8, num_splits=0),       # the heuristic splits these
+]
+
+
+def paged_cache(rand, c, fill=0.0, pad=2):
+    """(q, k_cache, v_cache, block_table, cache_seqlens, valid) for case c: each sequence's keys and values in the
+    pages of a random permutation of 3x the pages needed; `fill` in every other slot (unused slots of a sequence's
+    last page, unreferenced pages); `pad` block-table columns past the longest sequence; entries past a sequence's
+    pages alternately -1 and INT32_MAX. `valid` (pages, block_size) marks the slots holding a key."""
+    B, bs = len(c.lengths), c.block_size
+    need = [-(-n // bs) for n in c.lengths]
+    pages = 3 * max(sum(need), 1)
+    order = rand.permutation(pages).int()
+    junk = torch.tensor([-1, INT32_MAX], dtype=torch.int32, device="cuda")
+    table = junk[torch.arange(max(need) + pad, device="cuda") % 2].repeat(B, 1)
+    caches = [torch.full((pages, bs, c.Hkv, c.D), fill, dtype=support.torch_dtype(c.dtype), device="cuda")
+              for _ in range(2)]
+    valid = torch.zeros((pages, bs), dtype=torch.bool, device="cuda")
+    used = 0
+    for b, n in enumerate(c.lengths):
+        table[b, :need[b]] = order[used:used + need[b]]
+        used += need[b]
+        t = torch.arange(n, device="cuda")
+        page, slot = table[b, t // bs].long(), t % bs
+        for cache in caches:
+            cache[page, slot] = rand((n, c.Hkv, c.D), c.dtype)
+        valid[page, slot] = True
+    if c.layout == "HND":
+        caches = [x.transpose(1, 2).contiguous() for x in caches]
+    if c.packed_q:
+        q = rand((B, c.Sq, c.Hq + 2 * c.Hkv, c.D), c.dtype)[:, :, :c.Hq]
+    else:
+        q = rand((B, c.Sq, c.Hq, c.D), c.dtype)
+    lengths = torch.tensor(c.lengths, dtype=torch.int32, device="cuda")
+    return q, *caches, table, lengths, valid
+
+
+def poisoned_copy(cache, valid, layout, value):
+    """The cache with `value` in every slot that holds no key."""
+    out = cache.clone()
+    if layout == "HND":
+        out.transpose(1, 2)[~valid] = value
+    else:
+        out[~valid] = value
+    return out
+
+
+def poisoned(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=support.torch_dtype(dtype), device="cuda")
+
+
+def check(out, lse, q, k_cache, v_cache, table, lengths, c):
+    options = dict(c.options(), scale=None)
+    ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options)
+    same = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options, precision="same")
+    return testing.check_attention(out, ref, same, lse), ref
+
+
+def run(q, k_cache, v_cache, table, lengths, c, **extra):
+    """paged_decode into a NaN-poisoned output; (out, lse or None)."""
+    out = poisoned(q.shape, c.dtype)
+    got = tessera.paged_decode(q, k_cache, v_cache, table, lengths, **c.options(), num_splits=c.num_splits,
+                               return_lse=c.return_lse, out=out, **extra)
+    if c.return_lse:
+        assert got[0] is out and got[1].shape == (q.shape[0], c.Hq, c.Sq) and got[1].dtype == torch.float32
+        return got
+    assert got is out
+    return out, None
+
+
+def run_case(c):
+    rand = Inputs()
+    q, k_cache, v_cache, table, lengths, valid = paged_cache(rand, c)
+    out, lse = run(q, k_cache, v_cache, table, lengths, c)
+    torch.cuda.synchronize()
+    result, ref = check(out, lse, q, k_cache, v_cache, table, lengths, c)
+    assert result.ok, f"{c} seed {rand.seed}: {result}"
+    # NaN in unused K slots and +inf in unused V slots (0 x inf is NaN too): never read, so bitwise the same.
+    bad_k, bad_v = (poisoned_copy(x, valid, c.layout, value) for x, value in ((k_cache, float("nan")),
+                                                                                (v_cache, float("inf"))))
+    out2, lse2 = run(q, bad_k, bad_v, table, lengths, c)
+    torch.cuda.synchronize()
+    assert torch.equal(out2, out), f"{c} seed {rand.seed}: unused cache slots changed the output"
+    assert lse is None or torch.equal(lse2, lse), f"{c} seed {rand.seed}: unused cache slots changed the LSE"
+    return ref
+
+
+@pytest.mark.parametrize("case", GRID, ids=str)
+def test_grid_matches_float64(case):
+    run_case(case)
+
+
+@pytest.mark.parametrize("case", FEATURES, ids=str)
+def test_features_match_float64(case):
+    ref = run_case(case)
+    if 0 in case.lengths:
+        assert torch.isneginf(ref.lse[list(case.lengths).index(0)]).all()
+
+
+def test_split_counts_agree():
+    """1, 3, the heuristic's and more splits than key tiles give the same result within the rule (CORRECTNESS.md:
+    empty partitions change nothing)."""
+    rand = Inputs()
+    c = Case(lengths=(0, 1, 200, 3000), Sq=3, Hq=8, Hkv=1)
+    q, k_cache, v_cache, table, lengths, _ = paged_cache(rand, c)
+    for splits in (1, 3, 0, 100):
+        out, lse = run(q, k_cache, v_cache, table, lengths, c._replace(num_splits=splits))
+        torch.cuda.synchronize()
+        result, _ = check(out, lse, q, k_cache, v_cache, table, lengths, c)
+        assert result.ok, f"num_splits {splits} seed {rand.seed}: {result}"
+
+
+def test_stale_partials_never_leak():
+    """The split partials are a workspace the runtime reuses, not zeroed: a call whose partials are all NaN (q NaN)
+    followed, on the same stream, by a call whose splits are mostly empty gives that call's own result bit for bit
+    (every split writes every row, empty ones included)."""
+    rand = Inputs()
+    c = Case(lengths=(4097, 4097, 4097), Sq=3, num_splits=32)
+    q, k_cache, v_cache, table, lengths, _ = paged_cache(rand, c)
+    short = torch.tensor([1, 0, 70], dtype=torch.int32, device="cuda")
+    clean = [x.clone() for x in run(q, k_cache, v_cache, table, short, c)]
+    run(torch.full_like(q, float("nan")), k_cache, v_cache, table, lengths, c)
+    again = run(q, k_cache, v_cache, table, short, c)
+    torch.cuda.synchronize()
+    assert not again[0].isnan().any() and torch.equal(again[0], clean[0]) and torch.equal(again[1], clean[1]), \
+        f"seed {rand.seed}"
+
+
+def test_page_ids_past_65535_and_offsets_past_2_to_the_32():
+    """Pages are 64-bit element offsets: a cache of 2^22 + 8 pages (2^32 + 8192 elements, 8 GiB a cache) holding a
+    sequence in pages 65535, 65536, 70000 and the last ones reads those pages, not their 16- or 32-bit wraps."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 20 * 2**30:
+        pytest.skip(f"needs 20 GiB of free GPU memory, {free / 2**30:.1f} GiB free")
+    rand = Inputs()
+    bs, Hkv, D = 16, 1, 64
+    pages = 2**32 // (bs * Hkv * D) + 8
+    k_cache, v_cache = (torch.empty((pages, bs, Hkv, D), dtype=torch.bfloat16, device="cuda") for _ in range(2))
+    ids = [65535, 65536, 70000, pages - 8, pages - 1]
+    table = torch.tensor([ids], dtype=torch.int32, device="cuda")
+    lengths = torch.tensor([len(ids) * bs - 3], dtype=torch.int32, device="cuda")
+    for cache in (k_cache, v_cache):
+        cache[ids] = rand((len(ids), bs, Hkv, D), "bf16")
+    c = Case(lengths=(int(lengths[0]),), Sq=3, Hq=4, Hkv=Hkv, D=D, block_size=bs, num_splits=2)
+    q = rand((1, 3, 4, D), "bf16")
+    out, lse = run(q, k_cache, v_cache, table, lengths, c)
+    torch.cuda.synchronize()
+    result, _ = check(out, lse, q, k_cache, v_cache, table, lengths, c)
+    assert result.ok, f"seed {rand.seed}: {result}"
+    del k_cache, v_cache
+    torch.cuda.empty_cache()
+
+
+def test_runs_on_the_current_stream():
+    """On a side stream that is still busy, the kernels must wait for the copy queued before them."""
+    rand = Inputs()
+    c = Case(lengths=(3000, 17, 0, 1), num_splits=4)
+    q, k_cache, v_cache, table, lengths, _ = paged_cache(rand, c)
+    expected = run(q, k_cache, v_cache, table, lengths, c)
+    q_new = q.clone()
+    q.normal_()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        q.copy_(q_new)
+        got = run(q, k_cache, v_cache, table, lengths, c)
+    side.synchronize()
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1]), "not on torch's current stream"
+
+
+def new_inputs(rand, c, captured):
+    """Fresh values, lengths (0 and 1, then random up to the captured table's capacity) and a fresh permutation of
+    pages, copied into the captured tensors (q, k_cache, v_cache, block_table, cache_seqlens; NaN in every slot
+    without a key); returns copies of them for a direct call."""
+    q, k_cache, v_cache, table, lengths = captured
+    capacity = table.shape[1] * c.block_size
+    lens = (0, 1) + tuple(random.randrange(capacity + 1) for _ in range(len(c.lengths) - 2))
+    fresh = paged_cache(rand, c._replace(lengths=lens), fill=float("nan"), pad=0)
+    q.copy_(fresh[0])
+    for cache, new in zip((k_cache, v_cache), fresh[1:3]):
+        cache.fill_(float("nan"))
+        cache[:new.shape[0]] = new
+    table.fill_(-1)
+    table[:, :fresh[3].shape[1]] = fresh[3]
+    lengths.copy_(fresh[4])
+    return tuple(x.clone() for x in captured)
+
+
+@pytest.mark.parametrize("planned", (True, False))
+def test_cuda_graph_replays_with_new_inputs(planned):
+    """A call captured in a CUDA graph, with a plan made beforehand (no warm-up: the plan reserved the workspace) or
+    after one call outside the capture on a side stream (torch's recipe, the heuristic's split count), replays for new
+    values, lengths and block tables copied into the captured tensors exactly what a direct call with the same options
+    gives, and within the rule of float64: lengths are never read on the host, so the captured grid serves them all."""
+    rand = Inputs()
+    c = Case(lengths=(0,) * 6, Sq=3, Hq=8, Hkv=1, D=128)
+    B, columns = len(c.lengths), 4000 // c.block_size + 2
+    captured = (rand((B, c.Sq, c.Hq, c.D), c.dtype),
+                *(poisoned((3 * B * columns, c.block_size, c.Hkv, c.D), c.dtype) for _ in range(2)),
+                torch.full((B, columns), -1, dtype=torch.int32, device="cuda"),
+                torch.zeros(B, dtype=torch.int32, device="cuda"))
+    new_inputs(rand, c, captured)
+    options = dict(c.options(), return_lse=True)
+    if planned:
+        options["plan"] = tessera.paged_decode_plan(*captured, **options)
+    else:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            tessera.paged_decode(*captured, **options)
+        torch.cuda.current_stream().wait_stream(side)
+    out = poisoned(captured[0].shape, c.dtype)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, lse = tessera.paged_decode(*captured, **options, out=out)
+    for _ in range(3):
+        inputs = new_inputs(rand, c, captured)
+        out.fill_(float("nan"))
+        lse.fill_(float("nan"))
+        graph.replay()
+        want_out, want_lse = tessera.paged_decode(*inputs, **options)
+        torch.cuda.synchronize()
+        assert torch.equal(out, want_out) and torch.equal(lse, want_lse), f"replay != direct call (seed {rand.seed})"
+        result, _ = check(out, lse, *inputs, c)
+        assert result.ok, f"lengths {inputs[4].tolist()} seed {rand.seed}: {result}"
+
+
+# ---- The default bundle ----------------------------------------------------------------------------------------------
+def test_the_default_bundle_serves_every_variant():
+    """The bundle found for this GPU holds, for f16/bf16 x D 64/128/256 x block 16/64, a bottom-right causal
+    paged_decode set with every runtime feature, its kernels `_decode` then `_combine`, sharing the workspace
+    decode_partials; the default sets serve one-token non-causal calls, and two tokens without the mask raise
+    KernelNotFoundError naming the directive that would add a set."""
+    dev = tessera.device("cuda")
+    bundle = dev.bundle()
+    full = {}
+    for s in bundle.kernel_sets.values():
+        a = s.attributes
+        if s.directive == "paged_decode" and all(a.get(f) for f in _decode.FEATURES):
+            assert [k.name for k in s.kernels] == [f"{s.name}_decode", f"{s.name}_combine"]
+            assert s.roles.get("decode_partials") == "workspace"
+            full[(a["dtype"], a["head_dim"], a["block_size"], a.get("mask", "none"))] = s
+    wanted = {(d, D, b, "causal_bottom_right") for d in support.DTYPES for D in (64, 128, 256) for b in (16, 64)}
+    assert set(full) >= wanted, f"{bundle.directory}: missing {sorted(wanted - set(full))}"
+    rand = Inputs()
+    c = Case(lengths=(5, 0), Sq=2, causal=False, Hq=8, Hkv=1, D=64)
+    q, k_cache, v_cache, table, lengths, _ = paged_cache(rand, c)
+    with pytest.raises(tessera.KernelNotFoundError, match=r"mask=none split_kv .*this directive compiles one: "
+                                                          r"tessera.paged_decode @pd_bf16_d64_b16_none \{.*mask = "
+                                                          r"#tessera.mask<none>"):
+        tessera.paged_decode(q, k_cache, v_cache, table, lengths, causal=False)

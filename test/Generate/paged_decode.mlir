@@ -1,0 +1,37 @@
+// paged_decode becomes a kernel set: decode (the forward's mainloop over one KV head's group of
+// query rows and key rows gathered through the block table), then with split_kv combine.
+// RUN: tessera-opt %s --tessera-generate-kernels=target=gfx942 | FileCheck %s --implicit-check-not=tessera.paged_decode
+// RUN: tessera-opt %s --tessera-generate-kernels=target=sm_90 | FileCheck %s --check-prefix=SM90
+// RUN: tessera-opt %s --tessera-generate-kernels=target=gfx1100 | FileCheck %s --check-prefix=GFX1100
+
+// CHECK-LABEL: gpu.func @pd_decode(
+// CHECK-SAME: tessera.arg_names = ["q", "k_cache", "v_cache", "block_table", "cache_seqlens", "o", "lse", "B", "Sq", "Hq",
+// CHECK-SAME: "Hkv", "num_splits",
+// CHECK-SAME: "k_stride_page", "k_stride_token", "k_stride_head"
+// CHECK-SAME: "decode_partials"]
+// CHECK-SAME: tessera.grid = "[\22num_splits\22, {{.}}\22mul\22, \22Hkv\22, {{.}}\22ceil_div\22, {{.}}\22mul\22, {{.}}\22div\22, \22Hq\22, \22Hkv\22], \22Sq\22], {{[0-9]+}}]], \22B\22]"
+// CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"pd", 0>
+// CHECK-SAME: tessera.workspaces = "[{\22arg\22: \22decode_partials\22, {{.+}}, \22zero\22: false}]"
+// The page of each key row is read from the block table only for rows below the length.
+// CHECK: memref.load %arg4
+// CHECK: scf.for
+// CHECK: scf.if
+// CHECK: memref.load %arg3
+// CHECK: amdgpu.mfma
+// CHECK-LABEL: gpu.func @pd_combine(
+// CHECK-SAME: tessera.grid = "[{{.}}\22ceil_div\22, {{.}}\22mul\22, \22Hq\22, \22Sq\22], 4], \22B\22, {{.}}\22min\22, {{.}}\22div\22, \22num_splits\22, 2], 1]]"
+// CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"pd", 1>
+// CHECK: math.exp2
+// Without split_kv: one split, no workspace, no combine.
+// CHECK-LABEL: gpu.func @pd_plain_decode(
+// CHECK-SAME: "block_table_stride", "scale"]
+// CHECK-SAME: tessera.grid = "[1,
+// CHECK-NOT: gpu.func @pd_plain_combine
+
+// SM90-LABEL: gpu.func @pd_decode(
+// SM90: known_block_size = array<i32: 64, 1, 1>
+// SM90: nvvm.mma.sync
+// GFX1100-LABEL: gpu.func @pd_decode(
+// GFX1100: amdgpu.wmma 16x16x16
+tessera.paged_decode @pd {dtype = bf16, head_dim = 128, block_size = 16, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv}
+tessera.paged_decode @pd_plain {dtype = f16, head_dim = 64, block_size = 64}
