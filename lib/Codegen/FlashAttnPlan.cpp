@@ -169,7 +169,7 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
                                       std::to_string(target.maxVgprsPerWave));
   // Register prefetch of the next K/V tile is opt-in (tile stages = 2): it cost registers and
   // ran slower on the H200 (bench/NOTES.md).
-  p.stages = r.tile ? r.tile->stages : 1;
+  p.stages = r.tile ? r.tile->stages : r.stages;
   return {};
 }
 

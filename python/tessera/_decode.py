@@ -269,10 +269,10 @@ def processors(dev):
 
 def split_count(workgroups, context, processors):
     """FlashAttention-3's split rule on host-known sizes (never the lengths: calls stay capturable): one split when
-    `workgroups` (of one split) fill SPLIT_BUSY of the `processors` or the `context` (the longest a block table
-    allows) has at most SPLIT_MIN_TILES key tiles of SPLIT_TILE; else the fewest splits, at most SPLIT_MAX and one
-    per SPLIT_CHUNK keys, whose wave efficiency (workgroups over whole waves) is within SPLIT_EFFICIENCY of the
-    best."""
+    `workgroups` (of one split) fill SPLIT_BUSY of the `processors` (the workgroup slots the device holds at once)
+    or the `context` (the longest a block table allows) has at most SPLIT_MIN_TILES key tiles of SPLIT_TILE; else the
+    fewest splits, at most SPLIT_MAX and one per SPLIT_CHUNK keys, whose wave efficiency (workgroups over whole
+    waves) is within SPLIT_EFFICIENCY of the best."""
     if workgroups == 0 or workgroups >= SPLIT_BUSY * processors or -(-context // SPLIT_TILE) <= SPLIT_MIN_TILES:
         return 1
 
@@ -284,13 +284,37 @@ def split_count(workgroups, context, processors):
     return next(s for s in counts if efficiency(s) >= SPLIT_EFFICIENCY * best)
 
 
+def resident_per_processor(kernel, dev):
+    """How many workgroups of `kernel` one multiprocessor holds at once, from its manifest entry: on NVIDIA by its
+    registers (allocated per warp in units of 256), threads (2048), shared memory (228 KiB, 1 KiB reserved per
+    workgroup) and 32 workgroups; on AMD its waves per SIMD over four SIMDs; 1 on the simulator. The decode
+    workgroups are small: several share a multiprocessor, and the split count fills them all."""
+    info = kernel.info
+    threads = math.prod(info.get("block", [1]))
+    regs = info.get("registers", {})
+    if dev.backend == "sim":
+        return 1
+    if "regs" in regs:
+        warps = -(-threads // 32)
+        per_warp = -(-regs["regs"] * 32 // 256) * 256
+        lds = info.get("lds_bytes", 0) + info.get("dynamic_lds_bytes", 0)
+        limits = [65536 // (per_warp * warps), 2048 // threads, 32]
+        if lds:
+            limits.append(233472 // (lds + 1024))
+        return max(1, min(limits))
+    waves = max(1, threads // (64 if dev.arch.startswith("gfx9") else 32))
+    return max(1, info.get("occupancy_waves_per_simd", 1) * 4 // waves)
+
+
 def num_splits_for(call, kernel_set, dev):
-    """The call's num_splits, or with 0 the heuristic's for the workgroups of one split (docs/decode.md's grid)."""
+    """The call's num_splits, or with 0 the heuristic's for the workgroups of one split (docs/decode.md's grid) over
+    the workgroups the device holds at once."""
     if call.num_splits:
         return call.num_splits
     rows = rows_per_workgroup(kernel_set)
     workgroups = call.B * call.Hkv * -(-(call.Hq // max(call.Hkv, 1) * call.Sq) // rows)
-    return split_count(workgroups, call.max_blocks * call.block_size, processors(dev))
+    slots = processors(dev) * resident_per_processor(kernel_set.kernels[0], dev)
+    return split_count(workgroups, call.max_blocks * call.block_size, slots)
 
 
 def _check_plan(who, plan, call, dev):

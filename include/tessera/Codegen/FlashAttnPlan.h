@@ -75,6 +75,7 @@ struct AttnRequest {
   /// asks for fewer: a KV head's group has few query rows).
   std::vector<int> waves = {4, 2};
   int maxKeysPerStep = 64;
+  int stages = 1; ///< without a tile: 2 loads the next K/V tile into registers during compute
   struct Tile {
     int m, n, waves, stages;
   };

@@ -312,7 +312,10 @@ public:
 
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
 /// before four (a KV head's group rarely has more rows), at most as many keys per step as keep a
-/// thread's share of the K and V tiles to 8 vectors in flight (few threads load them).
+/// thread's share of the K and V tiles to 8 vectors in flight (few threads load them). On NVIDIA
+/// the next tile's loads are in flight during each step (two stages: 17-28% more bandwidth on the
+/// H200, bench/NOTES.md); AMD keeps one until measured there (gfx1100's head_dim 256 spills
+/// with two).
 AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnRequest request;
   request.headDim = int(op.getHeadDim());
@@ -325,6 +328,7 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
     return planAttention(request, target);
   }
   const int elemBytes = op.getDtype().getIntOrFloatBitWidth() / 8;
+  request.stages = target.vendor == Vendor::NVIDIA ? 2 : 1;
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     const int threads = waves * target.waveSize;
