@@ -2,6 +2,7 @@
 the missing-variant message, the split heuristic, launch arguments (NHD and HND caches), plans and empty sizes through
 the fake sim plugin; and the float64 paged decode reference itself (no GPU, no simulator)."""
 import math
+import types
 
 import pytest
 
@@ -579,3 +580,22 @@ def test_check_attention_judges_paged_decode_outputs():
         bad[index] = value
         result = testing.check_attention(bad, ref, same)
         assert not result.ok and what in str(result), (index, str(result))
+
+
+@pytest.mark.parametrize("info, backend, arch, resident", [
+    # sm_90: 202 registers x 64 threads (13312 a workgroup of 2 warps), 16 KiB of shared memory: 4 by registers
+    ({"block": [64, 1, 1], "registers": {"regs": 202}, "lds_bytes": 16384}, "cuda", "sm_90", 4),
+    # 255 registers x 256 threads: one
+    ({"block": [256, 1, 1], "registers": {"regs": 255}, "lds_bytes": 0}, "cuda", "sm_90", 1),
+    # shared memory bound: 100 KiB each, two fit in 228 KiB
+    ({"block": [64, 1, 1], "registers": {"regs": 32}, "lds_bytes": 102400}, "cuda", "sm_90", 2),
+    # gfx942: 2 waves of 64 a workgroup at 1 wave per SIMD over 4 SIMDs
+    ({"block": [128, 1, 1], "registers": {"vgpr": 155}, "occupancy_waves_per_simd": 1}, "hip", "gfx942", 2),
+    # gfx1100: 2 waves of 32 at 2 waves per SIMD
+    ({"block": [64, 1, 1], "registers": {"vgpr": 199}, "occupancy_waves_per_simd": 2}, "hip", "gfx1100", 4),
+    ({"block": [64, 1, 1], "registers": {"regs": 202}}, "sim", "sm_90", 1),
+])
+def test_resident_workgroups_per_processor(info, backend, arch, resident):
+    """The split heuristic's slots: workgroups of a decode kernel one multiprocessor holds at once."""
+    kernel, dev = types.SimpleNamespace(info=info), types.SimpleNamespace(backend=backend, arch=arch)
+    assert _decode.resident_per_processor(kernel, dev) == resident
