@@ -90,6 +90,22 @@ def compile_bundles(folder, modules):
     return errors
 
 
+def sim_bundles(tmp_path_factory, name, modules):
+    """The body of a sim suite's module fixture: skips without the sim plugin or a build tree's compiler, compiles
+    `modules` ({target: MLIR text}) into a temporary folder searched first (TESSERA_BUNDLE_PATH) for the duration,
+    and yields {target: compile error}."""
+    try:
+        tessera.device("sim:gfx942")
+    except tessera.BackendUnavailableError as e:
+        pytest.skip(str(e).splitlines()[0])
+    if compiler_path() is None:
+        pytest.skip("no tessera-compile in a build tree (TESSERA_BUILD_DIR or build*/) to compile the kernels")
+    folder = tmp_path_factory.mktemp(name)
+    errors = compile_bundles(folder, modules() if callable(modules) else modules)
+    with bundles_searched_first(folder):
+        yield errors
+
+
 @contextlib.contextmanager
 def bundles_searched_first(folder):
     """TESSERA_BUNDLE_PATH with `folder` first for the duration, then as it was."""

@@ -85,16 +85,7 @@ def _modules():
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
     """A temporary bundle per target, searched first (TESSERA_BUNDLE_PATH). Yields {target: compile error}."""
-    try:
-        tessera.device("sim:gfx942")
-    except tessera.BackendUnavailableError as e:
-        pytest.skip(str(e).splitlines()[0])
-    if support.compiler_path() is None:
-        pytest.skip("no tessera-compile in a build tree (TESSERA_BUILD_DIR or build*/) to compile the kernels")
-    folder = tmp_path_factory.mktemp("attention-bwd-bundles")
-    errors = support.compile_bundles(folder, _modules())
-    with support.bundles_searched_first(folder):
-        yield errors
+    yield from support.sim_bundles(tmp_path_factory, "attention-bwd-bundles", _modules)
 
 
 def sim_for(bundles, target):

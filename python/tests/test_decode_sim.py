@@ -54,17 +54,8 @@ def usable(c):
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
     """A temporary bundle per target, searched first (TESSERA_BUNDLE_PATH). Yields {target: compile error}."""
-    try:
-        tessera.device("sim:gfx942")
-    except tessera.BackendUnavailableError as e:
-        pytest.skip(str(e).splitlines()[0])
-    if support.compiler_path() is None:
-        pytest.skip("no tessera-compile in a build tree (TESSERA_BUILD_DIR or build*/) to compile the kernels")
     text = "\n".join(sorted({c.directive() for c in CASES if usable(c)})) + "\n"
-    folder = tmp_path_factory.mktemp("decode-bundles")
-    errors = support.compile_bundles(folder, {t: text for t in support.SIM_TARGETS})
-    with support.bundles_searched_first(folder):
-        yield errors
+    yield from support.sim_bundles(tmp_path_factory, "decode-bundles", {t: text for t in support.SIM_TARGETS})
 
 
 def cache_of(c, rng, max_blocks, pages):
