@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """AMD static report: registers, spills, LDS, occupancy, the KV loop's matrix instructions and an
-llvm-mca estimate of that loop, for every flash_attn and flash_attn_bwd kernel of an input file on gfx942, gfx950
+llvm-mca estimate of that loop, for every flash_attn, flash_attn_bwd and paged_decode kernel of the input files on gfx942, gfx950
 and gfx1100, optionally side by side with Triton's tutorial forward kernel. No GPU needed.
 
     python3 scripts/amd_report.py --build build --out docs/amd-report.md [--triton]
@@ -45,8 +45,8 @@ CHIP = {"gfx942": (64 * 1024, 512, 8, 8, 4), "gfx950": (160 * 1024, 512, 8, 8, 4
 METHOD = """\
 ## Method
 
-- **Kernels**: every `tessera.flash_attn` and `tessera.flash_attn_bwd` directive of the input
-  is compiled with
+- **Kernels**: every `tessera.flash_attn`, `tessera.flash_attn_bwd` and `tessera.paged_decode`
+  directive of the inputs is compiled with
   `tessera-compile --target=<chip>` into a temporary bundle per chip; VGPR/AGPR/SGPR, spills,
   scratch, LDS bytes and occupancy (waves per SIMD) are the bundle manifest's (`docs/bundle.md`).
 - **Finding the KV loop** in the ISA (`<kernel>.s`, comments and directives dropped): every
@@ -338,7 +338,7 @@ def compile_bundle(compiler, src, chip, outdir):
 def bundle_rows(manifest, bundle, chip, mca, workdir, kind="tessera"):
     rows = []
     for k in manifest["kernels"]:
-        if k.get("directive") not in ("flash_attn", "flash_attn_bwd"):
+        if k.get("directive") not in ("flash_attn", "flash_attn_bwd", "paged_decode"):
             continue
         a = k.get("attributes", {})
         asm = (Path(bundle) / k["isa"]).read_text()
@@ -512,7 +512,7 @@ def bar_table(rows, chips):
 
 
 def render(rows, args, meta):
-    out = ["# AMD static report: flash_attn kernels", "",
+    out = ["# AMD static report: attention kernels (flash_attn, flash_attn_bwd, paged_decode)", "",
            f"Generated {meta['date']} at commit `{meta['commit']}` by "
            f"`python3 scripts/amd_report.py --build {args.build} --out {args.out}"
            + (" --triton" if args.triton else "") + f"` from `{meta['input']}` (regenerate with the "
@@ -555,7 +555,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="build directory with bin/tessera-compile")
     ap.add_argument("--out", default="docs/amd-report.md", help="the Markdown report to write")
-    ap.add_argument("--input", default=str(ROOT / "examples" / "attention.mlir"))
+    ap.add_argument("--input", action="append",
+                    help="directive file (repeatable; default examples/attention.mlir and examples/decode.mlir)")
     ap.add_argument("--targets", default=",".join(TARGETS), type=lambda s: s.split(","))
     ap.add_argument("--triton", action="store_true",
                     help="add Triton's tutorial forward kernel (D128 f16, each target) and the comparison rows")
@@ -564,6 +565,7 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the rows as JSON here")
     ap.add_argument("--keep", help="keep bundles and loop files in this directory")
     args = ap.parse_args(argv)
+    args.input = args.input or [str(ROOT / "examples" / f) for f in ("attention.mlir", "decode.mlir")]
 
     compiler = Path(args.build) / "bin" / "tessera-compile"
     if not compiler.exists():
@@ -574,8 +576,10 @@ def main(argv=None):
     errors = []
     ref_src = work / "reference.mlir"
     ref_src.write_text(REFERENCE_MLIR)
+    src = work / "input.mlir"   # one bundle per chip from every input
+    src.write_text("\n".join(Path(p).read_text() for p in args.input))
 
-    jobs = [(args.input, chip, work / f"bundle_{chip}", "tessera") for chip in args.targets]
+    jobs = [(src, chip, work / f"bundle_{chip}", "tessera") for chip in args.targets]
     if args.triton:
         jobs += [(ref_src, chip, work / f"reference_{chip}", "reference") for chip in args.targets]
     compiler_name = "?"
@@ -606,9 +610,9 @@ def main(argv=None):
     rows.sort(key=lambda r: (args.targets.index(r["chip"]), order[r["kind"]]))
 
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "commit": git_commit([Path(args.input).resolve()]), "compiler": compiler_name, "mca": args.mca,
-            "triton": triton_note, "errors": errors,
-            "input": os.path.relpath(args.input, ROOT) if Path(args.input).is_absolute() else args.input}
+            "commit": git_commit([Path(p).resolve() for p in args.input]), "compiler": compiler_name,
+            "mca": args.mca, "triton": triton_note, "errors": errors,
+            "input": ", ".join(os.path.relpath(p, ROOT) if Path(p).is_absolute() else p for p in args.input)}
     text = render(rows, args, meta)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text + "\n")
