@@ -108,7 +108,7 @@ bool sameQueryLanes(const AttnPlan &p) {
 
 int attnLdsBytes(const AttnPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
-  return tile(p.blockM, p.headDim) + tile(p.blockN, p.headDim) + tile(p.headDim, p.blockN) +
+  return tile(p.blockM, p.headDim) + p.kvBuffers * (tile(p.blockN, p.headDim) + tile(p.headDim, p.blockN)) +
          (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN));
 }
 

@@ -496,6 +496,34 @@ void KernelBuilder::copyGlobalToLdsAsync(const GlobalTile &src, const LdsTile &d
   }
 }
 
+void KernelBuilder::copyGlobalRowsToLdsAsync(Value memref,
+                                             llvm::function_ref<Value(Value)> rowStart,
+                                             Value validRows, const LdsTile &dst, int rows,
+                                             int cols, int threads) {
+  assert(target.hasAsyncCopy && "copyGlobalRowsToLdsAsync on a target without async copies");
+  Type elemType = cast<MemRefType>(memref.getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
+    OpBuilder::InsertionGuard gv(b);
+    if (t.partial) {
+      auto inTile = scf::IfOp::create(b, loc, cmpLt(t.index, idx(rows * (cols / vec))), false);
+      b.setInsertionPointToStart(inTile.thenBlock());
+    }
+    // A row past the valid ones copies nothing (zeros) from element 0, its start never computed.
+    Value rowOk = cmpLt(t.row, validRows);
+    auto start = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, rowOk, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard gs(b);
+      b.setInsertionPointToStart(start.thenBlock());
+      scf::YieldOp::create(b, loc, add(rowStart(t.row), t.col));
+      b.setInsertionPointToStart(start.elseBlock());
+      scf::YieldOp::create(b, loc, idx(0));
+    }
+    asyncCopy(dst.memref, ldsOffset(dst, t.row, t.col), memref, start.getResult(0), vec,
+              select(rowOk, idx(vec), idx(0)));
+  }
+}
+
 void KernelBuilder::asyncCopy(Value dst, Value dstIndex, Value src, Value srcIndex, int elements,
                               Value srcElements) {
   Type elemType = cast<MemRefType>(src.getType()).getElementType();

@@ -49,6 +49,9 @@ struct AttnPlan {
   int blockM = 0, blockN = 0, waves = 0, headDim = 0;
   bool tightRegisters = false; ///< accumulators near the budget: fence fragment loads per k-step
   int stages = 1;              ///< 2: the next K/V tile is loaded into registers during compute
+  /// 2: K and V staged [key][d] in two LDS buffers each, the next tile copied asynchronously
+  /// during compute (targets with async copies, a recipe that gathers asynchronously).
+  int kvBuffers = 1;
   ElemType elem = ElemType::F16;
 
   bool pInRegisters() const { return pRoute == PRoute::Registers; }

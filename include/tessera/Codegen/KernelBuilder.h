@@ -253,6 +253,13 @@ public:
   /// that streams the tiles, since a synchronous fallback inside that loop costs its registers.
   void copyGlobalToLdsAsync(const GlobalTile &src, const LdsTile &dst, int rows, int cols,
                             int threads);
+  /// loadGlobalRows' gather as copyGlobalToLdsAsync does it: whole 16-byte rows (cols a multiple
+  /// of 8 16-bit elements, every row start 16-byte aligned: the caller's guarantee), rows past
+  /// validRows zero-filled without evaluating rowStart for them.
+  void copyGlobalRowsToLdsAsync(mlir::Value memref,
+                                llvm::function_ref<mlir::Value(mlir::Value)> rowStart,
+                                mlir::Value validRows, const LdsTile &dst, int rows, int cols,
+                                int threads);
   /// dst[dstIndex...] = the first `srcElements` (of `elements`) elements at src[srcIndex],
   /// the rest zero, asynchronously (no source read when srcElements is 0).
   void asyncCopy(mlir::Value dst, mlir::Value dstIndex, mlir::Value src, mlir::Value srcIndex,

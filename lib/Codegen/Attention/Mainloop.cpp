@@ -92,6 +92,7 @@ private:
   AccView sView, oView;
   OnlineSoftmax softmax;
   Value lane, waveQ0;
+  LdsTile curK, curV; ///< this step's K and V buffers
   size_t kvSplit = 0; ///< K vectors before V vectors in a prefetched register tile
 };
 
@@ -101,13 +102,22 @@ Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Locatio
 
 Mainloop::~Mainloop() = default;
 
+void AttnRows::copyKeysAsync(Value, const LdsTile &, int) {
+  llvm_unreachable("a plan with two K/V buffers needs a recipe that copies asynchronously");
+}
+void AttnRows::copyValuesAsync(Value, const LdsTile &, int) {
+  llvm_unreachable("a plan with two K/V buffers needs a recipe that copies asynchronously");
+}
+
 void Mainloop::allocate() {
   KernelBuilder kb(b, loc, t);
   ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
-  ldsK = kb.allocLds(func, elem, p.blockN, p.headDim);
+  // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers).
+  ldsK = kb.allocLds(func, elem, p.kvBuffers * p.blockN, p.headDim);
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging.
-  ldsV = vNatural() ? kb.allocLds(func, elem, p.blockN, p.headDim)
+  assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
+  ldsV = vNatural() ? kb.allocLds(func, elem, p.kvBuffers * p.blockN, p.headDim)
                     : kb.allocLds(func, elem, p.headDim, p.blockN);
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
 }
@@ -205,9 +215,9 @@ SmallVector<Value> Mainloop::Impl::loadKV(Value n0) {
 }
 
 void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
-  kb.storeLdsTile(regs.take_front(kvSplit), m.ldsK, p.blockN, p.headDim, /*transpose=*/false,
+  kb.storeLdsTile(regs.take_front(kvSplit), curK, p.blockN, p.headDim, /*transpose=*/false,
                   m.threads());
-  kb.storeLdsTile(regs.drop_front(kvSplit), m.ldsV, p.blockN, p.headDim,
+  kb.storeLdsTile(regs.drop_front(kvSplit), curV, p.blockN, p.headDim,
                   /*transpose=*/!m.vNatural(), m.threads());
 }
 
@@ -219,12 +229,12 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
     for (int kt = 0; kt < p.keyTiles(); ++kt) {
       Value keyRow = kb.idx(kt * p.keyDim());
       if (p.transposed) {
-        Value kFrag = kb.loadOperand(m.ldsK, qk, Operand::A, lane, keyRow, kk);
+        Value kFrag = kb.loadOperand(curK, qk, Operand::A, lane, keyRow, kk);
         Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::B, lane, ldsQueryRow, kk);
         s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
       } else {
         Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::A, lane, ldsQueryRow, kk);
-        Value kFrag = kb.loadOperand(m.ldsK, qk, Operand::B, lane, keyRow, kk);
+        Value kFrag = kb.loadOperand(curK, qk, Operand::B, lane, keyRow, kk);
         s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
       }
     }
@@ -291,10 +301,10 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
       if (p.tightRegisters) kb.memoryScheduleFence();
       Value &acc = out[ht];
       if (p.transposed) {
-        Value vFrag = kb.loadOperand(m.ldsV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
+        Value vFrag = kb.loadOperand(curV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
         acc = kb.mma(pv, vFrag, pFrag, acc);
       } else {
-        Value vFrag = kb.loadOperand(m.ldsV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
+        Value vFrag = kb.loadOperand(curV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
                                      /*kAlongRows=*/m.vNatural());
         acc = kb.mma(pv, pFrag, vFrag, acc);
       }
@@ -355,9 +365,23 @@ void Mainloop::Impl::emit() {
   }
   for (int i = 0; i < qTiles * hTiles; ++i) init.push_back(kb.zero(kb.accType(*p.pv)));
 
-  // With two stages the next tile's global loads are in flight while this one computes.
+  // With two stages the next tile's global loads are in flight while this one computes; with two
+  // K/V buffers its asynchronous copies.
   const size_t stateCount = init.size();
   const TileRange &tiles = walk.tiles;
+  curK = m.ldsK, curV = m.ldsV;
+  auto copyAsync = [&](Value tile, Value which) {
+    Value n0 = kb.mul(tile, p.blockN);
+    rows.copyKeysAsync(n0, kb.buffer(m.ldsK, p.kvBuffers, which), m.threads());
+    rows.copyValuesAsync(n0, kb.buffer(m.ldsV, p.kvBuffers, which), m.threads());
+    kb.asyncCommit();
+  };
+  if (p.kvBuffers > 1) {
+    OpBuilder::InsertionGuard g(b);
+    auto any = scf::IfOp::create(b, loc, kb.cmpLt(tiles.lo, tiles.hi), false);
+    b.setInsertionPointToStart(any.thenBlock());
+    copyAsync(tiles.lo, kb.idx(0));
+  }
   if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.blockN)));
   auto loop = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
   {
@@ -365,9 +389,20 @@ void Mainloop::Impl::emit() {
     b.setInsertionPointToStart(loop.getBody());
     Value tile = loop.getInductionVar();
     Value n0 = kb.mul(tile, p.blockN);
+    if (p.kvBuffers > 1) {
+      Value which = kb.remui(kb.sub(tile, tiles.lo), p.kvBuffers);
+      curK = kb.buffer(m.ldsK, p.kvBuffers, which), curV = kb.buffer(m.ldsV, p.kvBuffers, which);
+      kb.asyncWait(0);
+    }
     kb.barrier(); // previous step's K/V/P reads are done (and the staged rows written)
     SmallVector<Value> prefetched;
-    if (p.stages > 1) {
+    if (p.kvBuffers > 1) {
+      OpBuilder::InsertionGuard gn(b);
+      Value next = kb.add(tile, 1);
+      auto more = scf::IfOp::create(b, loc, kb.cmpLt(next, tiles.hi), false);
+      b.setInsertionPointToStart(more.thenBlock());
+      copyAsync(next, kb.remui(kb.sub(next, tiles.lo), p.kvBuffers));
+    } else if (p.stages > 1) {
       storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(stateCount)));
       kb.barrier();
       prefetched = loadKV(kb.add(n0, p.blockN));

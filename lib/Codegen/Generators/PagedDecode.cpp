@@ -137,6 +137,14 @@ public:
   SmallVector<Value> loadValues(Value n0, int threads) override {
     return loadCacheRows(args.v, alignedV, n0, threads);
   }
+  void copyKeysAsync(Value n0, const LdsTile &dst, int threads) override {
+    kb.copyGlobalRowsToLdsAsync(arg(args.k.ptr), cacheRowStart(args.k, n0), kb.sub(seqK, n0), dst,
+                                p.blockN, headDim, threads);
+  }
+  void copyValuesAsync(Value n0, const LdsTile &dst, int threads) override {
+    kb.copyGlobalRowsToLdsAsync(arg(args.v.ptr), cacheRowStart(args.v, n0), kb.sub(seqK, n0), dst,
+                                p.blockN, headDim, threads);
+  }
   Value queryOf(Value row) override {
     return arith::RemUIOp::create(b, loc, kb.add(row0, row), arg(args.seqQ));
   }
@@ -193,25 +201,25 @@ private:
     return kb.andb(kb.andb(aligned(c.stridePage, elemBits), aligned(c.strideToken, elemBits)),
                    aligned(c.strideHead, elemBits));
   }
-  /// Key rows n0.. of the sequence: row j is token (n0 + j) % block_size of page
-  /// block_table[batch][(n0 + j) / block_size]; rows at or past its length read as zero, their
-  /// page never looked up.
-  SmallVector<Value> loadCacheRows(const attn::CacheArg &c, Value vectorOk, Value n0, int threads) {
+  /// Where key row j of the tile from n0 starts: token (n0 + j) % block_size of page
+  /// block_table[batch][(n0 + j) / block_size] (called only for rows below the length, so no
+  /// other table entry is read).
+  std::function<Value(Value)> cacheRowStart(const attn::CacheArg &c, Value n0) {
     const int64_t blockSize = op.getBlockSize();
-    Value table = kb.mul(batch, arg(args.blockTableStride));
-    Value head = kb.mul(kvHead, arg(c.strideHead));
-    return kb.loadGlobalRows(
-        arg(c.ptr),
-        [&](Value row) {
-          Value key = kb.add(n0, row);
-          Value block = kb.add(table, kb.divui(key, blockSize));
-          // A 64-bit page offset: page ids past 65535 and offsets past 2^32 address right.
-          Value page = kb.loadIndex(arg(args.blockTable), block);
-          Value token = kb.remui(key, blockSize);
-          return kb.add(kb.add(kb.mul(page, arg(c.stridePage)), kb.mul(token, arg(c.strideToken))),
-                        head);
-        },
-        kb.sub(seqK, n0), kb.idx(headDim), vectorOk, p.blockN, headDim, threads);
+    return [this, &c, n0, blockSize](Value row) {
+      Value key = kb.add(n0, row);
+      Value block = kb.add(kb.mul(batch, arg(args.blockTableStride)), kb.divui(key, blockSize));
+      // A 64-bit page offset: page ids past 65535 and offsets past 2^32 address right.
+      Value page = kb.loadIndex(arg(args.blockTable), block);
+      Value token = kb.remui(key, blockSize);
+      return kb.add(kb.add(kb.mul(page, arg(c.stridePage)), kb.mul(token, arg(c.strideToken))),
+                    kb.mul(kvHead, arg(c.strideHead)));
+    };
+  }
+  /// Key rows n0.. of the sequence through registers; rows at or past its length read as zero.
+  SmallVector<Value> loadCacheRows(const attn::CacheArg &c, Value vectorOk, Value n0, int threads) {
+    return kb.loadGlobalRows(arg(c.ptr), cacheRowStart(c, n0), kb.sub(seqK, n0),
+                             kb.idx(headDim), vectorOk, p.blockN, headDim, threads);
   }
 
   const AttnPlan &p;
@@ -311,11 +319,10 @@ public:
 };
 
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
-/// before four (a KV head's group rarely has more rows), at most as many keys per step as keep a
-/// thread's share of the K and V tiles to 8 vectors in flight (few threads load them). On NVIDIA
-/// the next tile's loads are in flight during each step (two stages: 17-28% more bandwidth on the
-/// H200, bench/NOTES.md); AMD keeps one until measured there (gfx1100's head_dim 256 spills
-/// with two).
+/// before four (a KV head's group rarely has more rows). Where the target copies asynchronously
+/// and V is staged [key][d], K and V are double-buffered in LDS, the next tile copied during each
+/// step (the most keys per step LDS allows). Elsewhere at most as many keys per step as keep a
+/// thread's share of the K and V tiles to 8 vectors in registers (few threads load them).
 AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnRequest request;
   request.headDim = int(op.getHeadDim());
@@ -328,11 +335,18 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
     return planAttention(request, target);
   }
   const int elemBytes = op.getDtype().getIntOrFloatBitWidth() / 8;
-  request.stages = target.vendor == Vendor::NVIDIA ? 2 : 1;
   AttnPlanResult first;
   for (int waves : {2, 4}) {
-    const int threads = waves * target.waveSize;
     request.waves = {waves};
+    if (target.hasAsyncCopy)
+      for (int keys : {64, 32, 16}) {
+        request.maxKeysPerStep = keys;
+        AttnPlanResult r = planAttention(request, target);
+        if (!r.plan || r.plan->transposed || r.plan->pv->kind != AtomKind::MMASync) break;
+        r.plan->kvBuffers = 2;
+        if (attnLdsBytes(*r.plan, target) <= target.ldsBytes) return r;
+      }
+    const int threads = waves * target.waveSize;
     request.maxKeysPerStep = 0;
     for (int keys : {64, 32, 16})
       if (2 * keys * request.headDim * elemBytes / 16 <= 8 * threads) {
