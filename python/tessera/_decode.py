@@ -418,9 +418,26 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     if "lse" in kernel_set.settable:   # the set writes an LSE: a scratch one unless asked for
         lse = _arrays.empty(infos["q"], (call.B, call.Hq, call.Sq), "f32")
         infos["lse"] = _arrays.describe(lse, "lse")
+    _check_cache_strides(who, call, kernel_set, infos)
     if not call.empty():
         _run(call, dev, kernel_set, infos, splits)
     return (out, lse) if call.return_lse else out
+
+
+def _check_cache_strides(who, call, kernel_set, infos):
+    """The cache strides the set's `divisible` rules ask for: kernels that copy whole 16-byte rows of the cache
+    asynchronously (sm_90) need each stride a multiple of 8 elements. A cache is never copied to fix it."""
+    for kernel in kernel_set.kernels:
+        for rule in kernel.info.get("divisible", ()):
+            tensor, _, axis = rule["arg"].partition("_stride_")
+            if tensor not in ("k", "v") or not isinstance(rule["by"], int):
+                continue
+            name = f"{tensor}_cache"
+            strides = dict(zip(("page", "token", "head"), _cache_strides(infos[name], call.kv_layout)))
+            if strides[axis] % rule["by"]:
+                raise InputError(f"{who}: {name} has {axis} stride {strides[axis]} (elements; strides "
+                                 f"{infos[name].strides}); the {kernel_set.bundle.target} decode kernels copy its "
+                                 f"rows as 16-byte vectors, so every stride must be a multiple of {rule['by']}")
 
 
 def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,

@@ -337,7 +337,7 @@ DECODE_FEATURES = ("sliding_window", "softcap", "return_lse", "split_kv")
 
 
 def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bottom_right", features=DECODE_FEATURES,
-                            rows=16, code_ext="hsaco"):
+                            rows=16, code_ext="hsaco", vector_rows=False):
     """(kernel entries, kernel set entry) of a paged_decode kernel set with docs/decode.md's ABI: name_decode, then
     with split_kv name_combine, sharing the workspace decode_partials (not zeroed). Grids and workspace bytes are the
     ABI's; `rows` is the decode kernel's query rows per workgroup (the divisor of its grid's ceil_div)."""
@@ -372,5 +372,7 @@ def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bott
                 "attributes": attributes, "code_object": f"{name}_{part}.{code_ext}", "block": [256, 1, 1],
                 "grid": grid, "lds_bytes": 0, "args": args} for part, (args, grid) in parts.items()]
     kernels[0]["divisible"] = [{"arg": "Hq", "by": "Hkv"}]
+    if vector_rows:   # the cache's rows copied as 16-byte vectors (sm_90)
+        kernels[0]["divisible"] += [{"arg": f"{t}_stride_{a}", "by": 8} for t in "kv" for a in ("page", "token", "head")]
     return kernels, {"name": name, "directive": "paged_decode", "attributes": attributes,
                      "kernels": [k["name"] for k in kernels]}

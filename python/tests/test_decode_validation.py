@@ -194,6 +194,7 @@ SETS = {   # name: (dtype, head_dim, block_size, mask, features, rows)
     "pd_f16_d64_b16_none_lse": ("f16", 64, 16, "none", ("return_lse",), 16),
     "pd_f16_d64_b64": ("f16", 64, 64, BR, support.DECODE_FEATURES, 32),
     "pd_bf16_d128_b16": ("bf16", 128, 16, BR, support.DECODE_FEATURES, 16),
+    "pd_f16_d256_b16_rows": ("f16", 256, 16, BR, support.DECODE_FEATURES, 16),   # sm_90's stride rules
 }
 
 
@@ -205,7 +206,8 @@ def fake_sim(monkeypatch, tmp_path):
         pytest.skip("fake driver not built (ninja -C build tessera_fake_driver)")
     monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(FAKE))
     monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path))
-    sets = [support.paged_decode_kernel_set(name, dtype, D, block, mask, features, rows)
+    sets = [support.paged_decode_kernel_set(name, dtype, D, block, mask, features, rows,
+                                            vector_rows=name.endswith("_rows"))
             for name, (dtype, D, block, mask, features, rows) in SETS.items()]
     for kernel in sets[0][0] + [sets[0][1]]:
         kernel["attributes"] = dict(kernel["attributes"], kv_dtype="f8E4M3FN", kv_scale="per_tensor")
@@ -277,6 +279,28 @@ def test_launch_arguments_of_an_nhd_cache(fake_sim):
     args = support.unpack_args(entries["pd_f16_d64_b16_decode"], fake.launches()[0].args)
     assert (args["k_stride_token"], args["v_stride_head"], args["block_table_stride"]) == (2 * Hkv * D, D, 7)
     assert args["decode_partials"] != 0 and args["lse"] != 0 and args["window_left"] == 5
+
+
+def test_a_cache_whose_rows_are_not_16_byte_vectors_is_refused_where_the_kernels_copy_them(fake_sim):
+    """The set's `divisible` rules on the cache strides (kernels that copy whole 16-byte rows asynchronously): a
+    cache with other strides is an InputError before any launch, never a copy; the same cache serves a set without
+    those rules."""
+    fake, dev, launched, _, _ = fake_sim
+    B, Hq, Hkv, block, pages = 2, 4, 2, 16, 6
+    table, lens = np.zeros((B, 3), np.int32), np.array([20, 5], np.int32)
+    for D, name in ((256, "pd_f16_d256_b16_rows"), (64, "pd_f16_d64_b16")):
+        cache = f16(pages, block, Hkv, D + 4)[..., :D]                  # head stride D + 4: not a multiple of 8
+        q = f16(B, 1, Hq, D)
+        if name.endswith("_rows"):
+            with pytest.raises(tessera.InputError, match=r"k_cache has head stride 260 \(elements; strides "
+                                                         r"\(8320, 520, 260, 1\)\); the gfx942 decode kernels copy "
+                                                         r"its rows as 16-byte vectors, so every stride must be a "
+                                                         r"multiple of 8"):
+                tessera.paged_decode(q, cache, cache, table, lens, device=dev)
+            assert not launched
+        else:
+            tessera.paged_decode(q, cache, cache, table, lens, device=dev)
+            assert launched[-1][0] == name
 
 
 def test_launch_arguments_of_an_hnd_cache(fake_sim):

@@ -391,6 +391,13 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
   decodeSig.blockThreads = p.waves * target.waveSize;
   // Query head h reads KV head h / (Hq / Hkv): Hq must be a multiple of Hkv.
   decodeSig.divisible.push_back({base.args[a.headsQ.index].name, base.expr(a.headsKv)});
+  // Asynchronous copies move whole 16-byte rows: the caches' strides must keep them aligned.
+  if (p.kvBuffers > 1) {
+    GridExpr vector = GridExpr::constant(128 / op.getKvElementType().getIntOrFloatBitWidth());
+    for (const attn::CacheArg &c : {a.k, a.v})
+      for (ArgHandle stride : {c.stridePage, c.strideToken, c.strideHead})
+        decodeSig.divisible.push_back({base.args[stride.index].name, vector});
+  }
   gpu::GPUFuncOp decode = createKernel(b, op.getLoc(), target, decodeSig);
   set.kernels.push_back(decode);
   {
