@@ -288,7 +288,7 @@ def test_a_cache_whose_rows_are_not_16_byte_vectors_is_refused_where_the_kernels
     fake, dev, launched, _, _ = fake_sim
     B, Hq, Hkv, block, pages = 2, 4, 2, 16, 6
     table, lens = np.zeros((B, 3), np.int32), np.array([20, 5], np.int32)
-    for D, name in ((256, "pd_f16_d256_b16_rows"), (64, "pd_f16_d64_b16")):
+    for D, name in ((256, "pd_f16_d256_b16_rows"), (64, "pd_f16_d64_b16_split")):
         cache = f16(pages, block, Hkv, D + 4)[..., :D]                  # head stride D + 4: not a multiple of 8
         q = f16(B, 1, Hq, D)
         if name.endswith("_rows"):
