@@ -463,3 +463,132 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
         stream = None if qi.kind == "numpy" else _launch.stream_of(qi.obj.device)
         kernel_set.reserve(stream, **_values(call, kernel_set, infos, ptrs, splits))
     return DecodePlan(kernel_set, splits, call)
+
+
+# ---- Cache writes -------------------------------------------------------------------------------
+def _check_cache_write(who, infos, kv_layout):
+    """key, value, k_cache, v_cache, slot_mapping: Returns (dtype, D, num_tokens, num_pages, block_size, Hkv)."""
+    if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
+        raise InputError(f"{who}: kv_layout must be 'NHD' {LAYOUTS['NHD']} or 'HND' {LAYOUTS['HND']}, got "
+                         f"{kv_layout!r}")
+    key, value, k, v, slots = (infos[n] for n in ("key", "value", "k_cache", "v_cache", "slot_mapping"))
+    for name, info, ndim, layout in (("key", key, 3, "(num_tokens, Hkv, D)"), ("value", value, 3, "(num_tokens, Hkv, D)"),
+                                     ("k_cache", k, 4, LAYOUTS[kv_layout]), ("v_cache", v, 4, LAYOUTS[kv_layout]),
+                                     ("slot_mapping", slots, 1, "(num_tokens,)")):
+        _attention._check_tensor(who, name, info, ndim, layout)
+    fp8 = [f"{name} has dtype {info.dtype}" for name, info in (("k_cache", k), ("v_cache", v))
+           if info.dtype.startswith("float8")]
+    if fp8:
+        raise InputError(f"{who}: {', '.join(fp8)}: fp8 KV caches are not generated yet; pass a float16 or "
+                         "bfloat16 cache")
+    for name, info in (("key", key), ("value", value), ("k_cache", k), ("v_cache", v)):
+        if info.dtype not in _attention.DTYPES:
+            raise InputError(f"{who}: {name} has dtype {_attention._spelled(info.dtype)}; supported: float16, "
+                             "bfloat16")
+    if not key.dtype == value.dtype == k.dtype == v.dtype:
+        spelled = [_attention._spelled(i.dtype) for i in (key, value, k, v)]
+        raise InputError(f"{who}: key, value, k_cache and v_cache must have the same dtype, got "
+                         f"{', '.join(spelled[:3])} and {spelled[3]}")
+    if slots.dtype != "int64":
+        raise InputError(f"{who}: slot_mapping has dtype {slots.dtype}; it must be int64 (page * block_size + "
+                         "offset, negative for a token to skip)")
+    if slots.shape[0] > 1 and slots.strides[0] != 1:
+        raise InputError(f"{who}: slot_mapping has stride {slots.strides[0]}; it needs unit stride: use "
+                         ".contiguous() / numpy.ascontiguousarray")
+    if k.shape != v.shape:
+        raise InputError(f"{who}: k_cache and v_cache must have the same shape {LAYOUTS[kv_layout]}, got "
+                         f"{k.shape} and {v.shape}")
+    num_pages, block_size, Hkv = _cache_dims(k, kv_layout)
+    D = k.shape[-1]
+    if key.shape != value.shape:
+        raise InputError(f"{who}: key and value must have the same shape (num_tokens, Hkv, D), got {key.shape} and "
+                         f"{value.shape}")
+    if key.shape[1:] != (Hkv, D):
+        raise InputError(f"{who}: key has shape {key.shape} but the cache {k.shape} ({kv_layout} "
+                         f"{LAYOUTS[kv_layout]}) holds Hkv={Hkv} heads of head_dim {D}")
+    num_tokens = slots.shape[0]
+    if key.shape[0] < num_tokens:
+        raise InputError(f"{who}: slot_mapping names {num_tokens} tokens but key has {key.shape[0]} (key may be "
+                         "longer, as when padded for a CUDA graph: its rows past slot_mapping's are not read)")
+    if D not in _attention.HEAD_DIMS:
+        raise InputError(f"{who}: head_dim {D} is not supported (supported: "
+                         f"{', '.join(map(str, _attention.HEAD_DIMS))})")
+    if block_size < 1 or block_size > MAX_BLOCK_SIZE or block_size & (block_size - 1):
+        raise InputError(f"{who}: block_size {block_size} (k_cache {k.shape} as {kv_layout} {LAYOUTS[kv_layout]}) "
+                         f"must be a power of two from 1 to {MAX_BLOCK_SIZE}")
+    for name, info in (("key", key), ("value", value), ("k_cache", k), ("v_cache", v)):
+        _attention._check_head_dim_stride(who, name, info)
+    if slots.kind == "numpy" and num_tokens:
+        import numpy as np
+        bad = np.flatnonzero(slots.obj >= num_pages * block_size)
+        if bad.size:
+            t = int(bad[0])
+            raise InputError(f"{who}: slot_mapping[{t}] = {int(slots.obj[t])} is past the cache's "
+                             f"{num_pages} pages of {block_size} tokens (slots 0 to {num_pages * block_size - 1}; "
+                             "negative ones are skipped)")
+    return key.dtype, D, num_tokens, num_pages, block_size, Hkv
+
+
+def cache_writer(bundle, dtype, D, block_size):
+    """The `<set>_cache_write` kernel of a paged_decode kernel set of this dtype, head_dim and block_size (any mask
+    and features: the writer only copies); KernelNotFoundError names the directive that would add one."""
+    def find():
+        for s in bundle.kernel_sets.values():
+            a = s.attributes
+            if (s.directive == "paged_decode" and a.get("dtype") == dtype and a.get("kv_dtype", dtype) == dtype and
+                    a.get("head_dim") == D and a.get("block_size") == block_size and
+                    f"{s.name}_cache_write" in bundle.kernels):
+                return bundle.kernels[f"{s.name}_cache_write"]
+        names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
+        directive = (f"tessera.paged_decode @pd_{dtype}_d{D}_b{block_size} {{dtype = {dtype}, head_dim = {D}, "
+                     f"block_size = {block_size}, mask = #tessera.mask<{CAUSAL}>, {', '.join(FEATURES)}}}")
+        raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
+                                  f"dtype={dtype} head_dim={D} block_size={block_size}, whose cache writer this call "
+                                  f"needs (paged_decode kernel sets: {', '.join(names) or 'none'}); this directive "
+                                  f"compiles one: {directive}")
+    return bundle.remember(("paged_cache_write", dtype, D, block_size), find)
+
+
+def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="NHD", device=None):
+    """Writes new tokens' keys and values into a paged KV cache (vLLM's reshape_and_cache_flash): for each token t
+    < len(slot_mapping) whose slot s = slot_mapping[t] = page * block_size + offset is not negative, key[t] goes to
+    k_cache's token `offset` of page `page` and value[t] to v_cache's; a negative slot (padding) writes nothing,
+    and nothing else of the caches changes.
+
+    key, value: (num_tokens, Hkv, D) float16 or bfloat16 in the caches' dtype, any strides with unit stride on D
+    (rows past len(slot_mapping) are not read, as when padded for a CUDA graph). k_cache, v_cache: as
+    tessera.paged_decode takes them (kv_layout "NHD" or "HND"; they may be views of one buffer). slot_mapping:
+    (num_tokens,) int64, unit stride; two tokens must not share a slot. The kernel is the `<set>_cache_write` of
+    a paged_decode kernel set with the caches' dtype, head_dim and block_size. torch CUDA tensors run on torch's
+    current stream (asynchronous, capturable); numpy arrays on device='sim:<target>' (caches updated in place,
+    their slots checked first). Every check comes before any device work (InputError)."""
+    who = "tessera.paged_cache_write"
+    names = ("key", "value", "k_cache", "v_cache", "slot_mapping")
+    infos = _attention._describe_all(who, zip(names, (key, value, k_cache, v_cache, slot_mapping)))
+    dtype, D, num_tokens, _, block_size, _ = _check_cache_write(who, infos, kv_layout)
+    dev = _launch.runtime_device(who, list(infos.items()), device, outputs=("k_cache", "v_cache"))
+    kernel = cache_writer(dev.bundle(), dtype, D, block_size)
+    if num_tokens == 0 or 0 in infos["k_cache"].shape:
+        return
+    values = {"num_tokens": num_tokens, "Hkv": infos["key"].shape[1]}
+    for name in ("key", "value"):
+        values.update(zip((f"{name}_stride_t", f"{name}_stride_h"), infos[name].strides[:2]))
+    for name, t in (("k_cache", "k"), ("v_cache", "v")):
+        values.update(zip((f"{t}_stride_page", f"{t}_stride_token", f"{t}_stride_head"),
+                          _cache_strides(infos[name], kv_layout)))
+    if infos["key"].kind == "numpy":
+        import numpy as np
+        with _launch.SimMemory(dev) as mem:
+            ptrs = {name: mem.put(infos[name]) for name in ("key", "value", "slot_mapping")}
+            caches = [infos["k_cache"], infos["v_cache"]]
+            if np.may_share_memory(k_cache, v_cache):
+                ptrs["k_cache"], ptrs["v_cache"] = mem.put_together(caches)
+            else:
+                ptrs["k_cache"], ptrs["v_cache"] = (mem.put(info) for info in caches)
+            kernel.launch(None, **values, **ptrs)
+            dev.synchronize()
+            for info in caches:
+                mem.get(info)
+        return
+    kernel.launch(_launch.stream_of(infos["key"].obj.device), **values,
+                  **{name: info.ptr for name, info in infos.items()})

@@ -105,11 +105,25 @@ class SimMemory:
         base = self.alloc(nbytes)
         if copy:
             self.dev.memcpy_htod(base, info.ptr + low * info.itemsize, nbytes)
-        ptr = base - low * info.itemsize
-        self._spans[id(info.obj)] = (ptr, low, nbytes)
-        return ptr
+        self._spans[id(info.obj)] = (base, info.ptr + low * info.itemsize, nbytes)
+        return base - low * info.itemsize
+
+    def put_together(self, infos):
+        """Pointers for arrays that share host memory (views of one buffer, such as a K/V cache's two halves): one
+        copy of the bytes they span together, so that getting one back never restores another's old values."""
+        spans = [(info, element_span(info.shape, info.strides)) for info in infos]
+        spans = [(info, span) for info, span in spans if span is not None]
+        if not spans:
+            return [self.alloc(16) for _ in infos]
+        low = min(info.ptr + lo * info.itemsize for info, (lo, _) in spans)
+        high = max(info.ptr + (hi + 1) * info.itemsize for info, (_, hi) in spans)
+        base = self.alloc(high - low)
+        self.dev.memcpy_htod(base, low, high - low)
+        for info in infos:
+            self._spans[id(info.obj)] = (base, low, high - low)
+        return [base + (info.ptr - low) for info in infos]
 
     def get(self, info):
         """Copies the span of `info` (put before) back into host memory."""
-        ptr, low, nbytes = self._spans[id(info.obj)]
-        self.dev.memcpy_dtoh(info.ptr + low * info.itemsize, ptr + low * info.itemsize, nbytes)
+        device, host, nbytes = self._spans[id(info.obj)]
+        self.dev.memcpy_dtoh(host, device, nbytes)

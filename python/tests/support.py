@@ -337,10 +337,11 @@ DECODE_FEATURES = ("sliding_window", "softcap", "return_lse", "split_kv")
 
 
 def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bottom_right", features=DECODE_FEATURES,
-                            rows=16, code_ext="hsaco", vector_rows=False):
+                            rows=16, code_ext="hsaco", vector_rows=False, cache_writer=False):
     """(kernel entries, kernel set entry) of a paged_decode kernel set with docs/decode.md's ABI: name_decode, then
     with split_kv name_combine, sharing the workspace decode_partials (not zeroed). Grids and workspace bytes are the
-    ABI's; `rows` is the decode kernel's query rows per workgroup (the divisor of its grid's ceil_div)."""
+    ABI's; `rows` is the decode kernel's query rows per workgroup (the divisor of its grid's ceil_div). With
+    `cache_writer`, the kernel entries end with the plain kernel name_cache_write (not in the set)."""
     split, has_lse = "split_kv" in features, "return_lse" in features
 
     def arg(names, kind, role, dt=None, **extra):
@@ -374,5 +375,14 @@ def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bott
     kernels[0]["divisible"] = [{"arg": "Hq", "by": "Hkv"}]
     if vector_rows:   # the cache's rows copied as 16-byte vectors (sm_90)
         kernels[0]["divisible"] += [{"arg": f"{t}_stride_{a}", "by": 8} for t in "kv" for a in ("page", "token", "head")]
-    return kernels, {"name": name, "directive": "paged_decode", "attributes": attributes,
-                     "kernels": [k["name"] for k in kernels]}
+    kernel_set = {"name": name, "directive": "paged_decode", "attributes": attributes,
+                  "kernels": [k["name"] for k in kernels]}
+    if cache_writer:
+        args = (arg(["key", "value"], "ptr", "input", dtype) + arg(["k_cache", "v_cache"], "ptr", "inout", dtype) +
+                arg(["slot_mapping"], "ptr", "input", "i64") + arg(["num_tokens", "Hkv"], "i64", "size") +
+                strides("key", "th") + strides("value", "th") + strides("k", ("page", "token", "head")) +
+                strides("v", ("page", "token", "head")))
+        kernels.append({"name": f"{name}_cache_write", "entry": f"{name}_cache_write", "directive": "paged_decode",
+                        "attributes": attributes, "code_object": f"{name}_cache_write.{code_ext}",
+                        "block": [128, 1, 1], "grid": ["num_tokens", 1, 1], "lds_bytes": 0, "args": args})
+    return kernels, kernel_set

@@ -340,3 +340,40 @@ def test_the_default_bundle_serves_every_variant():
                                                           r"tessera.paged_decode @pd_bf16_d64_b16_none \{.*mask = "
                                                           r"#tessera.mask<none>"):
         tessera.paged_decode(q, k_cache, v_cache, table, lengths, causal=False)
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_cache_write_then_decode_sees_the_new_tokens(layout):
+    """paged_cache_write puts each token's rows in its slot, bit for bit (packed-qkv views, a -1 padding slot, a
+    K/V cache of one buffer, every other slot unchanged), and a decode over the written cache matches the reference
+    on the same cache written by torch indexing."""
+    make = Inputs()
+    B, Hq, Hkv, D, block, pages = 3, 16, 4, 128, 16, 12
+    page_shape = (block, Hkv, D) if layout == "NHD" else (Hkv, block, D)
+    kv = make((pages, 2, *page_shape), "bf16")
+    k_cache, v_cache = kv[:, 0], kv[:, 1]
+    lens = torch.tensor([5, 33, 17], dtype=torch.int32, device="cuda")
+    table = make.permutation(pages)[:B * 3].reshape(B, 3).to(torch.int32)
+    # One new token per sequence at position len - 1, and a padding token.
+    qkv = make((B + 1, Hq + 2 * Hkv, D), "bf16")
+    key, value = qkv[:, Hq:Hq + Hkv], qkv[:, Hq + Hkv:]
+    pos = (lens - 1).long()
+    slots = table[torch.arange(B, device="cuda"), pos // block].long() * block + pos % block
+    slots = torch.cat([slots, torch.tensor([-1], device="cuda")])
+    expected = kv.clone()
+    for t in range(B):
+        page, offset = divmod(int(slots[t]), block)
+        for i, rows in enumerate((key, value)):
+            if layout == "NHD":
+                expected[page, i, offset] = rows[t]
+            else:
+                expected[page, i, :, offset] = rows[t]
+    tessera.paged_cache_write(key, value, k_cache, v_cache, slots, kv_layout=layout)
+    torch.cuda.synchronize()
+    assert torch.equal(kv.view(torch.int16), expected.view(torch.int16)), f"seed {make.seed}"
+    q = qkv[:B, None, :Hq]
+    o = tessera.paged_decode(q, k_cache, v_cache, table, lens, kv_layout=layout)
+    ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lens, kv_layout=layout)
+    same = testing.paged_decode_reference(q, k_cache, v_cache, table, lens, kv_layout=layout, precision="same")
+    result = testing.check_attention(o, ref, same)
+    assert result.ok, f"seed {make.seed}: {result}"

@@ -118,3 +118,62 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     assert (poisoned_out.view(np.uint16) == out.view(np.uint16)).all(), \
         f"{target} {c.id}: NaN in unused slots or poisoned table entries changed the output (seed {seed})"
     assert np.array_equal(poisoned_lse, lse, equal_nan=True)
+
+
+class WriteCase(NamedTuple):
+    id: str
+    dtype: str
+    D: int
+    block_size: int
+    layout: str
+    shared: bool      # k_cache and v_cache are the halves of one (pages, 2, ...) buffer
+    head_pad: int     # key and value rows of Hkv * (D + head_pad): a head stride off 16-byte vectors when not 0
+
+
+WRITE_CASES = [
+    WriteCase("nhd-packed-qkv", "f16", 64, 16, "NHD", False, 0),
+    WriteCase("hnd-shared-unaligned-heads", "f16", 64, 1, "HND", True, 3),
+    WriteCase("bf16-d128-shared-nhd", "bf16", 128, 16, "NHD", True, 0),
+]
+
+
+@pytest.mark.parametrize("target, case", [pytest.param(t, c, id=f"{t}-{c.id}") for t in support.SIM_TARGETS
+                                          for c in WRITE_CASES])
+def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, case):
+    """tessera.paged_cache_write (the sets' `_cache_write` kernel): each token's key and value rows land in the slot
+    slot_mapping names, bit for bit; padding slots (-1) and the rows of key past slot_mapping write nothing, and
+    every other byte of the caches keeps its value."""
+    c = case
+    if not usable(c):
+        pytest.skip("bf16 numpy arrays need ml_dtypes (not installed)")
+    error = bundles.get(target)
+    assert not error, f"tessera-compile --target={target} failed:\n{error}"
+    dev = support.sim_device(target)
+    rng = np.random.default_rng(7)
+    dt = support.numpy_dtype(c.dtype)
+    Hkv, T = 2, 11
+    pages = max(5, -(-(T + 2) // c.block_size))
+    page_shape = (c.block_size, Hkv, c.D) if c.layout == "NHD" else (Hkv, c.block_size, c.D)
+    if c.shared:
+        kv = rng.standard_normal((pages, 2, *page_shape)).astype(dt)
+        k_cache, v_cache = kv[:, 0], kv[:, 1]
+    else:
+        k_cache, v_cache = (rng.standard_normal((pages, *page_shape)).astype(dt) for _ in range(2))
+    # key and value: views of one packed (T + 2, 3, Hkv, D + pad) tensor, as from a fused qkv projection.
+    qkv = rng.standard_normal((T + 2, 3, Hkv, c.D + c.head_pad)).astype(dt)
+    key, value = qkv[:, 1, :, :c.D], qkv[:, 2, :, :c.D]
+    slots = rng.permutation(pages * c.block_size)[:T].astype(np.int64)
+    slots[[2, 7]] = -1
+    slots[0] = pages * c.block_size - 1            # the cache's last slot
+    expected_k, expected_v = k_cache.copy(), v_cache.copy()
+    for t, s in enumerate(slots):
+        if s >= 0:
+            for expected, rows in ((expected_k, key), (expected_v, value)):
+                page, offset = divmod(int(s), c.block_size)
+                if c.layout == "NHD":
+                    expected[page, offset] = rows[t]
+                else:
+                    expected[page, :, offset] = rows[t]
+    tessera.paged_cache_write(key, value, k_cache, v_cache, slots, kv_layout=c.layout, device=dev)
+    for name, got, expected in (("k_cache", k_cache, expected_k), ("v_cache", v_cache, expected_v)):
+        assert (got.view(np.uint16) == expected.view(np.uint16)).all(), f"{target} {c.id}: {name} differs"

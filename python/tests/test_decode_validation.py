@@ -207,7 +207,7 @@ def fake_sim(monkeypatch, tmp_path):
     monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(FAKE))
     monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path))
     sets = [support.paged_decode_kernel_set(name, dtype, D, block, mask, features, rows,
-                                            vector_rows=name.endswith("_rows"))
+                                            vector_rows=name.endswith("_rows"), cache_writer=name == "pd_f16_d64_b16")
             for name, (dtype, D, block, mask, features, rows) in SETS.items()]
     for kernel in sets[0][0] + [sets[0][1]]:
         kernel["attributes"] = dict(kernel["attributes"], kv_dtype="f8E4M3FN", kv_scale="per_tensor")
@@ -623,3 +623,99 @@ def test_resident_workgroups_per_processor(info, backend, arch, resident):
     """The split heuristic's slots: workgroups of a decode kernel one multiprocessor holds at once."""
     kernel, dev = types.SimpleNamespace(info=info), types.SimpleNamespace(backend=backend, arch=arch)
     assert _decode.resident_per_processor(kernel, dev) == resident
+
+
+# ---- paged_cache_write ---------------------------------------------------------------------------------------------
+def write_args(T=5, Hkv=2, D=64, block_size=16, num_pages=4, layout="NHD"):
+    """key, value, k_cache, v_cache, slot_mapping of a cache write: token t to slot 3 t."""
+    shape = cache_shape(num_pages, block_size, Hkv, D, layout)
+    return f16(T, Hkv, D), f16(T, Hkv, D), f16(*shape), f16(*shape), np.arange(T, dtype=np.int64) * 3
+
+
+def write_replaced(**changes):
+    args = dict(zip(("key", "value", "k_cache", "v_cache", "slot_mapping"), write_args()))
+    args.update(changes)
+    return args
+
+
+@pytest.mark.parametrize("changes, kwargs, message", [
+    ({}, {"kv_layout": "vllm"}, r"kv_layout must be 'NHD' .* or 'HND' .*, got 'vllm'"),
+    ({"key": f16(5, 128)}, {}, r"key must be 3-D \(num_tokens, Hkv, D\), got shape \(5, 128\)"),
+    ({"v_cache": f16(4, 16, 128)}, {}, r"v_cache must be 4-D \(num_pages, block_size, Hkv, D\)"),
+    ({"slot_mapping": np.zeros((5, 1), np.int64)}, {}, r"slot_mapping must be 1-D \(num_tokens,\)"),
+    ({"value": np.ones((5, 2, 64), np.float32)}, {}, r"value has dtype float32; supported: float16, bfloat16"),
+    ({"slot_mapping": np.zeros(5, np.int32)}, {}, r"slot_mapping has dtype int32; it must be int64 \(page \* "
+                                                  r"block_size \+ offset, negative for a token to skip\)"),
+    ({"slot_mapping": np.zeros(10, np.int64)[::2]}, {}, r"slot_mapping has stride 2; it needs unit stride"),
+    ({"v_cache": f16(5, 16, 2, 64)}, {}, r"k_cache and v_cache must have the same shape \(num_pages, block_size, "
+                                         r"Hkv, D\), got \(4, 16, 2, 64\) and \(5, 16, 2, 64\)"),
+    ({"value": f16(6, 2, 64)}, {}, r"key and value must have the same shape \(num_tokens, Hkv, D\), got \(5, 2, 64\) "
+                                   r"and \(6, 2, 64\)"),
+    ({"key": f16(5, 4, 64), "value": f16(5, 4, 64)}, {}, r"key has shape \(5, 4, 64\) but the cache \(4, 16, 2, 64\) "
+                                                         r"\(NHD \(num_pages, block_size, Hkv, D\)\) holds Hkv=2 heads "
+                                                         r"of head_dim 64"),
+    ({}, {"kv_layout": "HND"}, r"key has shape \(5, 2, 64\) but the cache \(4, 16, 2, 64\) \(HND .*\) holds Hkv=16"),
+    ({"key": f16(3, 2, 64), "value": f16(3, 2, 64)}, {}, r"slot_mapping names 5 tokens but key has 3"),
+    ({"key": f16(5, 2, 80), "value": f16(5, 2, 80), "k_cache": f16(4, 16, 2, 80), "v_cache": f16(4, 16, 2, 80)}, {},
+     r"head_dim 80 is not supported"),
+    ({"k_cache": f16(4, 12, 2, 64), "v_cache": f16(4, 12, 2, 64)}, {}, r"block_size 12 .* must be a power of two"),
+    ({"key": f16(5, 2, 128)[..., ::2]}, {}, r"key has stride 2 on head_dim"),
+    ({"slot_mapping": np.array([0, 1, 64, -1, 2], np.int64)}, {}, r"slot_mapping\[2\] = 64 is past the cache's 4 "
+                                                                  r"pages of 16 tokens \(slots 0 to 63; negative ones "
+                                                                  r"are skipped\)"),
+    ({"key": [[0.0]]}, {}, r"key is a builtins.list; expected a torch tensor or a numpy array"),
+])
+def test_paged_cache_write_rejected_before_the_device(changes, kwargs, message):
+    with pytest.raises(tessera.InputError, match=message) as e:
+        tessera.paged_cache_write(**write_replaced(**changes), device=NO_DEVICE, **kwargs)
+    assert str(e.value).startswith("tessera.paged_cache_write: ")
+
+
+@support.requires_ml_dtypes
+def test_paged_cache_write_needs_one_dtype_and_no_fp8():
+    key, value, k, v, slots = write_args()
+    with pytest.raises(tessera.InputError, match=r"key, value, k_cache and v_cache must have the same dtype, got "
+                                                 r"float16, float16, float16 and bfloat16"):
+        tessera.paged_cache_write(key, value, k, v.astype(support.ml_dtypes.bfloat16), slots, device=NO_DEVICE)
+    with pytest.raises(tessera.InputError, match=r"k_cache has dtype float8_e4m3fn: fp8 KV caches are not generated "
+                                                 r"yet; pass a float16 or bfloat16 cache"):
+        tessera.paged_cache_write(key, value, k.astype(support.ml_dtypes.float8_e4m3fn), v, slots, device=NO_DEVICE)
+
+
+def test_paged_cache_write_needs_writable_caches_and_a_sim_device():
+    key, value, k, v, slots = write_args()
+    v.flags.writeable = False
+    with pytest.raises(tessera.InputError, match="v_cache is a read-only numpy array"):
+        tessera.paged_cache_write(key, value, k, v, slots, device=NO_DEVICE)
+    with pytest.raises(tessera.InputError, match=r"^tessera.paged_cache_write: numpy arrays run on the simulator"):
+        tessera.paged_cache_write(*write_args())
+    with pytest.raises(tessera.BackendUnavailableError, match="no-plugin.so"):   # good arguments reach the device
+        tessera.paged_cache_write(*write_args(T=3, layout="HND"), kv_layout="HND", device=NO_DEVICE)
+
+
+def test_paged_cache_write_launches_the_sets_writer(fake_sim):
+    """The writer of a set with the cache's dtype, head_dim and block_size, one workgroup per slot_mapping entry,
+    every stride as the arrays have it (key and value sliced from a packed qkv, an HND cache from one buffer); no
+    writer for the variant is a KernelNotFoundError naming the directive; no tokens launch nothing."""
+    fake, dev, _, _, entries = fake_sim
+    T, Hkv, D, block, pages = 6, 2, 64, 16, 3
+    qkv = f16(T + 2, 3, Hkv, D)
+    kv = f16(pages, 2, Hkv, block, D)
+    slots = np.array([5, -1, 17, 40, 0, 3], np.int64)
+    tessera.paged_cache_write(qkv[:, 1], qkv[:, 2], kv[:, 0], kv[:, 1], slots, kv_layout="HND", device=dev)
+    (launch,) = fake.launches()
+    assert launch.entry.decode() == "pd_f16_d64_b16_cache_write" and tuple(launch.grid) == (T, 1, 1)
+    args = support.unpack_args(entries["pd_f16_d64_b16_cache_write"], launch.args)
+    assert (args["num_tokens"], args["Hkv"]) == (T, Hkv)
+    for t in ("key", "value"):
+        assert (args[f"{t}_stride_t"], args[f"{t}_stride_h"]) == (3 * Hkv * D, D)
+    for t in "kv":
+        assert strides(args, t, ("page", "token", "head")) == (2 * Hkv * block * D, D, block * D)
+    fake.lib.fake_reset()
+    tessera.paged_cache_write(qkv[:0, 1], qkv[:0, 2], kv[:, 0], kv[:, 1], slots[:0], kv_layout="HND", device=dev)
+    assert not fake.launches()
+    with pytest.raises(tessera.KernelNotFoundError, match=r"has no paged_decode kernel set with dtype=f16 "
+                                                          r"head_dim=64 block_size=64, whose cache writer this call "
+                                                          r"needs .*; this directive compiles one: "
+                                                          r"tessera.paged_decode @pd_f16_d64_b64 "):
+        tessera.paged_cache_write(*write_args(block_size=64), device=dev)

@@ -22,11 +22,33 @@
 // CHECK-SAME: tessera.grid = "[{{.}}\22ceil_div\22, {{.}}\22mul\22, \22Hq\22, \22Sq\22], 4], \22B\22, {{.}}\22min\22, {{.}}\22div\22, \22num_splits\22, 2], 1]]"
 // CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"pd", 1>
 // CHECK: math.exp2
+// The cache writer: a plain kernel (no kernel set), one workgroup per new token; a negative slot
+// writes nothing; 16-byte vectors where the strides allow, else element by element.
+// CHECK-LABEL: gpu.func @pd_cache_write(
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK-SAME: tessera.arg_names = ["key", "value", "k_cache", "v_cache", "slot_mapping", "num_tokens", "Hkv",
+// CHECK-SAME: "key_stride_t", "key_stride_h", "value_stride_t", "value_stride_h", "k_stride_page",
+// CHECK-SAME: "v_stride_head"]
+// CHECK-SAME: tessera.arg_roles = #tessera.arg_roles<[input, input, inout, inout, input, size, size,
+// CHECK-NOT: tessera.kernel_set
+// CHECK-SAME: tessera.grid = "[\22num_tokens\22, 1, 1]"
+// CHECK: %[[SLOT:.+]] = memref.load %arg4[%block_id_x] : memref<?xi64>
+// CHECK: %[[S:.+]] = arith.index_cast %[[SLOT]]
+// CHECK: arith.cmpi sge, %[[S]], %c0
+// CHECK: scf.for
+// CHECK: vector.load %arg0{{.+}} vector<8xbf16>
+// CHECK: vector.store {{.+}} %arg2
+// CHECK: } else {
+// CHECK-COUNT-8: memref.store {{.+}} %arg2
+// CHECK: vector.load %arg1
+// CHECK: vector.store {{.+}} %arg3
 // Without split_kv: one split, no workspace, no combine.
 // CHECK-LABEL: gpu.func @pd_plain_decode(
 // CHECK-SAME: "block_table_stride", "scale"]
 // CHECK-SAME: tessera.grid = "[1,
 // CHECK-NOT: gpu.func @pd_plain_combine
+// CHECK-LABEL: gpu.func @pd_plain_cache_write(
+// CHECK: vector.load %arg0{{.+}} vector<8xf16>
 
 // SM90-LABEL: gpu.func @pd_decode(
 // SM90: known_block_size = array<i32: 64, 1, 1>

@@ -10,6 +10,8 @@
 //            writes o and lse; with more, its normalised f32 rows and their LSE to the workspace.
 //   combine  per (head, token) row: the splits' LSEs weighted against their max (0 when every
 //            split is empty), O = sum w O_s / sum w, LSE = max + ln sum w.
+// And a plain kernel `<name>_cache_write` that writes new tokens' K and V rows into the cache
+// format of the directive (vLLM's reshape_and_cache_flash).
 #include "tessera/Codegen/Attention/Mainloop.h"
 #include "tessera/Codegen/Attention/Signature.h"
 #include "tessera/Codegen/Generators.h"
@@ -19,7 +21,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <array>
 #include <cmath>
 
 using namespace mlir;
@@ -318,6 +322,113 @@ public:
   }
 };
 
+/// cache_write: one workgroup per new token; slot_mapping[t] = page * block_size + offset names
+/// its slot, a negative one (padding) writes nothing. Every thread copies 16-byte vectors of the
+/// token's Hkv x D row (element by element where a stride breaks their alignment).
+class CacheWriteKernel {
+public:
+  static constexpr int kThreads = 128;
+
+  CacheWriteKernel(tessera::PagedDecodeOp op, KernelBuilder &kb)
+      : op(op), kb(kb), b(kb.builder()), loc(kb.location()) {}
+
+  /// Appends the kernel's arguments to `sig` (docs/decode.md, the cache writer).
+  void declare(KernelSignature &sig) {
+    MLIRContext *ctx = op.getContext();
+    auto ptr = [](Type t) { return MemRefType::get({ShapedType::kDynamic}, t); };
+    Type index = IndexType::get(ctx);
+    const std::array<std::string, 2> rows{"key", "value"}, caches{"k", "v"};
+    for (int i = 0; i < 2; ++i)
+      src[i] = sig.add(rows[i], ptr(op.getDtype()), ArgRole::Input);
+    for (int i = 0; i < 2; ++i)
+      cache[i] = sig.add(caches[i] + "_cache", ptr(op.getKvElementType()), ArgRole::InOut);
+    slots = sig.add("slot_mapping", ptr(IntegerType::get(ctx, 64)), ArgRole::Input);
+    tokens = sig.add("num_tokens", index, ArgRole::Size);
+    heads = sig.add("Hkv", index, ArgRole::Size);
+    const std::array<std::string, 2> rowAxes{"t", "h"};
+    const std::array<std::string, 3> cacheAxes{"page", "token", "head"};
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j)
+        srcStride[i][j] = sig.add(rows[i] + "_stride_" + rowAxes[j], index, ArgRole::Stride);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        cacheStride[i][j] = sig.add(caches[i] + "_stride_" + cacheAxes[j], index, ArgRole::Stride);
+  }
+
+  /// The number of new tokens: the grid.
+  ArgHandle tokenCount() const { return tokens; }
+
+  /// Emits the body into `kernel`, made from the declared signature.
+  void emit(gpu::GPUFuncOp kernel) {
+    func = kernel;
+    const int64_t headDim = op.getHeadDim(), blockSize = op.getBlockSize();
+    const int vec = 128 / op.getDtype().getIntOrFloatBitWidth();
+    Value token = kb.blockId(gpu::Dimension::x);
+    Value slot = kb.loadIndex(arg(slots), token);
+    OpBuilder::InsertionGuard g(b);
+    auto valid = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, slot, kb.idx(0)),
+        /*withElseRegion=*/false);
+    b.setInsertionPointToStart(valid.thenBlock());
+    Value page = kb.divui(slot, blockSize), offset = kb.remui(slot, blockSize);
+    // Whether K's and V's strides keep every row's vectors 16-byte aligned: decided once.
+    std::array<Value, 2> vectorOk;
+    for (int i = 0; i < 2; ++i)
+      vectorOk[i] = kb.andb(multiplesOf(srcStride[i], vec), multiplesOf(cacheStride[i], vec));
+    Value vectors = kb.mul(arg(heads), headDim / vec);
+    auto loop = scf::ForOp::create(b, loc, kb.threadId(), vectors, kb.idx(kThreads));
+    b.setInsertionPointToStart(loop.getBody());
+    Value e = loop.getInductionVar();
+    Value head = kb.divui(e, headDim / vec), col = kb.mul(kb.remui(e, headDim / vec), vec);
+    for (int i = 0; i < 2; ++i) {
+      Value from = kb.add(kb.add(kb.mul(token, arg(srcStride[i][0])),
+                                 kb.mul(head, arg(srcStride[i][1]))),
+                          col);
+      Value to = kb.add(kb.add(kb.add(kb.mul(page, arg(cacheStride[i][0])),
+                                      kb.mul(offset, arg(cacheStride[i][1]))),
+                               kb.mul(head, arg(cacheStride[i][2]))),
+                        col);
+      copy(arg(src[i]), from, arg(cache[i]), to, vectorOk[i], vec);
+    }
+  }
+
+private:
+  Value arg(ArgHandle h) { return argValue(func, h); }
+  Value multiplesOf(ArrayRef<ArgHandle> strides, int vec) {
+    Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
+    for (ArgHandle s : strides)
+      ok = kb.andb(ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                             kb.remui(arg(s), vec), kb.idx(0)));
+    return ok;
+  }
+  /// `vec` elements from src[from] to dst[to]: one 16-byte vector where `vectorOk`, else one
+  /// by one.
+  void copy(Value src, Value from, Value dst, Value to, Value vectorOk, int vec) {
+    Type elem = cast<MemRefType>(src.getType()).getElementType();
+    auto ifOp = scf::IfOp::create(b, loc, vectorOk, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    auto type = VectorType::get({vec}, elem);
+    Value x = vector::LoadOp::create(b, loc, type, src, ValueRange{from}, false, llvm::Align(16));
+    vector::StoreOp::create(b, loc, x, dst, ValueRange{to}, false, llvm::Align(16));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    for (int j = 0; j < vec; ++j) {
+      Value y = memref::LoadOp::create(b, loc, src, ValueRange{kb.add(from, j)});
+      memref::StoreOp::create(b, loc, y, dst, ValueRange{kb.add(to, j)});
+    }
+  }
+
+  tessera::PagedDecodeOp op;
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  gpu::GPUFuncOp func;
+  std::array<ArgHandle, 2> src, cache;        // key, value; k_cache, v_cache
+  std::array<std::array<ArgHandle, 2>, 2> srcStride;     // token, head
+  std::array<std::array<ArgHandle, 3>, 2> cacheStride;   // page, token, head
+  ArgHandle slots, tokens, heads;
+};
+
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
 /// before four (a KV head's group rarely has more rows). Where the target copies asynchronously
 /// and V is staged [key][d], K and V are double-buffered in LDS, the next tile copied during each
@@ -425,6 +536,22 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
     KernelBuilder kb(b, op.getLoc(), target);
     CombineKernel(op, kb, combine, a).emit(target);
   }
+  // The cache writer, a plain kernel of its own.
+  b.setInsertionPoint(op);
+  KernelSignature writeSig;
+  writeSig.name = name + "_cache_write";
+  writeSig.directive = base.directive;
+  writeSig.directiveAttrs = base.directiveAttrs;
+  KernelBuilder writeKb(b, op.getLoc(), target);
+  CacheWriteKernel writer(op, writeKb);
+  writer.declare(writeSig);
+  writeSig.grid[0] = writeSig.expr(writer.tokenCount());
+  writeSig.grid[1] = GridExpr::constant(1);
+  writeSig.grid[2] = GridExpr::constant(1);
+  writeSig.blockThreads = CacheWriteKernel::kThreads;
+  gpu::GPUFuncOp write = createKernel(b, op.getLoc(), target, writeSig);
+  b.setInsertionPoint(write.getBody().front().getTerminator());
+  writer.emit(write);
   return set;
 }
 

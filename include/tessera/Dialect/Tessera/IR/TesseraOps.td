@@ -106,7 +106,9 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
     granularity `kv_scale`. Sequence lengths, block tables and the scale are runtime
     arguments. `split_kv` splits long contexts across workgroups and combines the partial
     results (the number of splits is a runtime argument). `mask` is `none` or
-    `causal_bottom_right` (several query tokens at the end of the context).
+    `causal_bottom_right` (several query tokens at the end of the context). A plain kernel
+    `@sym_name_cache_write` writes new tokens' keys and values into the cache's slots
+    (docs/decode.md).
 
     ```mlir
     tessera.paged_decode @decode_fp8 {dtype = bf16, kv_dtype = f8E4M3FN, head_dim = 128,
