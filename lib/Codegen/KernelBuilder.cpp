@@ -449,8 +449,9 @@ SmallVector<Value> KernelBuilder::loadGlobalRows(Value memref,
 
 void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, int rows, int cols,
                                  bool transpose, int threads) {
-  Type elemType = cast<VectorType>(vectors.front().getType()).getElementType();
-  const int vec = vectorElems(elemType);
+  auto type = cast<VectorType>(vectors.front().getType());
+  // The vectors' length is the loads' (a widened fp8 vector spans several 16-byte parts).
+  const int vec = int(type.getNumElements()), part = vectorElems(type.getElementType());
   for (auto [t, data] : llvm::zip(tileVectors(*this, rows, cols, vec, threads), vectors)) {
     OpBuilder::InsertionGuard g(b);
     if (t.partial) {
@@ -458,8 +459,16 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
       b.setInsertionPointToStart(inTile.thenBlock());
     }
     if (!transpose) {
-      vector::StoreOp::create(b, loc, data, dst.memref, ValueRange{ldsOffset(dst, t.row, t.col)},
-                              /*nontemporal=*/false, llvm::Align(16));
+      for (int j = 0; j < vec; j += part) {
+        Value x = data;
+        if (vec != part) {
+          auto lanes = llvm::to_vector(llvm::seq<int64_t>(j, j + part));
+          x = vector::ShuffleOp::create(b, loc, data, data, lanes);
+        }
+        vector::StoreOp::create(b, loc, x, dst.memref,
+                                ValueRange{ldsOffset(dst, t.row, add(t.col, j))},
+                                /*nontemporal=*/false, llvm::Align(16));
+      }
       continue;
     }
     for (int j = 0; j < vec; ++j) {

@@ -4,10 +4,12 @@ from typing import NamedTuple
 
 from ._errors import InputError
 
-# Canonical element type names are the manifest's: f16, bf16, f32.
+# Canonical element type names are the manifest's: f16, bf16, f32, f8E4M3FN (OCP e4m3), f8E4M3FNUZ.
 _ALIASES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16",
-            "f32": "f32", "float32": "f32", "float": "f32"}
-TORCH_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
+            "f32": "f32", "float32": "f32", "float": "f32", "float8_e4m3fn": "f8E4M3FN",
+            "float8_e4m3fnuz": "f8E4M3FNUZ"}
+TORCH_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f8E4M3FN": "float8_e4m3fn",
+               "f8E4M3FNUZ": "float8_e4m3fnuz"}
 
 
 class ArrayInfo(NamedTuple):
@@ -83,15 +85,16 @@ def zeros(like, shape, dtype):
 
 
 def numpy_dtype(dtype):
-    """The numpy dtype for a canonical name; bf16 needs the ml_dtypes package."""
+    """The numpy dtype for a canonical name; bf16 and fp8 need the ml_dtypes package."""
     np = _numpy()
-    if dtype != "bf16":
+    if dtype in ("f16", "f32"):
         return np.dtype(TORCH_NAMES[dtype])
     try:
         import ml_dtypes
     except ImportError:
-        raise InputError("bfloat16 numpy arrays need the ml_dtypes package (pip install ml_dtypes)") from None
-    return np.dtype(ml_dtypes.bfloat16)
+        raise InputError(f"{TORCH_NAMES[dtype]} numpy arrays need the ml_dtypes package (pip install "
+                         "ml_dtypes)") from None
+    return np.dtype(getattr(ml_dtypes, TORCH_NAMES[dtype]))
 
 
 def refuse_grad(who, named):

@@ -12,7 +12,6 @@ HEAD_DIMS = (32, 64, 96, 128, 256)
 DTYPES = ("f16", "bf16")
 ALIGNS = {"bottom_right": "causal_bottom_right", "top_left": "causal_top_left"}
 FEATURES = ("sliding_window", "softcap", "return_lse")      # unit attributes a kernel may have beyond what a call needs
-_SPELLED = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 
 
 class Plan(NamedTuple):
@@ -40,7 +39,7 @@ class Plan(NamedTuple):
 
 
 def _spelled(dtype):
-    return _SPELLED.get(dtype, dtype)
+    return _arrays.TORCH_NAMES.get(dtype, dtype)
 
 
 def _non_overlapping(shape, strides):

@@ -21,11 +21,13 @@ SPLIT_BUSY = 0.8        # no split when the workgroups fill this share of the mu
 SPLIT_TILE, SPLIT_MIN_TILES = 64, 4    # ... or when the context has at most 4 key tiles of 64
 SPLIT_CHUNK, SPLIT_MAX = 256, 128      # at most one split per 256 keys, and 128 in all
 SPLIT_EFFICIENCY = 0.85                # the fewest splits whose wave efficiency is within 85% of the best
+FP8 = ("f8E4M3FN", "f8E4M3FNUZ")       # fp8 cache formats: OCP e4m3 (gfx950, gfx11, sm_90) and gfx942's FNUZ
 
 
 class Call(NamedTuple):
     """A validated paged_decode call: sizes, the kernel-set variant wanted, the runtime parameters."""
-    dtype: str
+    dtype: str          # q's (and the output's)
+    kv_dtype: str       # the caches': dtype, or an fp8 format (FP8)
     D: int
     B: int
     Sq: int
@@ -86,23 +88,9 @@ def _check_tensors(who, infos, kv_layout, k_scale, v_scale):
     for name, info, layout in (("q", q, "(B, Sq, Hq, D)"), ("k_cache", k, LAYOUTS[kv_layout]),
                                ("v_cache", v, LAYOUTS[kv_layout])):
         _attention._check_tensor(who, name, info, 4, layout)
-    fp8 = [f"{name} has dtype {info.dtype}" for name, info in (("k_cache", k), ("v_cache", v))
-           if info.dtype.startswith("float8")]
-    if fp8:
-        raise InputError(f"{who}: {', '.join(fp8)}: fp8 KV caches (paged_decode's kv_dtype, with k_scale / "
-                         "v_scale) are not generated yet; pass a float16 or bfloat16 cache")
-    for name, info in (("q", q), ("k_cache", k), ("v_cache", v)):
-        if info.dtype not in _attention.DTYPES:
-            raise InputError(f"{who}: {name} has dtype {_attention._spelled(info.dtype)}; supported: float16, "
-                             "bfloat16")
-    if not q.dtype == k.dtype == v.dtype:
-        raise InputError(f"{who}: q, k_cache and v_cache must have the same dtype, got "
-                         f"{', '.join(_attention._spelled(i.dtype) for i in (q, k))} and "
-                         f"{_attention._spelled(v.dtype)}")
-    scales = [f"{name}={value!r}" for name, value in (("k_scale", k_scale), ("v_scale", v_scale)) if value is not None]
-    if scales:
-        raise InputError(f"{who}: {' and '.join(scales)} given, but scales dequantise fp8 caches and this cache is "
-                         f"{_attention._spelled(k.dtype)}: leave them out")
+    if q.dtype not in _attention.DTYPES:
+        raise InputError(f"{who}: q has dtype {_attention._spelled(q.dtype)}; supported: float16, bfloat16")
+    kv_dtype = _check_kv(who, q.dtype, k, v, k_scale, v_scale, "q")
     D = q.shape[-1]
     if k.shape[-1] != D or v.shape[-1] != D:
         raise InputError(f"{who}: q, k_cache and v_cache must have the same head_dim, got {D}, {k.shape[-1]} and "
@@ -115,7 +103,69 @@ def _check_tensors(who, infos, kv_layout, k_scale, v_scale):
                          f"{k.shape} and {v.shape}")
     for name, info in (("q", q), ("k_cache", k), ("v_cache", v)):
         _attention._check_head_dim_stride(who, name, info)
-    return q.dtype, D
+    return q.dtype, kv_dtype, D
+
+
+def _check_kv(who, dtype, k, v, k_scale, v_scale, source):
+    """The caches' dtype: `source`'s `dtype`, or an fp8 format with both scales given. Returns it."""
+    for name, info in (("k_cache", k), ("v_cache", v)):
+        if info.dtype not in _attention.DTYPES + FP8:
+            raise InputError(f"{who}: {name} has dtype {_attention._spelled(info.dtype)}; supported: float16, "
+                             f"bfloat16, {', '.join(_attention._spelled(f) for f in FP8)}")
+    if k.dtype != v.dtype:
+        raise InputError(f"{who}: k_cache and v_cache must have the same dtype, got {_attention._spelled(k.dtype)} "
+                         f"and {_attention._spelled(v.dtype)}")
+    scales = (("k_scale", k_scale), ("v_scale", v_scale))
+    if k.dtype in FP8:
+        missing = [name for name, value in scales if value is None]
+        if missing:
+            raise InputError(f"{who}: the caches are {_attention._spelled(k.dtype)}: {' and '.join(missing)} "
+                             "(dequantised value = stored x scale) must be given")
+        for name, value in scales:
+            _check_scale(who, name, value)
+        return k.dtype
+    if k.dtype != dtype:
+        raise InputError(f"{who}: {source}, k_cache and v_cache must have the same dtype (or fp8 caches: "
+                         f"{', '.join(_attention._spelled(f) for f in FP8)}), got {_attention._spelled(dtype)} "
+                         f"and {_attention._spelled(k.dtype)}")
+    given = [f"{name}={value!r}" for name, value in scales if value is not None]
+    if given:
+        raise InputError(f"{who}: {' and '.join(given)} given, but scales dequantise fp8 caches and this cache is "
+                         f"{_attention._spelled(k.dtype)}: leave them out")
+    return k.dtype
+
+
+def _check_scale(who, name, value):
+    """A per-tensor fp8 scale: a positive finite number, or a one-element float32 tensor / array (read on the
+    device, so a CUDA graph replays with its current value)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not (math.isfinite(value) and value > 0):
+            raise InputError(f"{who}: {name} must be a positive finite number, got {value!r}")
+        return
+    try:
+        info = _arrays.describe(value, f"{who}: {name}")
+    except InputError:
+        raise InputError(f"{who}: {name} must be a number or a one-element float32 tensor, got "
+                         f"{type(value).__name__}") from None
+    if info.dtype != "f32" or math.prod(info.shape) != 1:
+        raise InputError(f"{who}: {name} must be a one-element float32 tensor, got dtype "
+                         f"{_attention._spelled(info.dtype)} and shape {info.shape}")
+
+
+def _scale_arrays(infos, like, k_scale, v_scale):
+    """Adds k_scale and v_scale to `infos` as one-element float32 arrays beside `like` (numbers become arrays: on
+    the GPU a fill on the current stream, no synchronisation)."""
+    for name, value in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if not isinstance(value, (int, float)):
+            infos[name] = _arrays.describe(value, name)
+            continue
+        if like.kind == "torch":
+            torch = sys.modules["torch"]
+            array = torch.full((1,), float(value), dtype=torch.float32, device=like.obj.device)
+        else:
+            import numpy as np
+            array = np.full((1,), value, np.float32)
+        infos[name] = _arrays.describe(array, name)
 
 
 def _check_tables(who, infos, B):
@@ -181,7 +231,7 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
     step."""
     _arrays.refuse_grad(who, arrays)
     infos = _attention._describe_all(who, arrays + (("out", out),))
-    dtype, D = _check_tensors(who, infos, kv_layout, k_scale, v_scale)
+    dtype, kv_dtype, D = _check_tensors(who, infos, kv_layout, k_scale, v_scale)
     B, Sq, Hq, _ = infos["q"].shape
     num_pages, block_size, Hkv = _cache_dims(infos["k_cache"], kv_layout)
     _attention._check_heads(who, Hq, Hkv)
@@ -190,23 +240,29 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
                          f"{kv_layout} {LAYOUTS[kv_layout]}) must be a power of two from 1 to {MAX_BLOCK_SIZE}")
     _check_tables(who, infos, B)
     options = _check_options(who, D, causal, softmax_scale, window_left, softcap, return_lse, num_splits)
-    call = Call(dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options)
+    call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options)
     if infos["out"] is not None:
         _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
     if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
         _check_lengths(who, call, infos, num_pages)
+    scales = {name: value for name, value in (("k_scale", k_scale), ("v_scale", v_scale))
+              if value is not None and not isinstance(value, (int, float))}
     given = [(name, info) for name, info in infos.items() if info is not None]
+    given += [(name, _arrays.describe(value, name)) for name, value in scales.items()]
     dev = _launch.runtime_device(who, given, device, outputs=("out",), aligned=("q", "k_cache", "v_cache", "out"))
+    if kv_dtype in FP8:
+        _scale_arrays(infos, infos["q"], k_scale, v_scale)
     return infos, call, dev
 
 
 # ---- Kernel choice ------------------------------------------------------------------------------
 def _serves(kernel_set, call):
-    """True when `kernel_set` is a paged_decode set of the call's dtype (its cache's too: no fp8), head_dim and
-    block_size, with a mask it may have (Call.masks) and every feature it needs."""
+    """True when `kernel_set` is a paged_decode set of the call's dtype and cache format (fp8 with per-tensor
+    scales), head_dim and block_size, with a mask it may have (Call.masks) and every feature it needs."""
     a = kernel_set.attributes
     return (kernel_set.directive == "paged_decode" and a.get("dtype") == call.dtype and
-            a.get("kv_dtype", call.dtype) == call.dtype and a.get("head_dim") == call.D and
+            a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == "per_tensor" and
+            a.get("head_dim") == call.D and
             a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
             all(a.get(f, False) for f, want in call.needed().items() if want))
 
@@ -214,9 +270,13 @@ def _serves(kernel_set, call):
 def directive_for(call):
     """The directive that compiles a kernel set for the call's variant, with every runtime feature (as the default
     bundle's `pd_<dtype>_d<D>_b<block>` sets have)."""
-    name = f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("" if call.mask == CAUSAL else "_none")
+    fp8 = call.kv_dtype in FP8
+    name = (f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("_fp8" if fp8 else "") +
+            ("" if call.mask == CAUSAL else "_none"))
     attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
                   f"mask = #tessera.mask<{call.mask}>", *FEATURES]
+    if fp8:
+        attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", "kv_scale = #tessera.kv_scale<per_tensor>"]
     return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
 
 
@@ -228,7 +288,8 @@ def find_kernel_set(bundle, call):
     fits = [(masks.index(s.attributes.get("mask", "none")), sum(bool(s.attributes.get(f)) for f in FEATURES), s.name,
              s) for s in bundle.kernel_sets.values() if _serves(s, call)]
     if not fits:
-        wanted = (f"dtype={call.dtype} head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
+        wanted = (f"dtype={call.dtype}" + (f" kv_dtype={call.kv_dtype}" if call.kv_dtype in FP8 else "") +
+                  f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
@@ -239,7 +300,7 @@ def find_kernel_set(bundle, call):
 
 def kernel_set_for(bundle, call):
     """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
-    key = ("paged_decode", call.dtype, call.D, call.block_size, call.masks(), *call.needed().values())
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.D, call.block_size, call.masks(), *call.needed().values())
     return bundle.remember(key, lambda: find_kernel_set(bundle, call))
 
 
@@ -326,7 +387,7 @@ def _check_plan(who, plan, call, dev):
     made, kernel_set = plan.call, plan.kernel_set
     if kernel_set.bundle.device is not dev:
         raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
-    fixed = ("dtype", "D", "block_size", "Hq", "Hkv")
+    fixed = ("dtype", "kv_dtype", "D", "block_size", "Hq", "Hkv")
     if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
         have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
         raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
@@ -356,7 +417,8 @@ def _values(call, kernel_set, infos, ptrs, num_splits):
 
 
 _POINTERS = {"q": "q", "k_cache": "k_cache", "v_cache": "v_cache", "block_table": "block_table",
-             "cache_seqlens": "cache_seqlens", "out": "o", "lse": "lse"}   # the caller's names -> the ABI's
+             "cache_seqlens": "cache_seqlens", "out": "o", "lse": "lse", "k_scale": "k_scale",
+             "v_scale": "v_scale"}   # the caller's names -> the ABI's
 
 
 def _run(call, dev, kernel_set, infos, num_splits):
@@ -387,7 +449,7 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     cache_seqlens[b] keys and values (the new tokens' included), gathered from the pages block_table[b] names.
 
     q: (B, Sq, Hq, D) float16 or bfloat16, any strides with unit stride on D. k_cache, v_cache: pages of block_size
-    tokens in q's dtype, kv_layout "NHD" (num_pages, block_size, Hkv, D) or "HND" (num_pages, Hkv, block_size, D),
+    tokens in q's dtype (or fp8, below), kv_layout "NHD" (num_pages, block_size, Hkv, D) or "HND" (num_pages, Hkv, block_size, D),
     any strides with unit stride on D; Hq % Hkv == 0 (query head h reads KV head h // (Hq // Hkv)). block_table:
     (B, max_blocks) int32, unit stride along a row; cache_seqlens: (B,) int32. Only the first
     ceil(cache_seqlens[b] / block_size) entries of a row are read, and no key at or past a sequence's length.
@@ -400,7 +462,10 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     reserved: CUDA graph capture needs no warm-up call). torch CUDA tensors run on torch's current stream
     (asynchronous, capturable: nothing is read back); numpy arrays on device='sim:<target>'. Every check comes
     before any device work (InputError; KernelNotFoundError names the directive that would add a missing set).
-    fp8 caches (k_scale, v_scale) are not generated yet.
+    fp8 caches (float8_e4m3fn; float8_e4m3fnuz on gfx942) need k_scale and v_scale, each a positive number or a
+    one-element float32 tensor on the device (dequantised value = stored x scale; a tensor is read on the device, so
+    graph replays see its current value): the kernels widen the cache exactly to q's dtype and fold the scales in
+    float32 (K's into the score scale, V's into the output).
     """
     who = "tessera.paged_decode"
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
@@ -450,8 +515,10 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
     choice and use its num_splits, so every replay of a captured graph splits alike whatever its lengths.
     The values of window_left and softcap do not matter, only whether they are on."""
     who = "tessera.paged_decode_plan"
+    # fp8 caches: the scales' values do not matter here (calls pass their own).
+    scale = 1.0 if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 else None
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
-                                device, kv_layout, causal, None, None, None, window_left, softcap, return_lse,
+                                device, kv_layout, causal, None, scale, scale, window_left, softcap, return_lse,
                                 num_splits)
     kernel_set = kernel_set_for(dev.bundle(), call)
     splits = num_splits_for(call, kernel_set, dev)
@@ -466,8 +533,9 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
 
 
 # ---- Cache writes -------------------------------------------------------------------------------
-def _check_cache_write(who, infos, kv_layout):
-    """key, value, k_cache, v_cache, slot_mapping: Returns (dtype, D, num_tokens, num_pages, block_size, Hkv)."""
+def _check_cache_write(who, infos, kv_layout, k_scale, v_scale):
+    """key, value, k_cache, v_cache, slot_mapping, the scales: Returns (dtype, kv_dtype, D, num_tokens, num_pages,
+    block_size, Hkv)."""
     if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
         raise InputError(f"{who}: kv_layout must be 'NHD' {LAYOUTS['NHD']} or 'HND' {LAYOUTS['HND']}, got "
                          f"{kv_layout!r}")
@@ -476,19 +544,14 @@ def _check_cache_write(who, infos, kv_layout):
                                      ("k_cache", k, 4, LAYOUTS[kv_layout]), ("v_cache", v, 4, LAYOUTS[kv_layout]),
                                      ("slot_mapping", slots, 1, "(num_tokens,)")):
         _attention._check_tensor(who, name, info, ndim, layout)
-    fp8 = [f"{name} has dtype {info.dtype}" for name, info in (("k_cache", k), ("v_cache", v))
-           if info.dtype.startswith("float8")]
-    if fp8:
-        raise InputError(f"{who}: {', '.join(fp8)}: fp8 KV caches are not generated yet; pass a float16 or "
-                         "bfloat16 cache")
-    for name, info in (("key", key), ("value", value), ("k_cache", k), ("v_cache", v)):
+    for name, info in (("key", key), ("value", value)):
         if info.dtype not in _attention.DTYPES:
             raise InputError(f"{who}: {name} has dtype {_attention._spelled(info.dtype)}; supported: float16, "
                              "bfloat16")
-    if not key.dtype == value.dtype == k.dtype == v.dtype:
-        spelled = [_attention._spelled(i.dtype) for i in (key, value, k, v)]
-        raise InputError(f"{who}: key, value, k_cache and v_cache must have the same dtype, got "
-                         f"{', '.join(spelled[:3])} and {spelled[3]}")
+    if key.dtype != value.dtype:
+        raise InputError(f"{who}: key and value must have the same dtype, got {_attention._spelled(key.dtype)} and "
+                         f"{_attention._spelled(value.dtype)}")
+    kv_dtype = _check_kv(who, key.dtype, k, v, k_scale, v_scale, "key, value")
     if slots.dtype != "int64":
         raise InputError(f"{who}: slot_mapping has dtype {slots.dtype}; it must be int64 (page * block_size + "
                          "offset, negative for a token to skip)")
@@ -526,36 +589,40 @@ def _check_cache_write(who, infos, kv_layout):
             raise InputError(f"{who}: slot_mapping[{t}] = {int(slots.obj[t])} is past the cache's "
                              f"{num_pages} pages of {block_size} tokens (slots 0 to {num_pages * block_size - 1}; "
                              "negative ones are skipped)")
-    return key.dtype, D, num_tokens, num_pages, block_size, Hkv
+    return key.dtype, kv_dtype, D, num_tokens, num_pages, block_size, Hkv
 
 
-def cache_writer(bundle, dtype, D, block_size):
-    """The `<set>_cache_write` kernel of a paged_decode kernel set of this dtype, head_dim and block_size (any mask
-    and features: the writer only copies); KernelNotFoundError names the directive that would add one."""
+def cache_writer(bundle, dtype, kv_dtype, D, block_size):
+    """The `<set>_cache_write` kernel of a paged_decode kernel set of this dtype, cache format, head_dim and
+    block_size (any mask and features: the writer only copies or quantises); KernelNotFoundError names the directive
+    that would add one."""
     def find():
         for s in bundle.kernel_sets.values():
             a = s.attributes
-            if (s.directive == "paged_decode" and a.get("dtype") == dtype and a.get("kv_dtype", dtype) == dtype and
-                    a.get("head_dim") == D and a.get("block_size") == block_size and
-                    f"{s.name}_cache_write" in bundle.kernels):
+            if (s.directive == "paged_decode" and a.get("dtype") == dtype and a.get("kv_dtype", dtype) == kv_dtype and
+                    a.get("kv_scale", "per_tensor") == "per_tensor" and a.get("head_dim") == D and
+                    a.get("block_size") == block_size and f"{s.name}_cache_write" in bundle.kernels):
                 return bundle.kernels[f"{s.name}_cache_write"]
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
-        directive = (f"tessera.paged_decode @pd_{dtype}_d{D}_b{block_size} {{dtype = {dtype}, head_dim = {D}, "
-                     f"block_size = {block_size}, mask = #tessera.mask<{CAUSAL}>, {', '.join(FEATURES)}}}")
+        call = Call(dtype, kv_dtype, D, 0, 1, 0, 0, block_size, 0, "NHD", CAUSAL, 1.0, -1, 0.0, False, 0)
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
-                                  f"dtype={dtype} head_dim={D} block_size={block_size}, whose cache writer this call "
+                                  f"dtype={dtype}" + (f" kv_dtype={kv_dtype}" if kv_dtype in FP8 else "") +
+                                  f" head_dim={D} block_size={block_size}, whose cache writer this call "
                                   f"needs (paged_decode kernel sets: {', '.join(names) or 'none'}); this directive "
-                                  f"compiles one: {directive}")
-    return bundle.remember(("paged_cache_write", dtype, D, block_size), find)
+                                  f"compiles one: {directive_for(call)}")
+    return bundle.remember(("paged_cache_write", dtype, kv_dtype, D, block_size), find)
 
 
-def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="NHD", device=None):
+def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="NHD", k_scale=None, v_scale=None,
+                      device=None):
     """Writes new tokens' keys and values into a paged KV cache (vLLM's reshape_and_cache_flash): for each token t
     < len(slot_mapping) whose slot s = slot_mapping[t] = page * block_size + offset is not negative, key[t] goes to
     k_cache's token `offset` of page `page` and value[t] to v_cache's; a negative slot (padding) writes nothing,
     and nothing else of the caches changes.
 
-    key, value: (num_tokens, Hkv, D) float16 or bfloat16 in the caches' dtype, any strides with unit stride on D
+    key, value: (num_tokens, Hkv, D) float16 or bfloat16 in the caches' dtype (or for fp8 caches, with k_scale and
+    v_scale as tessera.paged_decode takes them, quantised: key / k_scale in float32, saturated at the format's
+    largest value, rounded to nearest even, as vLLM's writer does), any strides with unit stride on D
     (rows past len(slot_mapping) are not read, as when padded for a CUDA graph). k_cache, v_cache: as
     tessera.paged_decode takes them (kv_layout "NHD" or "HND"; they may be views of one buffer). slot_mapping:
     (num_tokens,) int64, unit stride; two tokens must not share a slot. The kernel is the `<set>_cache_write` of
@@ -565,11 +632,15 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
     who = "tessera.paged_cache_write"
     names = ("key", "value", "k_cache", "v_cache", "slot_mapping")
     infos = _attention._describe_all(who, zip(names, (key, value, k_cache, v_cache, slot_mapping)))
-    dtype, D, num_tokens, _, block_size, _ = _check_cache_write(who, infos, kv_layout)
-    dev = _launch.runtime_device(who, list(infos.items()), device, outputs=("k_cache", "v_cache"))
-    kernel = cache_writer(dev.bundle(), dtype, D, block_size)
+    dtype, kv_dtype, D, num_tokens, _, block_size, _ = _check_cache_write(who, infos, kv_layout, k_scale, v_scale)
+    scales = [(name, _arrays.describe(value, name)) for name, value in (("k_scale", k_scale), ("v_scale", v_scale))
+              if value is not None and not isinstance(value, (int, float))]
+    dev = _launch.runtime_device(who, list(infos.items()) + scales, device, outputs=("k_cache", "v_cache"))
+    kernel = cache_writer(dev.bundle(), dtype, kv_dtype, D, block_size)
     if num_tokens == 0 or 0 in infos["k_cache"].shape:
         return
+    if kv_dtype in FP8:
+        _scale_arrays(infos, infos["key"], k_scale, v_scale)
     values = {"num_tokens": num_tokens, "Hkv": infos["key"].shape[1]}
     for name in ("key", "value"):
         values.update(zip((f"{name}_stride_t", f"{name}_stride_h"), infos[name].strides[:2]))
@@ -579,7 +650,8 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
     if infos["key"].kind == "numpy":
         import numpy as np
         with _launch.SimMemory(dev) as mem:
-            ptrs = {name: mem.put(infos[name]) for name in ("key", "value", "slot_mapping")}
+            ptrs = {name: mem.put(infos[name]) for name in ("key", "value", "slot_mapping", "k_scale", "v_scale")
+                    if name in infos}
             caches = [infos["k_cache"], infos["v_cache"]]
             if np.may_share_memory(k_cache, v_cache):
                 ptrs["k_cache"], ptrs["v_cache"] = mem.put_together(caches)

@@ -192,12 +192,15 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
 
 
 def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout="NHD", causal=True, scale=None,
-                           window_left=-1, softcap=0.0, precision="float64"):
+                           window_left=-1, softcap=0.0, precision="float64", k_scale=None, v_scale=None):
     """tessera.paged_decode's result as attention_reference's (AttentionResult: O (B, Sq, Hq, D), LSE (B, Hq, Sq),
     o_abs), on numpy arrays or torch tensors: each sequence's first cache_seqlens[b] keys and values gathered from
     the pages its block_table row names (no other entry or slot is read: NaN there cannot reach the result), then
     attention_reference with bottom-right alignment (query t at position len - Sq + t) and the window
-    (window_left, unbounded). precision as attention_reference's. Rows that see no key: O = 0, LSE = -inf."""
+    (window_left, unbounded). precision as attention_reference's. Rows that see no key: O = 0, LSE = -inf.
+    fp8 caches with k_scale and v_scale (numbers or one-element arrays) are dequantised first: stored x scale in
+    float64, and for precision "same" rounded to q's dtype (the straightforward dequantise-then-attend)."""
+    from ._arrays import dtype_name
     ops = _Ops(q)
     B, Sq, Hq, D = q.shape
     like = ops.cast(q[:0], "f64")
@@ -213,7 +216,11 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
         k, v = (cache[pages] if kv_layout == "NHD" else ops.perm(cache[pages], 0, 2, 1, 3)   # (pages, bs, Hkv, D)
                 for cache in (k_cache, v_cache))
         k, v = (x.reshape(-1, *x.shape[2:])[None, :length] for x in (k, v))              # (1, length, Hkv, D)
-        r = attention_reference(q[b:b + 1], k, v, **options)
+        if k_scale is not None:
+            k, v = (ops.cast(x, "f64") * float(s) for x, s in ((k, k_scale), (v, v_scale)))
+            if precision != "float64":
+                k, v = (ops.cast(x, dtype_name(q.dtype)) for x in (k, v))
+        r = attention_reference(q[b:b + 1], k, v, **options, dtype=dtype_name(q.dtype))
         o[b], lse[b], o_abs[b] = r.o[0], r.lse[0], r.o_abs[0]
     return AttentionResult(o, lse, o_abs)
 

@@ -31,11 +31,23 @@ class Case(NamedTuple):
     window_left: int = -1
     softcap: float = 0.0
     num_splits: int = 1
+    fp8: bool = False           # caches in the target's fp8 format (fp8_format), per-tensor scales
 
-    def directive(self):
-        return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size} {{dtype = {self.dtype}, "
-                f"head_dim = {self.D}, block_size = {self.block_size}, mask = #tessera.mask<causal_bottom_right>, "
-                "sliding_window, softcap, return_lse, split_kv}")
+    def directive(self, target):
+        kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<per_tensor>, " if self.fp8 else "")
+        return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{'_fp8' if self.fp8 else ''} "
+                f"{{dtype = {self.dtype}, {kv}head_dim = {self.D}, block_size = {self.block_size}, "
+                "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv}")
+
+
+def fp8_format(target):
+    """The fp8 KV format of a target: gfx942's FNUZ e4m3, OCP e4m3 elsewhere."""
+    return "f8E4M3FNUZ" if target == "gfx942" else "f8E4M3FN"
+
+
+def fp8_dtype(target):
+    return {"f8E4M3FNUZ": support.ml_dtypes.float8_e4m3fnuz, "f8E4M3FN": support.ml_dtypes.float8_e4m3fn}[
+        fp8_format(target)]
 
 
 CASES = [
@@ -44,32 +56,40 @@ CASES = [
     Case("b64-hnd-window-softcap", "bf16", 64, 64, (130, 64, 3), layout="HND", window_left=40, softcap=6.0),
     Case("b16-empty-and-more-splits-than-tiles", "f16", 64, 16, (0, 5, 70), Sq=3, num_splits=9),
     Case("d256-sq3-split2", "f16", 256, 16, (33, 48), Sq=3, Hq=4, Hkv=2, num_splits=2),
+    Case("fp8-b16-gqa4-split3", "bf16", 64, 16, (37, 1, 80), num_splits=3, fp8=True),
+    Case("fp8-b1-sq3-hnd-window", "f16", 64, 1, (9, 20), Sq=3, Hkv=1, layout="HND", window_left=6, fp8=True),
 ]
+K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale: up to about 250 (under the formats' 240 / 448)
 
 
 def usable(c):
-    return c.dtype != "bf16" or support.ml_dtypes is not None
+    return (c.dtype != "bf16" and not c.fp8) or support.ml_dtypes is not None
 
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory):
     """A temporary bundle per target, searched first (TESSERA_BUNDLE_PATH). Yields {target: compile error}."""
-    text = "\n".join(sorted({c.directive() for c in CASES if usable(c)})) + "\n"
-    yield from support.sim_bundles(tmp_path_factory, "decode-bundles", {t: text for t in support.SIM_TARGETS})
+    def text(target):
+        return "\n".join(sorted({c.directive(target) for c in CASES if usable(c)})) + "\n"
+    yield from support.sim_bundles(tmp_path_factory, "decode-bundles", {t: text(t) for t in support.SIM_TARGETS})
 
 
-def cache_of(c, rng, max_blocks, pages):
-    """(k_cache, v_cache, block_table): random caches of `pages` pages in c's layout, each sequence's pages a random
-    choice of distinct ones; every slot no sequence uses, and every table entry past a sequence's pages, poisoned."""
-    dt = support.numpy_dtype(c.dtype)
+def cache_of(c, rng, max_blocks, pages, target):
+    """(k_cache, v_cache, block_table): random caches of `pages` pages in c's layout (fp8: N(0, 1) quantised with
+    K_SCALE and V_SCALE), each sequence's pages a random choice of distinct ones."""
     shape = (pages, c.block_size, c.Hkv, c.D) if c.layout == "NHD" else (pages, c.Hkv, c.block_size, c.D)
-    k, v = (rng.standard_normal(shape).astype(dt) for _ in range(2))
+    if c.fp8:
+        k, v = ((rng.standard_normal(shape) / s).astype(np.float32).astype(fp8_dtype(target))
+                for s in (K_SCALE, V_SCALE))
+    else:
+        k, v = (rng.standard_normal(shape).astype(support.numpy_dtype(c.dtype)) for _ in range(2))
     table = rng.permutation(pages)[:len(c.lens) * max_blocks].reshape(len(c.lens), max_blocks).astype(np.int32)
     return k, v, table
 
 
 def poison(c, k, v, table):
-    """Copies with NaN in every cache slot no sequence reads and -1 / INT32_MAX past each sequence's pages."""
+    """Copies with NaN (of the cache's format) in every cache slot no sequence reads and -1 / INT32_MAX past each
+    sequence's pages."""
     k, v, table = k.copy(), v.copy(), table.copy()
     used = np.zeros(k.shape[0] * c.block_size, bool)
     for b, length in enumerate(c.lens):
@@ -95,10 +115,12 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     seed = np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
     max_blocks = max(1, -(-max(c.lens) // c.block_size)) + 1
-    k, v, table = cache_of(c, rng, max_blocks, pages=3 * len(c.lens) * max_blocks)
+    k, v, table = cache_of(c, rng, max_blocks, pages=3 * len(c.lens) * max_blocks, target=target)
     lens = np.array(c.lens, np.int32)
     q = rng.standard_normal((len(c.lens), c.Sq, c.Hq, c.D)).astype(support.numpy_dtype(c.dtype))
     options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap)
+    if c.fp8:   # v_scale as a device array, k_scale as a number: both spellings
+        options.update(k_scale=K_SCALE, v_scale=np.full(1, V_SCALE, np.float32))
 
     def run(k, v, table):
         out = np.full(q.shape, np.nan, q.dtype)
@@ -128,13 +150,23 @@ class WriteCase(NamedTuple):
     layout: str
     shared: bool      # k_cache and v_cache are the halves of one (pages, 2, ...) buffer
     head_pad: int     # key and value rows of Hkv * (D + head_pad): a head stride off 16-byte vectors when not 0
+    fp8: bool = False   # caches in the target's fp8 format: the writer quantises
 
 
 WRITE_CASES = [
     WriteCase("nhd-packed-qkv", "f16", 64, 16, "NHD", False, 0),
     WriteCase("hnd-shared-unaligned-heads", "f16", 64, 1, "HND", True, 3),
     WriteCase("bf16-d128-shared-nhd", "bf16", 128, 16, "NHD", True, 0),
+    WriteCase("fp8-bf16-nhd-packed-qkv", "bf16", 64, 16, "NHD", False, 0, fp8=True),
+    WriteCase("fp8-f16-hnd-shared-unaligned-heads", "f16", 64, 1, "HND", True, 3, fp8=True),
 ]
+
+
+def quantized(rows, scale, fp8):
+    """vLLM's fp8 cache write: rows / scale in float32, saturated at the format's largest value, rounded to nearest
+    even."""
+    largest = float(support.ml_dtypes.finfo(fp8).max)
+    return np.clip(rows.astype(np.float32) / np.float32(scale), -largest, largest).astype(fp8)
 
 
 @pytest.mark.parametrize("target, case", [pytest.param(t, c, id=f"{t}-{c.id}") for t in support.SIM_TARGETS
@@ -145,12 +177,12 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
     every other byte of the caches keeps its value."""
     c = case
     if not usable(c):
-        pytest.skip("bf16 numpy arrays need ml_dtypes (not installed)")
+        pytest.skip("bf16 and fp8 numpy arrays need ml_dtypes (not installed)")
     error = bundles.get(target)
     assert not error, f"tessera-compile --target={target} failed:\n{error}"
     dev = support.sim_device(target)
     rng = np.random.default_rng(7)
-    dt = support.numpy_dtype(c.dtype)
+    dt = fp8_dtype(target) if c.fp8 else support.numpy_dtype(c.dtype)
     Hkv, T = 2, 11
     pages = max(5, -(-(T + 2) // c.block_size))
     page_shape = (c.block_size, Hkv, c.D) if c.layout == "NHD" else (Hkv, c.block_size, c.D)
@@ -160,8 +192,12 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
     else:
         k_cache, v_cache = (rng.standard_normal((pages, *page_shape)).astype(dt) for _ in range(2))
     # key and value: views of one packed (T + 2, 3, Hkv, D + pad) tensor, as from a fused qkv projection.
-    qkv = rng.standard_normal((T + 2, 3, Hkv, c.D + c.head_pad)).astype(dt)
+    qkv = rng.standard_normal((T + 2, 3, Hkv, c.D + c.head_pad)).astype(support.numpy_dtype(c.dtype))
     key, value = qkv[:, 1, :, :c.D], qkv[:, 2, :, :c.D]
+    scales = dict(k_scale=K_SCALE, v_scale=np.full(1, V_SCALE, np.float32)) if c.fp8 else {}
+    if c.fp8:
+        qkv[3, 1, 0, :4] = [1e4, -1e4, 3e-7, -0.0]   # saturated, saturated, subnormal, negative zero
+    stored = {id(key): quantized(key, K_SCALE, dt), id(value): quantized(value, V_SCALE, dt)} if c.fp8 else {}
     slots = rng.permutation(pages * c.block_size)[:T].astype(np.int64)
     slots[[2, 7]] = -1
     slots[0] = pages * c.block_size - 1            # the cache's last slot
@@ -169,11 +205,13 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
     for t, s in enumerate(slots):
         if s >= 0:
             for expected, rows in ((expected_k, key), (expected_v, value)):
+                rows = stored.get(id(rows), rows)
                 page, offset = divmod(int(s), c.block_size)
                 if c.layout == "NHD":
                     expected[page, offset] = rows[t]
                 else:
                     expected[page, :, offset] = rows[t]
-    tessera.paged_cache_write(key, value, k_cache, v_cache, slots, kv_layout=c.layout, device=dev)
+    tessera.paged_cache_write(key, value, k_cache, v_cache, slots, kv_layout=c.layout, **scales, device=dev)
+    bits = np.uint8 if c.fp8 else np.uint16
     for name, got, expected in (("k_cache", k_cache, expected_k), ("v_cache", v_cache, expected_v)):
-        assert (got.view(np.uint16) == expected.view(np.uint16)).all(), f"{target} {c.id}: {name} differs"
+        assert (got.view(bits) == expected.view(bits)).all(), f"{target} {c.id}: {name} differs"

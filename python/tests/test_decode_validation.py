@@ -124,19 +124,37 @@ def test_plan_rejected_before_the_device():
 
 
 @support.requires_ml_dtypes
-def test_fp8_caches_are_not_generated_yet_and_dtypes_must_agree():
-    fp8 = support.ml_dtypes.float8_e4m3fn
+@pytest.mark.parametrize("fp8, kwargs, message", [
+    (("k", "v"), {}, r"the caches are float8_e4m3fn: k_scale and v_scale \(dequantised value = stored x scale\) "
+                     r"must be given"),
+    (("k", "v"), {"k_scale": 0.5}, r"the caches are float8_e4m3fn: v_scale \("),
+    (("k", "v"), {"k_scale": 0.0, "v_scale": 1.0}, r"k_scale must be a positive finite number, got 0.0"),
+    (("k", "v"), {"k_scale": 1.0, "v_scale": float("inf")}, r"v_scale must be a positive finite number, got inf"),
+    (("k", "v"), {"k_scale": np.ones(2, np.float32), "v_scale": 1.0},
+     r"k_scale must be a one-element float32 tensor, got dtype float32 and shape \(2,\)"),
+    (("k", "v"), {"k_scale": np.ones(1, np.float64), "v_scale": 1.0}, r"got dtype float64 and shape \(1,\)"),
+    (("k", "v"), {"k_scale": "1", "v_scale": 1.0}, r"k_scale must be a number or a one-element float32 tensor, "
+                                                   r"got str"),
+    (("v",), {}, r"k_cache and v_cache must have the same dtype, got float16 and float8_e4m3fn"),
+])
+def test_fp8_caches_need_their_scales_and_dtypes_must_agree(fp8, kwargs, message):
     q, k, v, table, lens = decode_args()
-    with pytest.raises(tessera.InputError, match=r"k_cache has dtype float8_e4m3fn, v_cache has dtype float8_e4m3fn: "
-                                                 r"fp8 KV caches \(paged_decode's kv_dtype, with k_scale / v_scale\) "
-                                                 r"are not generated yet; pass a float16 or bfloat16 cache"):
-        tessera.paged_decode(q, k.astype(fp8), v.astype(fp8), table, lens, k_scale=0.5, v_scale=0.5,
-                             device=NO_DEVICE)
-    with pytest.raises(tessera.InputError, match=r"v_cache has dtype float8_e4m3fn: fp8 KV caches"):
-        tessera.paged_decode(q, k, v.astype(fp8), table, lens, device=NO_DEVICE)
-    with pytest.raises(tessera.InputError, match=r"q, k_cache and v_cache must have the same dtype, got float16, "
-                                                 r"float16 and bfloat16"):
-        tessera.paged_decode(q, k, v.astype(support.ml_dtypes.bfloat16), table, lens, device=NO_DEVICE)
+    k, v = (x.astype(support.ml_dtypes.float8_e4m3fn) if name in fp8 else x for name, x in (("k", k), ("v", v)))
+    with pytest.raises(tessera.InputError, match=message):
+        tessera.paged_decode(q, k, v, table, lens, **kwargs, device=NO_DEVICE)
+
+
+@support.requires_ml_dtypes
+def test_q_and_a_non_fp8_cache_share_a_dtype():
+    q, k, v, table, lens = decode_args()
+    bf16 = support.ml_dtypes.bfloat16
+    with pytest.raises(tessera.InputError, match=r"q, k_cache and v_cache must have the same dtype \(or fp8 caches: "
+                                                 r"float8_e4m3fn, float8_e4m3fnuz\), got float16 and bfloat16"):
+        tessera.paged_decode(q, k.astype(bf16), v.astype(bf16), table, lens, device=NO_DEVICE)
+    with pytest.raises(tessera.BackendUnavailableError, match="no-plugin.so"):   # fp8 with scales reaches the device
+        fp8 = support.ml_dtypes.float8_e4m3fnuz
+        tessera.paged_decode(q, k.astype(fp8), v.astype(fp8), table, lens, k_scale=0.5,
+                             v_scale=np.full(1, 2.0, np.float32), device=NO_DEVICE)
 
 
 def test_valid_arguments_reach_the_device():
@@ -456,8 +474,8 @@ def test_a_plan_fixes_the_set_and_splits_and_reserves_the_workspace(fake_sim, mo
 
 
 @pytest.mark.parametrize("changes, options, message", [
-    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, D=64, block_size=16, Hq=4, Hkv=2\) does not fit the plan "
-                   r"\(B=4, Sq=2, dtype=f16, D=64, block_size=16, Hq=4, Hkv=2\)"),
+    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, D=64, block_size=16, Hq=4, Hkv=2\) does not "
+                   r"fit the plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, D=64, block_size=16, Hq=4, Hkv=2\)"),
     ({"Sq": 3}, {}, r"does not fit the plan"),
     ({"Hq": 8}, {}, r"does not fit the plan"),
     ({"block_size": 64}, {}, r"block_size=64, Hq=4, Hkv=2\) does not fit the plan"),
@@ -672,14 +690,23 @@ def test_paged_cache_write_rejected_before_the_device(changes, kwargs, message):
 
 
 @support.requires_ml_dtypes
-def test_paged_cache_write_needs_one_dtype_and_no_fp8():
+def test_paged_cache_write_needs_one_dtype_and_fp8_scales():
     key, value, k, v, slots = write_args()
-    with pytest.raises(tessera.InputError, match=r"key, value, k_cache and v_cache must have the same dtype, got "
-                                                 r"float16, float16, float16 and bfloat16"):
-        tessera.paged_cache_write(key, value, k, v.astype(support.ml_dtypes.bfloat16), slots, device=NO_DEVICE)
-    with pytest.raises(tessera.InputError, match=r"k_cache has dtype float8_e4m3fn: fp8 KV caches are not generated "
-                                                 r"yet; pass a float16 or bfloat16 cache"):
+    with pytest.raises(tessera.InputError, match=r"key, value, k_cache and v_cache must have the same dtype \(or fp8 "
+                                                 r"caches: float8_e4m3fn, float8_e4m3fnuz\), got float16 and "
+                                                 r"bfloat16"):
+        bf16 = support.ml_dtypes.bfloat16
+        tessera.paged_cache_write(key, value, k.astype(bf16), v.astype(bf16), slots, device=NO_DEVICE)
+    with pytest.raises(tessera.InputError, match=r"k_cache and v_cache must have the same dtype, got float8_e4m3fn "
+                                                 r"and float16"):
         tessera.paged_cache_write(key, value, k.astype(support.ml_dtypes.float8_e4m3fn), v, slots, device=NO_DEVICE)
+    fp8 = support.ml_dtypes.float8_e4m3fn
+    with pytest.raises(tessera.InputError, match=r"the caches are float8_e4m3fn: v_scale"):
+        tessera.paged_cache_write(key, value, k.astype(fp8), v.astype(fp8), slots, k_scale=1.0, device=NO_DEVICE)
+    with pytest.raises(tessera.InputError, match=r"value has dtype float32; supported: float16, bfloat16"):
+        tessera.paged_cache_write(key, value.astype(np.float32), k, v, slots, device=NO_DEVICE)
+    with pytest.raises(tessera.InputError, match=r"key and value must have the same dtype, got float16 and bfloat16"):
+        tessera.paged_cache_write(key, value.astype(support.ml_dtypes.bfloat16), k, v, slots, device=NO_DEVICE)
 
 
 def test_paged_cache_write_needs_writable_caches_and_a_sim_device():

@@ -215,9 +215,19 @@ SmallVector<Value> Mainloop::Impl::loadKV(Value n0) {
 }
 
 void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
-  kb.storeLdsTile(regs.take_front(kvSplit), curK, p.blockN, p.headDim, /*transpose=*/false,
+  // A narrower cache format (fp8) widens exactly to the tiles' element type here, as late as
+  // possible after its load.
+  SmallVector<Value> wide;
+  for (Value r : regs) {
+    auto type = cast<VectorType>(r.getType());
+    wide.push_back(type.getElementType() == elem
+                       ? r
+                       : arith::ExtFOp::create(b, loc, type.clone(elem), r).getResult());
+  }
+  ArrayRef<Value> all(wide);
+  kb.storeLdsTile(all.take_front(kvSplit), curK, p.blockN, p.headDim, /*transpose=*/false,
                   m.threads());
-  kb.storeLdsTile(regs.drop_front(kvSplit), curV, p.blockN, p.headDim,
+  kb.storeLdsTile(all.drop_front(kvSplit), curV, p.blockN, p.headDim,
                   /*transpose=*/!m.vNatural(), m.threads());
 }
 

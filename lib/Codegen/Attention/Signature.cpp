@@ -155,6 +155,10 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
   a.v.ptr = sig.add("v_cache", ptr(op.getKvElementType()), ArgRole::Input);
   a.blockTable = sig.add("block_table", ptr(i32), ArgRole::Input);
   a.cacheSeqlens = sig.add("cache_seqlens", ptr(i32), ArgRole::Input);
+  if (op.getKvElementType() != elem) {
+    a.kScale = sig.add("k_scale", ptr(f32), ArgRole::Input);
+    a.vScale = sig.add("v_scale", ptr(f32), ArgRole::Input);
+  }
   a.o.ptr = sig.add("o", ptr(elem), ArgRole::Output);
   if (op.getReturnLse()) a.lse = sig.add("lse", ptr(f32), ArgRole::Output);
   a.batch = sig.add("B", index, ArgRole::Size);

@@ -113,6 +113,12 @@ public:
     kvHead = arith::DivUIOp::create(b, loc, y, rowBlocks);
     row0 = kb.mul(arith::RemUIOp::create(b, loc, y, rowBlocks), p.blockM);
     seqK = kb.loadIndex(arg(args.cacheSeqlens), batch);
+    // fp8 caches widen exactly to the query's dtype; their per-tensor scales fold into the score
+    // scale (K) and the output (V).
+    if (args.kScale) {
+      kScale = memref::LoadOp::create(b, loc, arg(args.kScale), ValueRange{kb.idx(0)});
+      vScale = memref::LoadOp::create(b, loc, arg(args.vScale), ValueRange{kb.idx(0)});
+    }
     const int elemBits = elem.getIntOrFloatBitWidth();
     alignedQ = kb.andb(aligned(args.q.strideS, elemBits), aligned(args.q.strideH, elemBits));
     alignedK = cacheAligned(args.k, op.getKvElementType().getIntOrFloatBitWidth());
@@ -155,6 +161,7 @@ public:
   void storeOutput(Value row, Value col, Value value) override {
     OpBuilder::InsertionGuard g(b);
     inside(kb.cmpLt(kb.add(row0, row), groupRows));
+    if (vScale) value = kb.fmul(value, vScale);
     auto [head, token] = headAndToken(row);
     auto single = scf::IfOp::create(b, loc, singleSplit(), /*withElse=*/splitKv);
     b.setInsertionPointToStart(single.thenBlock());
@@ -185,8 +192,10 @@ public:
     attn::TileRange all = visibility->keyTiles(kb.idx(0), lastToken, p.blockN);
     attn::TileRange tiles =
         args.numSplits ? attn::splitTiles(kb, all, split, arg(args.numSplits)) : all;
+    Value scale = kb.fmul(arg(args.scale), kb.f32(M_LOG2E));
+    if (kScale) scale = kb.fmul(scale, kScale);
     return {&*visibility, tiles, visibility->unmaskedKeyTiles(kb.idx(0), lastToken, p.blockN),
-            kb.fmul(arg(args.scale), kb.f32(M_LOG2E)),
+            scale,
             op.getSoftcap() ? arg(args.softcap) : Value()};
   }
 
@@ -229,6 +238,7 @@ private:
   const AttnPlan &p;
   const bool returnLse, splitKv;
   Value split, batch, group, groupRows, kvHead, row0, seqK, alignedQ, alignedK, alignedV;
+  Value kScale, vScale; // fp8 caches only
   std::optional<attn::Visibility> visibility;
 };
 
@@ -343,6 +353,10 @@ public:
     for (int i = 0; i < 2; ++i)
       cache[i] = sig.add(caches[i] + "_cache", ptr(op.getKvElementType()), ArgRole::InOut);
     slots = sig.add("slot_mapping", ptr(IntegerType::get(ctx, 64)), ArgRole::Input);
+    if (quantizes()) {
+      scale[0] = sig.add("k_scale", ptr(Float32Type::get(ctx)), ArgRole::Input);
+      scale[1] = sig.add("v_scale", ptr(Float32Type::get(ctx)), ArgRole::Input);
+    }
     tokens = sig.add("num_tokens", index, ArgRole::Size);
     heads = sig.add("Hkv", index, ArgRole::Size);
     const std::array<std::string, 2> rowAxes{"t", "h"};
@@ -375,6 +389,10 @@ public:
     std::array<Value, 2> vectorOk;
     for (int i = 0; i < 2; ++i)
       vectorOk[i] = kb.andb(multiplesOf(srcStride[i], vec), multiplesOf(cacheStride[i], vec));
+    std::array<Value, 2> scales;
+    if (quantizes())
+      for (int i = 0; i < 2; ++i)
+        scales[i] = memref::LoadOp::create(b, loc, arg(scale[i]), ValueRange{kb.idx(0)});
     Value vectors = kb.mul(arg(heads), headDim / vec);
     auto loop = scf::ForOp::create(b, loc, kb.threadId(), vectors, kb.idx(kThreads));
     b.setInsertionPointToStart(loop.getBody());
@@ -388,7 +406,7 @@ public:
                                       kb.mul(offset, arg(cacheStride[i][1]))),
                                kb.mul(head, arg(cacheStride[i][2]))),
                         col);
-      copy(arg(src[i]), from, arg(cache[i]), to, vectorOk[i], vec);
+      copy(arg(src[i]), from, arg(cache[i]), to, vectorOk[i], vec, scales[i]);
     }
   }
 
@@ -401,20 +419,47 @@ private:
                                              kb.remui(arg(s), vec), kb.idx(0)));
     return ok;
   }
-  /// `vec` elements from src[from] to dst[to]: one 16-byte vector where `vectorOk`, else one
-  /// by one.
-  void copy(Value src, Value from, Value dst, Value to, Value vectorOk, int vec) {
+  /// An fp8 cache: the writer quantises.
+  bool quantizes() { return op.getKvElementType() != op.getDtype(); }
+  /// `x` in the cache's format: as is, or for fp8 x / scale rounded to nearest even, saturated at
+  /// the format's largest finite value (vLLM's scaled_convert; NaN stays NaN).
+  Value toCache(Value x, Type cacheElem, Value scale) {
+    if (!scale) return x;
+    Type f32 = b.getF32Type();
+    auto shaped = [&](Type elem) -> Type {
+      if (auto v = dyn_cast<VectorType>(x.getType())) return v.clone(elem);
+      return elem;
+    };
+    auto splat = [&](Value scalar) -> Value {
+      if (auto v = dyn_cast<VectorType>(x.getType()))
+        return vector::BroadcastOp::create(b, loc, v.clone(f32), scalar);
+      return scalar;
+    };
+    const double largest =
+        llvm::APFloat::getLargest(cast<FloatType>(cacheElem).getFloatSemantics()).convertToDouble();
+    Value y = arith::DivFOp::create(b, loc, arith::ExtFOp::create(b, loc, shaped(f32), x),
+                                    splat(scale));
+    y = arith::MinimumFOp::create(b, loc, y, splat(kb.f32(largest)));
+    y = arith::MaximumFOp::create(b, loc, y, splat(kb.f32(-largest)));
+    return arith::TruncFOp::create(b, loc, shaped(cacheElem), y);
+  }
+  /// `vec` elements from src[from] to dst[to] (in dst's format): one vector where `vectorOk`,
+  /// else one by one.
+  void copy(Value src, Value from, Value dst, Value to, Value vectorOk, int vec, Value scale) {
     Type elem = cast<MemRefType>(src.getType()).getElementType();
+    Type cacheElem = cast<MemRefType>(dst.getType()).getElementType();
     auto ifOp = scf::IfOp::create(b, loc, vectorOk, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
     auto type = VectorType::get({vec}, elem);
     Value x = vector::LoadOp::create(b, loc, type, src, ValueRange{from}, false, llvm::Align(16));
-    vector::StoreOp::create(b, loc, x, dst, ValueRange{to}, false, llvm::Align(16));
+    vector::StoreOp::create(b, loc, toCache(x, cacheElem, scale), dst, ValueRange{to}, false,
+                            llvm::Align(vec * cacheElem.getIntOrFloatBitWidth() / 8));
     b.setInsertionPointToStart(ifOp.elseBlock());
     for (int j = 0; j < vec; ++j) {
       Value y = memref::LoadOp::create(b, loc, src, ValueRange{kb.add(from, j)});
-      memref::StoreOp::create(b, loc, y, dst, ValueRange{kb.add(to, j)});
+      memref::StoreOp::create(b, loc, toCache(y, cacheElem, scale), dst,
+                              ValueRange{kb.add(to, j)});
     }
   }
 
@@ -423,7 +468,7 @@ private:
   OpBuilder &b;
   Location loc;
   gpu::GPUFuncOp func;
-  std::array<ArgHandle, 2> src, cache;        // key, value; k_cache, v_cache
+  std::array<ArgHandle, 2> src, cache, scale; // key, value; k_cache, v_cache; k/v_scale (fp8)
   std::array<std::array<ArgHandle, 2>, 2> srcStride;     // token, head
   std::array<std::array<ArgHandle, 3>, 2> cacheStride;   // page, token, head
   ArgHandle slots, tokens, heads;
@@ -445,11 +490,13 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
                                      int(tile.getStages())};
     return planAttention(request, target);
   }
-  const int elemBytes = op.getDtype().getIntOrFloatBitWidth() / 8;
+  const int kvBytes = op.getKvElementType().getIntOrFloatBitWidth() / 8;
+  // fp8 tiles widen in registers on their way to LDS: no asynchronous copies.
+  const bool widened = op.getKvElementType() != op.getDtype();
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     request.waves = {waves};
-    if (target.hasAsyncCopy)
+    if (target.hasAsyncCopy && !widened)
       for (int keys : {64, 32, 16}) {
         request.maxKeysPerStep = keys;
         AttnPlanResult r = planAttention(request, target);
@@ -460,7 +507,7 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
     const int threads = waves * target.waveSize;
     request.maxKeysPerStep = 0;
     for (int keys : {64, 32, 16})
-      if (2 * keys * request.headDim * elemBytes / 16 <= 8 * threads) {
+      if (2 * keys * request.headDim * kvBytes / 16 <= 8 * threads) {
         request.maxKeysPerStep = keys;
         break;
       }
@@ -475,10 +522,9 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
 } // namespace
 
 FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
-  if (op.getKvElementType() != op.getDtype())
-    return op.emitOpError() << "fp8 KV caches ('kv_dtype' " << op.getKvElementType()
-                            << ") are not generated yet on " << target.chip
-                            << "; use a cache of 'dtype' " << op.getDtype();
+  if (op.getKvScale() == tessera::KVScale::PerToken)
+    return op.emitOpError() << "per-token fp8 scales ('kv_scale' per_token) are not generated yet on "
+                            << target.chip << "; use per_tensor";
   AttnPlanResult plan = planDecode(op, target);
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnPlan &p = *plan.plan;

@@ -87,6 +87,7 @@ struct PagedDecodeArgs {
   TensorArg q, o;                         // (B, Sq, Hq, D)
   CacheArg k, v;
   ArgHandle blockTable, blockTableStride, cacheSeqlens;
+  ArgHandle kScale, vScale;               // fp8 kv_dtype: one f32 each (per_tensor)
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
   ArgHandle batch, seqQ, headsQ, headsKv;
   ArgHandle numSplits, partials;          // split_kv

@@ -19,16 +19,17 @@ namespace tessera {
 
 namespace tessera {
 
-/// Rejects fp8 KV formats the target's matrix cores do not have.
+/// Rejects fp8 KV formats other than the target's: the e4m3 flavour of its matrix cores (FNUZ on
+/// gfx942), OCP e4m3 on targets without fp8 matrix cores (gfx11, Hopper dequantises before its
+/// mma.sync).
 static LogicalResult checkKvFormat(tessera::PagedDecodeOp op, const TargetInfo &target) {
   Type kv = op.getKvElementType();
   std::optional<ElemType> kvElem = toElemType(kv);
   bool isFp8 = kvElem == ElemType::FP8E4M3FN || kvElem == ElemType::FP8E4M3FNUZ;
-  if (!isFp8 || kvElem == target.fp8) return success();
-  auto diag = op.emitOpError() << "'kv_dtype' " << kv << " is not supported on " << target.chip;
-  if (target.fp8) diag << " (its fp8 e4m3 format is " << elemTypeName(*target.fp8) << ")";
-  else diag << " (" << target.arch << " has no fp8 matrix instructions)";
-  return diag;
+  ElemType format = target.fp8.value_or(ElemType::FP8E4M3FN);
+  if (!isFp8 || kvElem == format) return success();
+  return op.emitOpError() << "'kv_dtype' " << kv << " is not supported on " << target.chip
+                          << " (its fp8 KV format is " << elemTypeName(format) << ")";
 }
 
 /// flash_attn on a target with wgmma gets the warp-specialised TMA kernel plus a portable twin

@@ -1,6 +1,7 @@
 // tessera-lower-to-nvvm: the NVIDIA lowering of generated kernels to the LLVM + NVVM dialects.
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
+#include "Fp8Conversions.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
@@ -149,6 +150,7 @@ struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> 
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
   pm.addPass(createConvertNVGPUToNVVMPass());
+  pm.addPass(tessera::createFp8ConversionsPass(/*nvvm=*/true));
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(std::make_unique<NoLibdevicePass>());
   ConvertGpuOpsToNVVMOpsOptions options;

@@ -1,6 +1,8 @@
 // tessera-lower-to-rocdl: the AMD lowering of generated kernels to the LLVM + ROCDL dialects.
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
+#include "Fp8Conversions.h"
 
+#include "mlir/Conversion/ArithToAMDGPU/ArithToAMDGPU.h"
 #include "mlir/Conversion/GPUToROCDL/GPUToROCDLPass.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
@@ -117,12 +119,20 @@ struct WorkspaceAtomicsPass
 void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &chip) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
   pm.addPass(std::make_unique<Exp2ToRocdlPass>());
+  // fp8 conversions on the chip's converts where it has them (gfx942 FNUZ, gfx950 OCP), else
+  // in integer code.
+  ArithToAMDGPUConversionPassOptions fp8;
+  fp8.chipset = chip;
+  pm.addPass(createArithToAMDGPUConversionPass(fp8));
+  pm.addPass(tessera::createFp8ConversionsPass(/*nvvm=*/false));
   pm.addPass(createSCFToControlFlowPass());
   ConvertGpuOpsToROCDLOpsOptions options;
   options.chipset = chip;
   options.runtime = gpu::amd::Runtime::HIP;
   options.useBarePtrCallConv = true;
   pm.addPass(createConvertGpuOpsToROCDLOps(options));
+  // Casts left over from the fp8 conversions' vectors.
+  pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(std::make_unique<WorkspaceAtomicsPass>());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
