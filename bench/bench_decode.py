@@ -3,7 +3,8 @@
 FlashAttention-2) backends on the same keys and values laid out densely (B, Hkv, ctx, D) with enable_gqa, bf16; each
 output checked against float64 on a sample of sequences and against the peer everywhere; effective bandwidth (the
 bytes of the valid keys and values over the time per call) and time per call, table last, JSON to
-$TESSERA_BENCH_OUT."""
+$TESSERA_BENCH_OUT. Each case also runs tessera on the same keys and values in OCP e4m3 caches (per-tensor scales
+amax / 448): time per call, GB/s of the fp8 bytes, speed-up over the bf16 cache and over cuDNN."""
 import argparse
 import os
 import random
@@ -93,7 +94,7 @@ def peer_fn(backend, q, dense, lengths, Sq):
     return run
 
 
-def check(out, peer_out, q, caches, table, lens, gen):
+def check(out, peer_out, q, caches, table, lens, gen, **scales):
     """The tolerance rule of CORRECTNESS.md on a sample of sequences (float64 and same-precision paged references),
     no NaN/Inf anywhere, and agreement with the peer everywhere: both within the bound of the reference means
     |tessera - peer| <= 2 x bound, plus one output ulp for their rounding (as bench_attn)."""
@@ -101,8 +102,8 @@ def check(out, peer_out, q, caches, table, lens, gen):
     picked = sorted({0, B - 1, *torch.randint(0, B, (SAMPLE_SEQS - 2,), generator=gen).tolist()})
     rows = torch.tensor(picked, device="cuda")
     sample_args = (q[rows], *caches, table[rows], lens[rows])
-    ref = testing.paged_decode_reference(*sample_args)
-    same = testing.paged_decode_reference(*sample_args, precision="same")
+    ref = testing.paged_decode_reference(*sample_args, **scales)
+    same = testing.paged_decode_reference(*sample_args, precision="same", **scales)
     sample = testing.check_attention(out[rows], ref, same)
     bound = 2 * sample.o.reference_error + 1e-5 * float(ref.o_abs.max())
     finite = bool(torch.isfinite(out).all())
@@ -152,6 +153,22 @@ def run_case(name, lengths, Sq, block, rep_ms, rounds, gen, row_gen):
         timed["tessera"] = run
     except tessera.TesseraError as e:
         row["error"] = f"{type(e).__name__}: {e}"
+    # The same keys and values in OCP e4m3 caches with per-tensor scales (amax / 448, device tensors).
+    scales = {f"{n}_scale": (x.float().abs().amax() / 448).reshape(1) for n, x in zip("kv", caches)}
+    caches8 = [(x.float() / s).to(torch.float8_e4m3fn) for x, s in zip(caches, scales.values())]
+    out8 = torch.full_like(q, float("nan"))
+    try:
+        plan8 = tessera.paged_decode_plan(q, *caches8, table, lens)
+
+        def run8():
+            return tessera.paged_decode(q, *caches8, table, lens, out=out8, plan=plan8, **scales)
+        run8()
+        torch.cuda.synchronize()
+        fp8 = check(out8, None, q, caches8, table, lens, row_gen, **scales)
+        row.update({f"fp8_{k}": v for k, v in fp8.items()})
+        timed["fp8"] = run8
+    except tessera.TesseraError as e:
+        row["fp8_error"] = f"{type(e).__name__}: {e}"
     for _ in range(rounds):
         for who, fn in timed.items():
             row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
@@ -161,6 +178,12 @@ def run_case(name, lengths, Sq, block, rep_ms, rounds, gen, row_gen):
     for peer in PEERS:
         if "tessera_gbs" in row and f"{peer}_gbs" in row:
             row[f"ratio_{peer}"] = row["tessera_gbs"] / row[f"{peer}_gbs"]
+    if "fp8_us" in row:   # calls per second against bf16's (the same tokens); bytes read are half
+        row["fp8_gbs"] = row["fp8_gbs"] / 2
+        if "tessera_us" in row:
+            row["fp8_speedup"] = row["tessera_us"] / row["fp8_us"]
+        if "cudnn_us" in row:
+            row["fp8_ratio_cudnn"] = row["cudnn_us"] / row["fp8_us"]
     return row
 
 
@@ -172,7 +195,8 @@ def table(meta, rows):
              f"({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, {meta['date']}); "
              f"device copy ceiling {ceiling:.0f} GB/s (read + write)",
              f"{'case':>16} {'Sq':>2} {'block':>5} {'splits':>6} {'t us':>8} {'cudnn us':>8} {'flash us':>8} "
-             f"{'t GB/s':>7} {'% copy':>6} {'cudnn':>7} {'flash':>7} {'t/cudnn':>7} {'t/flash':>7}  check"]
+             f"{'t GB/s':>7} {'% copy':>6} {'cudnn':>7} {'flash':>7} {'t/cudnn':>7} {'t/flash':>7} "
+             f"{'fp8 us':>8} {'fp8 GB/s':>8} {'fp8/bf16':>8} {'fp8/cudnn':>9}  check"]
     for r in rows:
         if "error" in r:
             verdict = r["error"]
@@ -187,7 +211,11 @@ def table(meta, rows):
                      f"{_num(r, 'tessera_us', '8.1f')} {_num(r, 'cudnn_us', '8.1f')} {_num(r, 'flash_us', '8.1f')} "
                      f"{_num(r, 'tessera_gbs', '7.0f')} {share} {_num(r, 'cudnn_gbs', '7.0f')} "
                      f"{_num(r, 'flash_gbs', '7.0f')} {_num(r, 'ratio_cudnn', '7.2f')} "
-                     f"{_num(r, 'ratio_flash', '7.2f')}  {verdict}{notes}")
+                     f"{_num(r, 'ratio_flash', '7.2f')} {_num(r, 'fp8_us', '8.1f')} {_num(r, 'fp8_gbs', '8.0f')} "
+                     f"{_num(r, 'fp8_speedup', '8.2f')} {_num(r, 'fp8_ratio_cudnn', '9.2f')}  {verdict}{notes}"
+                     + (f"; fp8 {'ok' if r['fp8_correct'] else 'WRONG ' + r['fp8_check']} (max err "
+                        f"{r['fp8_max_error_sampled']:.3g})" if "fp8_correct" in r else "")
+                     + (f"; fp8: {r['fp8_error']}" if "fp8_error" in r else ""))
     return "\n".join(lines)
 
 

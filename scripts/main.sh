@@ -9,12 +9,11 @@ OUT_DIR=${OUT_DIR:-$ROOT/out}
 "$ROOT/scripts/setup.sh"
 "$ROOT/scripts/build.sh"
 mkdir -p "$OUT_DIR/bundles"
-cat "$ROOT/examples/gemm.mlir" "$ROOT/examples/attention.mlir" "$ROOT/examples/decode.mlir" \
-  > "$OUT_DIR/examples.mlir"
 TARGETS="gfx942 gfx950 gfx1100 sm_90 sm_90a"
 pids=()
 for target in $TARGETS; do   # one compiler process per target, in parallel
-  "$BUILD_DIR/bin/tessera-compile" "$OUT_DIR/examples.mlir" --target=$target -o "$OUT_DIR/bundles/$target" &
+  "$ROOT/scripts/examples.sh" $target > "$OUT_DIR/examples-$target.mlir"
+  "$BUILD_DIR/bin/tessera-compile" "$OUT_DIR/examples-$target.mlir" --target=$target -o "$OUT_DIR/bundles/$target" &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid"; done

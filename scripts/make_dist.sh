@@ -38,12 +38,11 @@ fi
 gpu_tests=$build/unittests/Runtime/TesseraRuntimeGpuTests
 [ -f "$gpu_tests" ] && cp "$gpu_tests" "$dist/bin/"
 
-# One bundle per target from examples/gemm.mlir, attention.mlir and decode.mlir together (tessera-compile writes one
+# One bundle per target from the example directives together (scripts/examples.sh; tessera-compile writes one
 # bundle per input file), the targets compiled in parallel. The ISA text (*.s) stays out; the kernel IR
 # (*.kernel.mlir, what the simulator runs, most of a bundle's size) only with TESSERA_DIST_KERNEL_IR=1.
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-cat "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" > "$stage/default.mlir"
 
 compile() {   # compile SOURCE TARGET OUT: tessera-compile, its errors in OUT.err
   "$compiler" "$1" --target="$2" -o "$3" >/dev/null 2>"$3.err"
@@ -55,7 +54,8 @@ only_error() {
 
 pids=()
 for target in $targets; do
-  compile "$stage/default.mlir" "$target" "$stage/$target" &
+  "$root/scripts/examples.sh" "$target" > "$stage/default-$target.mlir"
+  compile "$stage/default-$target.mlir" "$target" "$stage/$target" &
   pids+=($!)
 done
 i=0
@@ -104,7 +104,8 @@ cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.
   "$dist/bench/"
 cp "$root/scripts/gpu_check.sh" "$root/scripts/amd_report.py" "$dist/scripts/"
 # The directives of the default bundles: what the tests check the bundles against.
-cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" "$dist/examples/"
+cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" \
+  "$root/examples/decode_fp8.mlir" "$dist/examples/"
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$root" diff --quiet HEAD -- 2>/dev/null || commit="$commit+dirty"

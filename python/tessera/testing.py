@@ -191,6 +191,13 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
     return AttentionResult(o, lse, o_abs)
 
 
+def _pages(ops, cache, pages):
+    """cache[pages]; torch indexes no fp8 tensor, so those through their bytes."""
+    if ops.torch and cache.element_size() == 1:
+        return cache.view(ops.lib.uint8)[pages].view(cache.dtype)
+    return cache[pages]
+
+
 def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout="NHD", causal=True, scale=None,
                            window_left=-1, softcap=0.0, precision="float64", k_scale=None, v_scale=None):
     """tessera.paged_decode's result as attention_reference's (AttentionResult: O (B, Sq, Hq, D), LSE (B, Hq, Sq),
@@ -213,8 +220,9 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
         length = int(cache_seqlens[b])
         pages = block_table[b, :-(-length // block_size)]
         pages = pages.long() if ops.torch else pages
-        k, v = (cache[pages] if kv_layout == "NHD" else ops.perm(cache[pages], 0, 2, 1, 3)   # (pages, bs, Hkv, D)
-                for cache in (k_cache, v_cache))
+        k, v = (_pages(ops, cache, pages) for cache in (k_cache, v_cache))
+        if kv_layout != "NHD":
+            k, v = (ops.perm(x, 0, 2, 1, 3) for x in (k, v))                             # (pages, bs, Hkv, D)
         k, v = (x.reshape(-1, *x.shape[2:])[None, :length] for x in (k, v))              # (1, length, Hkv, D)
         if k_scale is not None:
             k, v = (ops.cast(x, "f64") * float(s) for x, s in ((k, k_scale), (v, v_scale)))

@@ -52,6 +52,7 @@ class Case(NamedTuple):
     num_splits: int = 0
     return_lse: bool = True
     packed_q: bool = False     # q sliced from a (B, Sq, Hq + 2 Hkv, D) projection
+    fp8: bool = False          # OCP e4m3 caches holding N(0, 1) / FP8_SCALES, per-tensor scales
 
     def options(self):
         return dict(kv_layout=self.layout, causal=self.causal, window_left=self.window_left, softcap=self.softcap)
@@ -60,7 +61,7 @@ class Case(NamedTuple):
         return (f"B{len(self.lengths)} lens{self.lengths} Sq{self.Sq} Hq{self.Hq} Hkv{self.Hkv} D{self.D} {self.dtype} "
                 f"{self.layout} b{self.block_size} {'causal' if self.causal else 'full'} window{self.window_left} "
                 f"softcap{self.softcap} splits{self.num_splits}{' lse' if self.return_lse else ''}"
-                f"{' packed' if self.packed_q else ''}")
+                f"{' packed' if self.packed_q else ''}{' fp8' if self.fp8 else ''}")
 
 
 def grid_cases():
@@ -92,6 +93,9 @@ FEATURES = [
 ]
 
 
+FP8_SCALES = (0.02, 0.03)   # k_scale, v_scale: N(0, 1) / scale stays under e4m3's 448
+
+
 def paged_cache(rand, c, fill=0.0, pad=2):
     """(q, k_cache, v_cache, block_table, cache_seqlens, valid) for case c: each sequence's keys and values in the
     pages of a random permutation of 3x the pages needed; `fill` in every other slot (unused slots of a sequence's
@@ -117,6 +121,8 @@ def paged_cache(rand, c, fill=0.0, pad=2):
         valid[page, slot] = True
     if c.layout == "HND":
         caches = [x.transpose(1, 2).contiguous() for x in caches]
+    if c.fp8:
+        caches = [(x.float() / scale).to(torch.float8_e4m3fn) for x, scale in zip(caches, FP8_SCALES)]
     if c.packed_q:
         q = rand((B, c.Sq, c.Hq + 2 * c.Hkv, c.D), c.dtype)[:, :, :c.Hq]
     else:
@@ -128,19 +134,29 @@ def paged_cache(rand, c, fill=0.0, pad=2):
 def poisoned_copy(cache, valid, layout, value):
     """The cache with `value` in every slot that holds no key."""
     out = cache.clone()
+    if out.dtype == torch.float8_e4m3fn:   # torch indexes no fp8 tensor: the bytes, NaN 0x7F or inf-less max
+        out = out.view(torch.uint8)
+        value = 0x7F if value != value else 0x7E
     if layout == "HND":
         out.transpose(1, 2)[~valid] = value
     else:
         out[~valid] = value
-    return out
+    return out.view(cache.dtype)
 
 
 def poisoned(shape, dtype):
     return torch.full(shape, float("nan"), dtype=support.torch_dtype(dtype), device="cuda")
 
 
+def scales(c):
+    """paged_decode's k_scale and v_scale for case c: a number and a device tensor (both spellings)."""
+    if not c.fp8:
+        return {}
+    return dict(k_scale=FP8_SCALES[0], v_scale=torch.full((1,), FP8_SCALES[1], device="cuda"))
+
+
 def check(out, lse, q, k_cache, v_cache, table, lengths, c):
-    options = dict(c.options(), scale=None)
+    options = dict(c.options(), scale=None, **scales(c))
     ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options)
     same = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options, precision="same")
     return testing.check_attention(out, ref, same, lse), ref
@@ -150,7 +166,7 @@ def run(q, k_cache, v_cache, table, lengths, c, **extra):
     """paged_decode into a NaN-poisoned output; (out, lse or None)."""
     out = poisoned(q.shape, c.dtype)
     got = tessera.paged_decode(q, k_cache, v_cache, table, lengths, **c.options(), num_splits=c.num_splits,
-                               return_lse=c.return_lse, out=out, **extra)
+                               return_lse=c.return_lse, out=out, **scales(c), **extra)
     if c.return_lse:
         assert got[0] is out and got[1].shape == (q.shape[0], c.Hq, c.Sq) and got[1].dtype == torch.float32
         return got
@@ -375,5 +391,53 @@ def test_cache_write_then_decode_sees_the_new_tokens(layout):
     o = tessera.paged_decode(q, k_cache, v_cache, table, lens, kv_layout=layout)
     ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lens, kv_layout=layout)
     same = testing.paged_decode_reference(q, k_cache, v_cache, table, lens, kv_layout=layout, precision="same")
+    result = testing.check_attention(o, ref, same)
+    assert result.ok, f"seed {make.seed}: {result}"
+
+
+FP8_CASES = [Case(dtype=d, D=D, block_size=b, layout=layout, Sq=sq, num_splits=splits, fp8=True,
+                  window_left=window)
+             for d, D, b, layout, sq, splits, window in [
+                 ("bf16", 128, 16, "NHD", 1, 0, -1), ("bf16", 128, 64, "HND", 3, 3, -1),
+                 ("f16", 64, 16, "HND", 1, 1, 100), ("f16", 128, 64, "NHD", 3, 0, -1),
+                 ("bf16", 64, 64, "NHD", 1, 40, -1), ("f16", 64, 16, "NHD", 3, 1, 700)]]
+
+
+@pytest.mark.parametrize("case", FP8_CASES, ids=str)
+def test_fp8_caches_match_float64(case):
+    """OCP e4m3 caches with per-tensor scales (a number and a device tensor) against the float64 reference on the
+    dequantised cache, with CORRECTNESS.md's rule against dequantise-to-the-query-dtype attention; unused slots
+    NaN (0x7F) or 448 change nothing."""
+    run_case(case)
+
+
+def test_fp8_cache_write_quantises_and_decode_reads_it():
+    """paged_cache_write into OCP e4m3 caches: key / k_scale in float32, saturated at 448, rounded to nearest even,
+    bit for bit torch's conversion; a decode of the written cache matches the reference."""
+    make = Inputs()
+    B, Hq, Hkv, D, block, pages = 3, 16, 4, 128, 16, 12
+    k_scale, v_scale = 0.05, torch.full((1,), 0.04, device="cuda")
+    caches = [torch.zeros((pages, block, Hkv, D), device="cuda").to(torch.float8_e4m3fn) for _ in range(2)]
+    lens = torch.tensor([1, 16, 17], dtype=torch.int32, device="cuda")
+    table = make.permutation(pages)[:B * 2].reshape(B, 2).to(torch.int32)
+    qkv = make((48, Hq + 2 * Hkv, D), "bf16")
+    qkv[0, Hq, :2] = torch.tensor([1e5, -1e5])   # saturated
+    key, value = qkv[:, Hq:Hq + Hkv], qkv[:, Hq + Hkv:]
+    # Every token of every sequence written at once: slot of token t of sequence b.
+    seq = torch.cat([torch.full((int(n),), b) for b, n in enumerate(lens.tolist())]).cuda()
+    pos = torch.cat([torch.arange(int(n)) for n in lens.tolist()]).cuda()
+    slots = table[seq, pos // block].long() * block + pos % block
+    T = slots.numel()
+    tessera.paged_cache_write(key, value, *caches, slots, k_scale=k_scale, v_scale=v_scale)
+    torch.cuda.synchronize()
+    for cache, rows, scale in ((caches[0], key, k_scale), (caches[1], value, float(v_scale))):
+        want = (rows[:T].float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+        got = cache.view(torch.uint8)[slots // block, slots % block]   # torch indexes no fp8 tensor
+        assert torch.equal(got, want.view(torch.uint8)), f"seed {make.seed}"
+    q = make((B, 1, Hq, D), "bf16")
+    o = tessera.paged_decode(q, *caches, table, lens, k_scale=k_scale, v_scale=v_scale)
+    options = dict(k_scale=k_scale, v_scale=v_scale)
+    ref = testing.paged_decode_reference(q, *caches, table, lens, **options)
+    same = testing.paged_decode_reference(q, *caches, table, lens, **options, precision="same")
     result = testing.check_attention(o, ref, same)
     assert result.ok, f"seed {make.seed}: {result}"
