@@ -479,6 +479,21 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
   }
 }
 
+SmallVector<Value> KernelBuilder::loadLdsTile(const LdsTile &src, int rows, int cols, int threads) {
+  Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
+  const int vec = vectorElems(elemType);
+  auto type = VectorType::get({vec}, elemType);
+  SmallVector<Value> out;
+  for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
+    // A partial last round reads row 0 (in bounds); storeLdsTile skips its store.
+    Value row = t.partial ? select(cmpLt(t.index, idx(rows * (cols / vec))), t.row, idx(0)) : t.row;
+    out.push_back(vector::LoadOp::create(b, loc, type, src.memref,
+                                         ValueRange{ldsOffset(src, row, t.col)}, false,
+                                         llvm::Align(16)));
+  }
+  return out;
+}
+
 void KernelBuilder::copyGlobalToLds(const GlobalTile &src, const LdsTile &dst, int rows,
                                     int cols, bool transpose, int threads) {
   storeLdsTile(loadGlobalTile(src, rows, cols, threads), dst, rows, cols, transpose, threads);

@@ -237,6 +237,8 @@ public:
                                                 int threads);
   void storeLdsTile(llvm::ArrayRef<mlir::Value> vectors, const LdsTile &dst, int rows, int cols,
                     bool transpose, int threads);
+  /// This thread's 16-byte vectors of an LDS tile, as loadGlobalTile deals them.
+  llvm::SmallVector<mlir::Value> loadLdsTile(const LdsTile &src, int rows, int cols, int threads);
   /// loadGlobalTile over rows that are not evenly spaced (a gather: paged caches, packed query
   /// heads): row r starts at element rowStart(r) of `memref`, which is emitted only inside the
   /// branches that load row r (r < validRows), so it may read an index table no further than the

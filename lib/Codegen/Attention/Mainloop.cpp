@@ -97,8 +97,8 @@ private:
 };
 
 Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Location loc,
-                   gpu::GPUFuncOp func, Type elem)
-    : p(p), t(t), b(b), loc(loc), func(func), elem(elem) {}
+                   gpu::GPUFuncOp func, Type elem, Type cacheElem)
+    : p(p), t(t), b(b), loc(loc), func(func), elem(elem), cacheElem(cacheElem ? cacheElem : elem) {}
 
 Mainloop::~Mainloop() = default;
 
@@ -112,12 +112,18 @@ void AttnRows::copyValuesAsync(Value, const LdsTile &, int) {
 void Mainloop::allocate() {
   KernelBuilder kb(b, loc, t);
   ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
-  // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers).
-  ldsK = kb.allocLds(func, elem, p.kvBuffers * p.blockN, p.headDim);
+  // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
+  // buffers are staging ones, each step widened into a single K and V tile.
+  const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
+  if (widensStaged()) {
+    ldsK8 = kb.allocLds(func, cacheElem, p.kvBuffers * p.blockN, p.headDim);
+    ldsV8 = kb.allocLds(func, cacheElem, p.kvBuffers * p.blockN, p.headDim);
+  }
+  ldsK = kb.allocLds(func, elem, tileBuffers * p.blockN, p.headDim);
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging.
   assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
-  ldsV = vNatural() ? kb.allocLds(func, elem, p.kvBuffers * p.blockN, p.headDim)
+  ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * p.blockN, p.headDim)
                     : kb.allocLds(func, elem, p.headDim, p.blockN);
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
 }
@@ -380,10 +386,12 @@ void Mainloop::Impl::emit() {
   const size_t stateCount = init.size();
   const TileRange &tiles = walk.tiles;
   curK = m.ldsK, curV = m.ldsV;
+  const bool staged = m.widensStaged();
+  const LdsTile &asyncK = staged ? m.ldsK8 : m.ldsK, &asyncV = staged ? m.ldsV8 : m.ldsV;
   auto copyAsync = [&](Value tile, Value which) {
     Value n0 = kb.mul(tile, p.blockN);
-    rows.copyKeysAsync(n0, kb.buffer(m.ldsK, p.kvBuffers, which), m.threads());
-    rows.copyValuesAsync(n0, kb.buffer(m.ldsV, p.kvBuffers, which), m.threads());
+    rows.copyKeysAsync(n0, kb.buffer(asyncK, p.kvBuffers, which), m.threads());
+    rows.copyValuesAsync(n0, kb.buffer(asyncV, p.kvBuffers, which), m.threads());
     kb.asyncCommit();
   };
   if (p.kvBuffers > 1) {
@@ -399,19 +407,32 @@ void Mainloop::Impl::emit() {
     b.setInsertionPointToStart(loop.getBody());
     Value tile = loop.getInductionVar();
     Value n0 = kb.mul(tile, p.blockN);
+    Value which;
     if (p.kvBuffers > 1) {
-      Value which = kb.remui(kb.sub(tile, tiles.lo), p.kvBuffers);
-      curK = kb.buffer(m.ldsK, p.kvBuffers, which), curV = kb.buffer(m.ldsV, p.kvBuffers, which);
+      which = kb.remui(kb.sub(tile, tiles.lo), p.kvBuffers);
+      if (!staged)
+        curK = kb.buffer(m.ldsK, p.kvBuffers, which), curV = kb.buffer(m.ldsV, p.kvBuffers, which);
       kb.asyncWait(0);
     }
     kb.barrier(); // previous step's K/V/P reads are done (and the staged rows written)
     SmallVector<Value> prefetched;
     if (p.kvBuffers > 1) {
-      OpBuilder::InsertionGuard gn(b);
-      Value next = kb.add(tile, 1);
-      auto more = scf::IfOp::create(b, loc, kb.cmpLt(next, tiles.hi), false);
-      b.setInsertionPointToStart(more.thenBlock());
-      copyAsync(next, kb.remui(kb.sub(next, tiles.lo), p.kvBuffers));
+      {
+        OpBuilder::InsertionGuard gn(b);
+        Value next = kb.add(tile, 1);
+        auto more = scf::IfOp::create(b, loc, kb.cmpLt(next, tiles.hi), false);
+        b.setInsertionPointToStart(more.thenBlock());
+        copyAsync(next, kb.remui(kb.sub(next, tiles.lo), p.kvBuffers));
+      }
+      if (staged) { // this step's narrow tiles widened into the K and V tiles
+        SmallVector<Value> narrow = kb.loadLdsTile(kb.buffer(asyncK, p.kvBuffers, which), p.blockN,
+                                                   p.headDim, m.threads());
+        kvSplit = narrow.size();
+        narrow.append(kb.loadLdsTile(kb.buffer(asyncV, p.kvBuffers, which), p.blockN, p.headDim,
+                                     m.threads()));
+        storeKV(narrow);
+        kb.barrier();
+      }
     } else if (p.stages > 1) {
       storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(stateCount)));
       kb.barrier();

@@ -491,12 +491,10 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
     return planAttention(request, target);
   }
   const int kvBytes = op.getKvElementType().getIntOrFloatBitWidth() / 8;
-  // fp8 tiles widen in registers on their way to LDS: no asynchronous copies.
-  const bool widened = op.getKvElementType() != op.getDtype();
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     request.waves = {waves};
-    if (target.hasAsyncCopy && !widened)
+    if (target.hasAsyncCopy)
       for (int keys : {64, 32, 16}) {
         request.maxKeysPerStep = keys;
         AttnPlanResult r = planAttention(request, target);
@@ -558,7 +556,7 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
   gpu::GPUFuncOp decode = createKernel(b, op.getLoc(), target, decodeSig);
   set.kernels.push_back(decode);
   {
-    attn::Mainloop mainloop(p, target, b, op.getLoc(), decode, op.getDtype());
+    attn::Mainloop mainloop(p, target, b, op.getLoc(), decode, op.getDtype(), op.getKvElementType());
     mainloop.allocate();
     b.setInsertionPoint(decode.getBody().front().getTerminator());
     KernelBuilder kb(b, op.getLoc(), target);

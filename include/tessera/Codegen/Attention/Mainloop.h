@@ -47,8 +47,10 @@ struct KeyWalk {
 
 class Mainloop {
 public:
+  /// `elem`: the tiles' element type (the queries'); `cacheElem`: K's and V's in memory when
+  /// narrower (fp8 caches), widened exactly to `elem` on the way to the K and V tiles.
   Mainloop(const AttnPlan &p, const TargetInfo &t, mlir::OpBuilder &b, mlir::Location loc,
-           mlir::gpu::GPUFuncOp func, mlir::Type elem);
+           mlir::gpu::GPUFuncOp func, mlir::Type elem, mlir::Type cacheElem = {});
   ~Mainloop();
   /// Allocates the LDS tiles: first in the kernel (they are workgroup attributions).
   void allocate();
@@ -66,8 +68,11 @@ private:
   mlir::OpBuilder &b;
   mlir::Location loc;
   mlir::gpu::GPUFuncOp func;
-  mlir::Type elem;
-  LdsTile ldsQ, ldsK, ldsV, ldsP;
+  /// Two K/V buffers of a narrower cache: its tiles are copied asynchronously into staging
+  /// buffers (ldsK8, ldsV8) and widened into one K and one V tile each step.
+  bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
+  mlir::Type elem, cacheElem;
+  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8;
 };
 
 } // namespace tessera::attn
