@@ -337,11 +337,12 @@ DECODE_FEATURES = ("sliding_window", "softcap", "return_lse", "split_kv")
 
 
 def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bottom_right", features=DECODE_FEATURES,
-                            rows=16, code_ext="hsaco", vector_rows=False, cache_writer=False):
+                            rows=16, code_ext="hsaco", vector_rows=False, cache_writer=False, kv_dtype=None):
     """(kernel entries, kernel set entry) of a paged_decode kernel set with docs/decode.md's ABI: name_decode, then
     with split_kv name_combine, sharing the workspace decode_partials (not zeroed). Grids and workspace bytes are the
     ABI's; `rows` is the decode kernel's query rows per workgroup (the divisor of its grid's ceil_div). With
-    `cache_writer`, the kernel entries end with the plain kernel name_cache_write (not in the set)."""
+    `cache_writer`, the kernel entries end with the plain kernel name_cache_write (not in the set). `kv_dtype`: an
+    fp8 cache format (per-tensor scales k_scale and v_scale)."""
     split, has_lse = "split_kv" in features, "return_lse" in features
 
     def arg(names, kind, role, dt=None, **extra):
@@ -353,8 +354,9 @@ def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bott
                    bytes=["mul", "num_splits", ["mul", ["mul", "B", "Hq"], ["mul", "Sq", 4 * (head_dim + 1)]]])
     outputs = arg(["o"], "ptr", "output", dtype) + arg(["lse"] * has_lse, "ptr", "output", "f32")
     output_strides = strides("o", "bsh") + (strides("lse", "bh") if has_lse else [])
-    decode = (arg(["q", "k_cache", "v_cache"], "ptr", "input", dtype) +
-              arg(["block_table", "cache_seqlens"], "ptr", "input", "i32") + outputs + partials +
+    decode = (arg(["q"], "ptr", "input", dtype) + arg(["k_cache", "v_cache"], "ptr", "input", kv_dtype or dtype) +
+              arg(["block_table", "cache_seqlens"], "ptr", "input", "i32") +
+              arg(["k_scale", "v_scale"] * bool(kv_dtype), "ptr", "input", "f32") + outputs + partials +
               arg(["B", "Sq", "Hq", "Hkv"] + ["num_splits"] * split, "i64", "size") + strides("q", "bsh") +
               strides("k", ("page", "token", "head")) + strides("v", ("page", "token", "head")) +
               arg(["block_table_stride"], "i64", "stride") + output_strides + arg(["scale"], "f32", "scale") +
@@ -369,6 +371,8 @@ def paged_decode_kernel_set(name, dtype, head_dim, block_size, mask="causal_bott
                                       ["min", ["div", "num_splits", 2], 1]])
     attributes = {"dtype": dtype, "head_dim": head_dim, "block_size": block_size, "mask": mask,
                   **{f: True for f in features}}
+    if kv_dtype:
+        attributes.update(kv_dtype=kv_dtype, kv_scale="per_tensor")
     kernels = [{"name": f"{name}_{part}", "entry": f"{name}_{part}", "directive": "paged_decode",
                 "attributes": attributes, "code_object": f"{name}_{part}.{code_ext}", "block": [256, 1, 1],
                 "grid": grid, "lds_bytes": 0, "args": args} for part, (args, grid) in parts.items()]

@@ -205,7 +205,7 @@ def test_torch_checks_before_the_device():
 # ---- Through the fake sim plugin ---------------------------------------------------------------------------------
 FAKE = support.fake_driver_path()
 SETS = {   # name: (dtype, head_dim, block_size, mask, features, rows)
-    "pd_a_fp8": ("f16", 64, 16, BR, (), 16),                   # an fp8 cache's set: never chosen for f16 caches
+    "pd_a_fp8": ("f16", 64, 16, BR, (), 16),                   # an fp8 cache's set: only for fp8 caches
     "pd_f16_d64_b16": ("f16", 64, 16, BR, support.DECODE_FEATURES, 16),
     "pd_f16_d64_b16_lean": ("f16", 64, 16, BR, (), 16),
     "pd_f16_d64_b16_split": ("f16", 64, 16, BR, ("split_kv",), 16),
@@ -225,10 +225,9 @@ def fake_sim(monkeypatch, tmp_path):
     monkeypatch.setenv("TESSERA_SIM_PLUGIN", str(FAKE))
     monkeypatch.setenv("TESSERA_BUNDLE_PATH", str(tmp_path))
     sets = [support.paged_decode_kernel_set(name, dtype, D, block, mask, features, rows,
-                                            vector_rows=name.endswith("_rows"), cache_writer=name == "pd_f16_d64_b16")
+                                            vector_rows=name.endswith("_rows"), cache_writer=name == "pd_f16_d64_b16",
+                                            kv_dtype="f8E4M3FN" if name.endswith("_fp8") else None)
             for name, (dtype, D, block, mask, features, rows) in SETS.items()]
-    for kernel in sets[0][0] + [sets[0][1]]:
-        kernel["attributes"] = dict(kernel["attributes"], kv_dtype="f8E4M3FN", kv_scale="per_tensor")
     kernels = [k for ks, _ in sets for k in ks]
     support.write_bundle(tmp_path / "gfx942", "gfx942", kernels, [s for _, s in sets])
     launched, reserved = [], []
@@ -746,3 +745,24 @@ def test_paged_cache_write_launches_the_sets_writer(fake_sim):
                                                           r"needs .*; this directive compiles one: "
                                                           r"tessera.paged_decode @pd_f16_d64_b64 "):
         tessera.paged_cache_write(*write_args(block_size=64), device=dev)
+
+
+@support.requires_ml_dtypes
+def test_fp8_caches_launch_the_fp8_set_with_their_scales(fake_sim):
+    """An fp8 cache takes the set whose kv_dtype is its format, with k_scale and v_scale passed as device pointers
+    (a number becomes a one-element array); another fp8 format has no set: KernelNotFoundError names the directive
+    with kv_dtype and kv_scale."""
+    fake, dev, launched, _, entries = fake_sim
+    q, k, v, table, lens = decode_args()
+    fp8 = support.ml_dtypes.float8_e4m3fn
+    tessera.paged_decode(q, k.astype(fp8), v.astype(fp8), table, lens, k_scale=0.5,
+                         v_scale=np.full(1, 2.0, np.float32), num_splits=1, device=dev)
+    name, values = launched[-1]
+    assert name == "pd_a_fp8" and values["k_scale"] and values["v_scale"] and values["k_scale"] != values["v_scale"]
+    fnuz = support.ml_dtypes.float8_e4m3fnuz
+    with pytest.raises(tessera.KernelNotFoundError, match=r"kv_dtype=f8E4M3FNUZ head_dim=64 .*this directive "
+                                                          r"compiles one: tessera.paged_decode @pd_f16_d64_b16_fp8 "
+                                                          r"\{dtype = f16, kv_dtype = f8E4M3FNUZ, kv_scale = "
+                                                          r"#tessera.kv_scale<per_tensor>, head_dim = 64"):
+        tessera.paged_decode(q, k.astype(fnuz), v.astype(fnuz), table, lens, k_scale=0.5, v_scale=0.5,
+                             num_splits=1, device=dev)

@@ -4,7 +4,7 @@
 // code. Both directions round to nearest even; a value past the format's range becomes its NaN
 // (arith.truncf's non-saturating semantics: callers clamp first to saturate). The pass also turns
 // the strided vector slices of ArithToAMDGPU's packed converts into shuffles.
-#include "Fp8Conversions.h"
+#include "tessera/Dialect/Tessera/Transforms/Fp8Conversions.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"

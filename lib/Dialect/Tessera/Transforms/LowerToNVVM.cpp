@@ -1,7 +1,7 @@
 // tessera-lower-to-nvvm: the NVIDIA lowering of generated kernels to the LLVM + NVVM dialects.
 #include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
-#include "Fp8Conversions.h"
+#include "tessera/Dialect/Tessera/Transforms/Fp8Conversions.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"

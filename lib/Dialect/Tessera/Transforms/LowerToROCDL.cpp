@@ -1,6 +1,6 @@
 // tessera-lower-to-rocdl: the AMD lowering of generated kernels to the LLVM + ROCDL dialects.
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
-#include "Fp8Conversions.h"
+#include "tessera/Dialect/Tessera/Transforms/Fp8Conversions.h"
 
 #include "mlir/Conversion/ArithToAMDGPU/ArithToAMDGPU.h"
 #include "mlir/Conversion/GPUToROCDL/GPUToROCDLPass.h"
