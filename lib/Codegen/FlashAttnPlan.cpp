@@ -106,10 +106,17 @@ bool sameQueryLanes(const AttnPlan &p) {
   return true;
 }
 
+int attnMergeFloats(const AttnPlan &p) {
+  if (p.keyWaves == 1) return 0;
+  auto perLane = [](const MMAAtom &a) { return a.c.elementsPerLane(); };
+  return (p.keyWaves - 1) * p.queryTiles() * (2 * perLane(*p.qk) + p.headTiles() * perLane(*p.pv));
+}
+
 int attnLdsBytes(const AttnPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
-  return tile(p.blockM, p.headDim) + p.kvBuffers * (tile(p.blockN, p.headDim) + tile(p.headDim, p.blockN)) +
-         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN));
+  return tile(p.blockM, p.headDim) +
+         p.kvBuffers * (tile(p.stepKeys(), p.headDim) + tile(p.headDim, p.stepKeys())) +
+         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN)) + 4 * t.waveSize * attnMergeFloats(p);
 }
 
 namespace {
@@ -138,7 +145,7 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
   if (pvQueries != p.queryDim())
     return fail(Check::AtomShape, "the P V atom takes " + std::to_string(pvQueries) +
                                       " queries, the S atom " + std::to_string(p.queryDim()));
-  if (p.blockM % p.waves || p.waveQueries() % p.queryDim())
+  if (p.blockM % (p.waves / p.keyWaves) || p.waveQueries() % p.queryDim())
     return fail(Check::AtomShape, "the queries do not split into the waves' atom tiles");
   if (p.blockN % p.keyDim() || p.blockN % pv.k)
     return fail(Check::AtomShape, "the keys per step are not a multiple of the atoms' " +
@@ -160,8 +167,9 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
   // shuffles or LDS, which keep more values live) so the unrolled fragment loads do not spill;
   // window and softcap code keeps more values live: 5% less for each (bench/NOTES.md).
   int accRegs = p.waveQueries() * (p.headDim + p.blockN) / target.waveSize;
-  int budgetPercent = (p.pInRegisters() && !p.pShuffles() ? 40 : 30) - 5 * r.slidingWindow -
-                      5 * r.softcap;
+  int budgetPercent = r.accBudgetPercent ? r.accBudgetPercent
+                                         : (p.pInRegisters() && !p.pShuffles() ? 40 : 30) -
+                                               5 * r.slidingWindow - 5 * r.softcap;
   p.tightRegisters = accRegs * 100 > target.maxVgprsPerWave * budgetPercent;
   if (!r.tile && p.tightRegisters && p.blockN > 16)
     return fail(Check::Registers, std::to_string(accRegs) + " accumulator registers per lane, over " +
@@ -193,6 +201,7 @@ AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
               p.waves = r.tile ? r.tile->waves : waves;
               p.blockN = r.tile ? r.tile->n : blockN;
               p.blockM = r.tile ? r.tile->m : p.waves * p.queryDim();
+              if (r.splitKeysAcrossWaves && !r.tile) p.keyWaves = p.waves, p.blockM = p.queryDim();
               Verdict v = check(p, r, target, wanted);
               if (v.failed == Check::Fits) return {std::move(p), {}};
               // The P route only orders the search: it is no reason.

@@ -351,7 +351,10 @@ Value KernelBuilder::ldsOffset(const LdsTile &tile, Value row, Value col) {
 LdsTile KernelBuilder::buffer(const LdsTile &tiles, int buffers, Value which) {
   LdsTile one = tiles;
   one.rows = tiles.rows / buffers;
-  if (buffers > 1) one.origin = mul(which, one.elements());
+  if (buffers > 1) {
+    Value offset = mul(which, one.elements());
+    one.origin = tiles.origin ? add(tiles.origin, offset) : offset;
+  }
   return one;
 }
 

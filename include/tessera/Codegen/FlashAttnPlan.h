@@ -52,12 +52,17 @@ struct AttnPlan {
   /// 2: K and V staged [key][d] in two LDS buffers each, the next tile copied asynchronously
   /// during compute (targets with async copies, a recipe that gathers asynchronously).
   int kvBuffers = 1;
+  /// Waves that split each step's keys instead of the queries (decode: a KV head's group has
+  /// few query rows): all waves hold the same blockM queries, wave w the keys [w * blockN,
+  /// (w + 1) * blockN) of the step's stepKeys(); their softmax states merge after the loop.
+  int keyWaves = 1;
   ElemType elem = ElemType::F16;
 
   bool pInRegisters() const { return pRoute == PRoute::Registers; }
   int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
   int keyDim() const { return transposed ? qk->m : qk->n; }    // keys per S tile
-  int waveQueries() const { return blockM / waves; }
+  int waveQueries() const { return blockM / (waves / keyWaves); }
+  int stepKeys() const { return blockN * keyWaves; } // keys staged per step
   int queryTiles() const { return waveQueries() / queryDim(); }
   int keyTiles() const { return blockN / keyDim(); }
   int headTiles() const { return headDim / (transposed ? pv->m : pv->n); }
@@ -79,6 +84,12 @@ struct AttnRequest {
   std::vector<int> waves = {4, 2};
   int maxKeysPerStep = 64;
   int stages = 1; ///< without a tile: 2 loads the next K/V tile into registers during compute
+  /// The share of a wave's registers the O and S accumulators may take, in percent; 0: the
+  /// forward's rule (40, 30 when P leaves registers, 5 less for a window and for a soft cap).
+  int accBudgetPercent = 0;
+  /// Waves split each step's keys (AttnPlan::keyWaves) where the atoms allow, with one atom
+  /// tile of queries; else they split the queries.
+  bool splitKeysAcrossWaves = false;
   struct Tile {
     int m, n, waves, stages;
   };
@@ -104,8 +115,13 @@ bool planRegisterConversion(AttnPlan &p);
 /// The output accumulators hold, per lane, queries the S statistics hold (their slots).
 bool sameQueryLanes(const AttnPlan &p);
 
-/// LDS bytes of the plan's staged tiles: Q, K, V (or V^T), and P when it goes through LDS.
+/// LDS bytes of the plan's staged tiles: Q, K, V (or V^T), P when it goes through LDS, and the
+/// merge of key-splitting waves.
 int attnLdsBytes(const AttnPlan &p, const TargetInfo &target);
+/// f32 values per lane that the waves past the first hand over when the plan's waves split the
+/// keys (AttnPlan::keyWaves): per query tile the S slots' max and sum (at most an S accumulator's
+/// elements each) and the O accumulators.
+int attnMergeFloats(const AttnPlan &p);
 
 } // namespace tessera
 

@@ -75,6 +75,9 @@ private:
   /// O (this query tile's head tiles) += P V.
   void accumulatePV(MutableArrayRef<Value> o, ArrayRef<Value> probs, Value ldsQueryRow);
   Value pOperand(ArrayRef<Value> pTiles, int kstep);
+  /// Key-splitting waves: the others' max, sum and O handed to wave 0 through LDS and merged
+  /// into its state (`results`, the loop's); true on the wave that then stores.
+  void mergeKeyWaves(SmallVector<Value> &results);
   /// O / l of query tile `qt` (0 for rows that saw nothing), and the LSE; `oLane` is
   /// oView's lane offsets.
   void storeOutputs(ArrayRef<Value> o, RowState state, int qt, std::pair<Value, Value> oLane);
@@ -92,7 +95,9 @@ private:
   AccView sView, oView;
   OnlineSoftmax softmax;
   Value lane, waveQ0;
-  LdsTile curK, curV; ///< this step's K and V buffers
+  LdsTile curK, curV;   ///< this step's K and V buffers
+  LdsTile waveK, waveV; ///< this wave's keys of them (all of them unless p.keyWaves > 1)
+  Value keyWave;        ///< which of p.keyWaves this wave is (null: 1)
   size_t kvSplit = 0; ///< K vectors before V vectors in a prefetched register tile
 };
 
@@ -115,17 +120,21 @@ void Mainloop::allocate() {
   // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
   // buffers are staging ones, each step widened into a single K and V tile.
   const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
+  const int keys = p.stepKeys();
   if (widensStaged()) {
-    ldsK8 = kb.allocLds(func, cacheElem, p.kvBuffers * p.blockN, p.headDim);
-    ldsV8 = kb.allocLds(func, cacheElem, p.kvBuffers * p.blockN, p.headDim);
+    ldsK8 = kb.allocLds(func, cacheElem, p.kvBuffers * keys, p.headDim);
+    ldsV8 = kb.allocLds(func, cacheElem, p.kvBuffers * keys, p.headDim);
   }
-  ldsK = kb.allocLds(func, elem, tileBuffers * p.blockN, p.headDim);
+  ldsK = kb.allocLds(func, elem, tileBuffers * keys, p.headDim);
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging.
   assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
-  ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * p.blockN, p.headDim)
+  assert((p.keyWaves == 1 || vNatural()) && "key-splitting waves read V [key][d]");
+  ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * keys, p.headDim)
                     : kb.allocLds(func, elem, p.headDim, p.blockN);
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
+  if (int floats = attnMergeFloats(p))
+    ldsMerge = kb.allocLds(func, b.getF32Type(), floats, t.waveSize);
 }
 
 bool Mainloop::vNatural() const {
@@ -231,9 +240,9 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
                        : arith::ExtFOp::create(b, loc, type.clone(elem), r).getResult());
   }
   ArrayRef<Value> all(wide);
-  kb.storeLdsTile(all.take_front(kvSplit), curK, p.blockN, p.headDim, /*transpose=*/false,
+  kb.storeLdsTile(all.take_front(kvSplit), curK, p.stepKeys(), p.headDim, /*transpose=*/false,
                   m.threads());
-  kb.storeLdsTile(all.drop_front(kvSplit), curV, p.blockN, p.headDim,
+  kb.storeLdsTile(all.drop_front(kvSplit), curV, p.stepKeys(), p.headDim,
                   /*transpose=*/!m.vNatural(), m.threads());
 }
 
@@ -245,12 +254,12 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
     for (int kt = 0; kt < p.keyTiles(); ++kt) {
       Value keyRow = kb.idx(kt * p.keyDim());
       if (p.transposed) {
-        Value kFrag = kb.loadOperand(curK, qk, Operand::A, lane, keyRow, kk);
+        Value kFrag = kb.loadOperand(waveK, qk, Operand::A, lane, keyRow, kk);
         Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::B, lane, ldsQueryRow, kk);
         s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
       } else {
         Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::A, lane, ldsQueryRow, kk);
-        Value kFrag = kb.loadOperand(curK, qk, Operand::B, lane, keyRow, kk);
+        Value kFrag = kb.loadOperand(waveK, qk, Operand::B, lane, keyRow, kk);
         s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
       }
     }
@@ -317,12 +326,75 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
       if (p.tightRegisters) kb.memoryScheduleFence();
       Value &acc = out[ht];
       if (p.transposed) {
-        Value vFrag = kb.loadOperand(curV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
+        Value vFrag = kb.loadOperand(waveV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
         acc = kb.mma(pv, vFrag, pFrag, acc);
       } else {
-        Value vFrag = kb.loadOperand(curV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
+        Value vFrag = kb.loadOperand(waveV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
                                      /*kAlongRows=*/m.vNatural());
         acc = kb.mma(pv, pFrag, vFrag, acc);
+      }
+    }
+  }
+}
+
+void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
+  // results: per query tile (max slots, sum slots), then the O accumulators.
+  const int qTiles = p.queryTiles(), hTiles = p.headTiles(), nSlots = slots();
+  auto floatsOf = [&](Value v) { return int(cast<VectorType>(v.getType()).getNumElements()); };
+  auto at = [&](int wave, int index) { // wave >= 1's value `index` of this lane
+    int offset = (wave - 1) * attnMergeFloats(p) / (p.keyWaves - 1) + index;
+    return kb.ldsOffset(m.ldsMerge, kb.idx(offset), lane);
+  };
+  // Every wave is done with the last K/V tile; waves 1.. hand their state over.
+  kb.barrier();
+  {
+    OpBuilder::InsertionGuard g(b);
+    auto others = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::ne, keyWave, kb.idx(0)),
+                                    false);
+    b.setInsertionPointToStart(others.thenBlock());
+    for (int w = 1; w < p.keyWaves; ++w) {
+      OpBuilder::InsertionGuard gw(b);
+      auto mine = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::eq, keyWave, kb.idx(w)),
+                                    false);
+      b.setInsertionPointToStart(mine.thenBlock());
+      int index = 0;
+      for (Value v : results)
+        for (int e = 0; e < floatsOf(v); ++e)
+          memref::StoreOp::create(b, loc, extract(v, e), m.ldsMerge.memref, ValueRange{at(w, index++)});
+    }
+  }
+  kb.barrier();
+  // Wave 0 merges: M = max, each state scaled by exp2(m - M) (M of -inf rows taken as 0).
+  auto first = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::eq, keyWave, kb.idx(0)), false);
+  b.setInsertionPointToStart(first.thenBlock());
+  for (int w = 1; w < p.keyWaves; ++w) {
+    SmallVector<Value> theirs;
+    int index = 0;
+    for (Value v : results) {
+      SmallVector<Value> elems;
+      for (int e = 0; e < floatsOf(v); ++e)
+        elems.push_back(memref::LoadOp::create(b, loc, m.ldsMerge.memref, ValueRange{at(w, index++)}));
+      theirs.push_back(vector::FromElementsOp::create(b, loc, v.getType(), elems));
+    }
+    for (int qt = 0; qt < qTiles; ++qt) {
+      SmallVector<Value> mNew, lNew, scaleMine, scaleTheirs;
+      for (int sl = 0; sl < nSlots; ++sl) {
+        Value mine = extract(results[2 * qt], sl), other = extract(theirs[2 * qt], sl);
+        Value mx = kb.fmax(mine, other);
+        Value use = softmax.shiftFor(mx);
+        Value a = softmax.exp2Shifted(mine, use), c = softmax.exp2Shifted(other, use);
+        mNew.push_back(mx);
+        scaleMine.push_back(a), scaleTheirs.push_back(c);
+        lNew.push_back(kb.fadd(kb.fmul(extract(results[2 * qt + 1], sl), a),
+                               kb.fmul(extract(theirs[2 * qt + 1], sl), c)));
+      }
+      auto slotType = results[2 * qt].getType();
+      results[2 * qt] = vector::FromElementsOp::create(b, loc, slotType, mNew);
+      results[2 * qt + 1] = vector::FromElementsOp::create(b, loc, slotType, lNew);
+      Value aO = perElement(scaleMine, /*outputs=*/true), cO = perElement(scaleTheirs, true);
+      for (int ht = 0; ht < hTiles; ++ht) {
+        Value &o = results[2 * qTiles + qt * hTiles + ht];
+        o = kb.fadd(kb.fmul(o, aO), kb.fmul(theirs[2 * qTiles + qt * hTiles + ht], cO));
       }
     }
   }
@@ -365,7 +437,10 @@ void Mainloop::Impl::storeLse(RowState state, ArrayRef<Value> l, Value rowBase) 
 
 void Mainloop::Impl::emit() {
   lane = kb.laneId();
-  waveQ0 = kb.mul(kb.waveId(), p.waveQueries());
+  if (p.keyWaves > 1)
+    waveQ0 = kb.idx(0), keyWave = kb.waveId();
+  else
+    waveQ0 = kb.mul(kb.waveId(), p.waveQueries());
   // The block's rows, staged once.
   kb.storeLdsTile(rows.loadQueries(m.threads()), m.ldsQ, p.blockM, p.headDim,
                   /*transpose=*/false, m.threads());
@@ -389,7 +464,7 @@ void Mainloop::Impl::emit() {
   const bool staged = m.widensStaged();
   const LdsTile &asyncK = staged ? m.ldsK8 : m.ldsK, &asyncV = staged ? m.ldsV8 : m.ldsV;
   auto copyAsync = [&](Value tile, Value which) {
-    Value n0 = kb.mul(tile, p.blockN);
+    Value n0 = kb.mul(tile, p.stepKeys());
     rows.copyKeysAsync(n0, kb.buffer(asyncK, p.kvBuffers, which), m.threads());
     rows.copyValuesAsync(n0, kb.buffer(asyncV, p.kvBuffers, which), m.threads());
     kb.asyncCommit();
@@ -400,13 +475,13 @@ void Mainloop::Impl::emit() {
     b.setInsertionPointToStart(any.thenBlock());
     copyAsync(tiles.lo, kb.idx(0));
   }
-  if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.blockN)));
+  if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.stepKeys())));
   auto loop = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     Value tile = loop.getInductionVar();
-    Value n0 = kb.mul(tile, p.blockN);
+    Value n0 = kb.mul(tile, p.stepKeys());
     Value which;
     if (p.kvBuffers > 1) {
       which = kb.remui(kb.sub(tile, tiles.lo), p.kvBuffers);
@@ -425,30 +500,36 @@ void Mainloop::Impl::emit() {
         copyAsync(next, kb.remui(kb.sub(next, tiles.lo), p.kvBuffers));
       }
       if (staged) { // this step's narrow tiles widened into the K and V tiles
-        SmallVector<Value> narrow = kb.loadLdsTile(kb.buffer(asyncK, p.kvBuffers, which), p.blockN,
-                                                   p.headDim, m.threads());
+        SmallVector<Value> narrow = kb.loadLdsTile(kb.buffer(asyncK, p.kvBuffers, which),
+                                                   p.stepKeys(), p.headDim, m.threads());
         kvSplit = narrow.size();
-        narrow.append(kb.loadLdsTile(kb.buffer(asyncV, p.kvBuffers, which), p.blockN, p.headDim,
-                                     m.threads()));
+        narrow.append(kb.loadLdsTile(kb.buffer(asyncV, p.kvBuffers, which), p.stepKeys(),
+                                     p.headDim, m.threads()));
         storeKV(narrow);
         kb.barrier();
       }
     } else if (p.stages > 1) {
       storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(stateCount)));
       kb.barrier();
-      prefetched = loadKV(kb.add(n0, p.blockN));
+      prefetched = loadKV(kb.add(n0, p.stepKeys()));
     } else {
       storeKV(loadKV(n0));
       kb.barrier();
     }
     Value needMask = isEdgeTile(kb, tile, walk.unmasked); // uniform
+    waveK = curK, waveV = curV;
+    Value waveN0 = n0;
+    if (keyWave) {
+      waveK = kb.buffer(curK, p.keyWaves, keyWave), waveV = kb.buffer(curV, p.keyWaves, keyWave);
+      waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
+    }
 
     auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;
     SmallVector<Value> oNext(iter.begin() + 2 * qTiles, iter.end());
     for (int qt = 0; qt < qTiles; ++qt) {
       Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
-      SmallVector<Value> s = scoreTiles(computeScores(ldsQueryRow), needMask, ldsQueryRow, n0);
+      SmallVector<Value> s = scoreTiles(computeScores(ldsQueryRow), needMask, ldsQueryRow, waveN0);
       SmallVector<Value> probs, alpha;
       RowState state = softmaxStep(s, {iter[2 * qt], iter[2 * qt + 1]}, probs, alpha);
       next.push_back(state.max);
@@ -465,7 +546,9 @@ void Mainloop::Impl::emit() {
   }
 
   // Epilogue: total row sums, O / l (0 for rows that saw nothing), LSE.
-  auto results = loop.getResults();
+  SmallVector<Value> results(loop.getResults().take_front(stateCount));
+  OpBuilder::InsertionGuard g(b);
+  if (keyWave) mergeKeyWaves(results);
   std::pair<Value, Value> oLane = oView.laneOffsets(kb, lane);
   for (int qt = 0; qt < qTiles; ++qt) {
     SmallVector<Value> out(results.begin() + 2 * qTiles + qt * hTiles,

@@ -149,11 +149,11 @@ public:
   }
   void copyKeysAsync(Value n0, const LdsTile &dst, int threads) override {
     kb.copyGlobalRowsToLdsAsync(arg(args.k.ptr), cacheRowStart(args.k, n0), kb.sub(seqK, n0), dst,
-                                p.blockN, headDim, threads);
+                                p.stepKeys(), headDim, threads);
   }
   void copyValuesAsync(Value n0, const LdsTile &dst, int threads) override {
     kb.copyGlobalRowsToLdsAsync(arg(args.v.ptr), cacheRowStart(args.v, n0), kb.sub(seqK, n0), dst,
-                                p.blockN, headDim, threads);
+                                p.stepKeys(), headDim, threads);
   }
   Value queryOf(Value row) override {
     return arith::RemUIOp::create(b, loc, kb.add(row0, row), arg(args.seqQ));
@@ -189,12 +189,12 @@ public:
   /// This split's part of the key tiles the tokens see, those that need no mask, the scales.
   attn::KeyWalk walk() {
     Value lastToken = kb.sub(arg(args.seqQ), one());
-    attn::TileRange all = visibility->keyTiles(kb.idx(0), lastToken, p.blockN);
+    attn::TileRange all = visibility->keyTiles(kb.idx(0), lastToken, p.stepKeys());
     attn::TileRange tiles =
         args.numSplits ? attn::splitTiles(kb, all, split, arg(args.numSplits)) : all;
     Value scale = kb.fmul(arg(args.scale), kb.f32(M_LOG2E));
     if (kScale) scale = kb.fmul(scale, kScale);
-    return {&*visibility, tiles, visibility->unmaskedKeyTiles(kb.idx(0), lastToken, p.blockN),
+    return {&*visibility, tiles, visibility->unmaskedKeyTiles(kb.idx(0), lastToken, p.stepKeys()),
             scale,
             op.getSoftcap() ? arg(args.softcap) : Value()};
   }
@@ -232,7 +232,7 @@ private:
   /// Key rows n0.. of the sequence through registers; rows at or past its length read as zero.
   SmallVector<Value> loadCacheRows(const attn::CacheArg &c, Value vectorOk, Value n0, int threads) {
     return kb.loadGlobalRows(arg(c.ptr), cacheRowStart(c, n0), kb.sub(seqK, n0),
-                             kb.idx(headDim), vectorOk, p.blockN, headDim, threads);
+                             kb.idx(headDim), vectorOk, p.stepKeys(), headDim, threads);
   }
 
   const AttnPlan &p;
@@ -497,12 +497,14 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
     if (target.hasAsyncCopy)
       for (int keys : {64, 32, 16}) {
         request.maxKeysPerStep = keys;
+        request.splitKeysAcrossWaves = true;
         AttnPlanResult r = planAttention(request, target);
         if (!r.plan || r.plan->transposed || r.plan->pv->kind != AtomKind::MMASync) break;
         r.plan->kvBuffers = 2;
         if (attnLdsBytes(*r.plan, target) <= target.ldsBytes) return r;
       }
     const int threads = waves * target.waveSize;
+    request.splitKeysAcrossWaves = false;
     request.maxKeysPerStep = 0;
     for (int keys : {64, 32, 16})
       if (2 * keys * request.headDim * kvBytes / 16 <= 8 * threads) {

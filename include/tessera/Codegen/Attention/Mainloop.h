@@ -72,7 +72,7 @@ private:
   /// buffers (ldsK8, ldsV8) and widened into one K and one V tile each step.
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
   mlir::Type elem, cacheElem;
-  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8;
+  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge;
 };
 
 } // namespace tessera::attn
