@@ -440,6 +440,72 @@ def _run(call, dev, kernel_set, infos, num_splits):
 
 
 _ARRAYS = ("q", "k_cache", "v_cache", "block_table", "cache_seqlens")
+CONTIGUOUS = {"NHD": "(B, capacity, Hkv, D)", "HND": "(B, Hkv, capacity, D)"}
+
+
+def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device):
+    """A contiguous cache (block_table None: (B, capacity, Hkv, D) or HND (B, Hkv, capacity, D)) as pages of the
+    largest block size a kernel set of the call has that tiles each sequence's rows (capacity and the batch stride
+    multiples of it): views (num_pages, block_size, ...) of the same memory and the block table that names
+    sequence b's pages in order, made on the caches' device (torch: no synchronisation). Returns (k_pages,
+    v_pages, block_table)."""
+    if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
+        raise InputError(f"{who}: kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
+    infos = _attention._describe_all(who, (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
+                                           ("cache_seqlens", cache_seqlens)))
+    qi, k, v = infos["q"], infos["k_cache"], infos["v_cache"]
+    for name, info, layout in (("q", qi, "(B, Sq, Hq, D)"), ("k_cache", k, CONTIGUOUS[kv_layout]),
+                               ("v_cache", v, CONTIGUOUS[kv_layout])):
+        _attention._check_tensor(who, name, info, 4, layout)
+    if k.shape != v.shape or k.strides != v.strides:
+        raise InputError(f"{who}: without a block_table k_cache and v_cache are contiguous caches "
+                         f"{CONTIGUOUS[kv_layout]} of one shape and strides, got {k.shape} / {k.strides} and "
+                         f"{v.shape} / {v.strides}")
+    if k.shape[0] != qi.shape[0]:
+        raise InputError(f"{who}: without a block_table k_cache is {CONTIGUOUS[kv_layout]}, one row per sequence: "
+                         f"q has batch size {qi.shape[0]} but k_cache {k.shape[0]}")
+    B, a, c, D = k.shape
+    capacity, heads = (a, c) if kv_layout == "NHD" else (c, a)
+    stride_b, stride_t = k.strides[0], k.strides[1 if kv_layout == "NHD" else 2]
+    dev = _launch.runtime_device(who, [(n, i) for n, i in infos.items()], device,
+                                 aligned=("q", "k_cache", "v_cache"))
+    # Block sizes of the sets for this dtype, cache format and head_dim, largest first.
+    kv_dtype = k.dtype
+    sizes = sorted({s.attributes.get("block_size") for s in dev.bundle().kernel_sets.values()
+                    if s.directive == "paged_decode" and s.attributes.get("dtype") == qi.dtype and
+                    s.attributes.get("kv_dtype", qi.dtype) == kv_dtype and s.attributes.get("head_dim") == D},
+                   reverse=True)
+
+    def tiles(bs):
+        return capacity % bs == 0 and (B <= 1 or (stride_t and stride_b % (bs * stride_t) == 0))
+    fitting = [bs for bs in sizes if isinstance(bs, int) and tiles(bs)]
+    if not fitting:
+        bs = max((2**i for i in range(11) if tiles(2**i)), default=1)
+        raise KernelNotFoundError(
+            f"{who}: a contiguous cache of capacity {capacity} (batch stride {stride_b}, token stride {stride_t}) "
+            f"runs on a paged_decode set whose block_size divides both in tokens; bundle {dev.bundle().directory} "
+            f"has for dtype={qi.dtype} kv_dtype={kv_dtype} head_dim={D} the block sizes "
+            f"{', '.join(map(str, sizes)) or 'none'}; this directive compiles one: "
+            + directive_for(Call(qi.dtype, kv_dtype, D, 0, 1, 0, 0, bs, 0, kv_layout, CAUSAL, 1.0, -1, 0.0, False, 0)))
+    bs = fitting[0]
+    per_seq = capacity // bs
+    step = stride_b // (bs * stride_t) if B > 1 else per_seq       # pages from one sequence to the next
+    pages = (B - 1) * step + per_seq if B else 0
+    if kv_layout == "NHD":
+        shape, strides = (pages, bs, heads, D), (bs * stride_t, stride_t, k.strides[2], k.strides[3])
+    else:
+        shape, strides = (pages, heads, bs, D), (bs * stride_t, k.strides[1], stride_t, k.strides[3])
+    if k.kind == "torch":
+        torch = sys.modules["torch"]
+        views = [x.as_strided(shape, strides) for x in (k_cache, v_cache)]
+        rows = torch.arange(B, dtype=torch.int32, device=k_cache.device) * step
+        table = rows[:, None] + torch.arange(per_seq, dtype=torch.int32, device=k_cache.device)[None, :]
+    else:
+        import numpy as np
+        size = k.itemsize
+        views = [np.lib.stride_tricks.as_strided(x, shape, tuple(s * size for s in strides)) for x in (k_cache, v_cache)]
+        table = (np.arange(B, dtype=np.int32)[:, None] * step + np.arange(per_seq, dtype=np.int32)[None, :])
+    return views[0], views[1], table
 
 
 def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
@@ -451,7 +517,10 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     q: (B, Sq, Hq, D) float16 or bfloat16, any strides with unit stride on D. k_cache, v_cache: pages of block_size
     tokens in q's dtype (or fp8, below), kv_layout "NHD" (num_pages, block_size, Hkv, D) or "HND" (num_pages, Hkv, block_size, D),
     any strides with unit stride on D; Hq % Hkv == 0 (query head h reads KV head h // (Hq // Hkv)). block_table:
-    (B, max_blocks) int32, unit stride along a row; cache_seqlens: (B,) int32. Only the first
+    (B, max_blocks) int32, unit stride along a row; or None for contiguous caches (B, capacity, Hkv, D) (HND:
+    (B, Hkv, capacity, D)), one row per sequence, run as pages of the largest block size of the bundle's sets that
+    divides the capacity and the batch stride (a table naming each sequence's pages in order is made on the device);
+    cache_seqlens: (B,) int32. Only the first
     ceil(cache_seqlens[b] / block_size) entries of a row are read, and no key at or past a sequence's length.
     causal: query token t sees keys up to len - Sq + t (bottom-right); window_left >= 0: only keys from
     pos - window_left; softcap > 0: logits s become softcap * tanh(s / softcap); softmax_scale defaults to 1/sqrt(D).
@@ -468,6 +537,8 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     float32 (K's into the score scale, V's into the output).
     """
     who = "tessera.paged_decode"
+    if block_table is None:
+        k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
                                 return_lse, num_splits)
@@ -517,6 +588,8 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
     who = "tessera.paged_decode_plan"
     # fp8 caches: the scales' values do not matter here (calls pass their own).
     scale = 1.0 if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 else None
+    if block_table is None:
+        k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, scale, scale, window_left, softcap, return_lse,
                                 num_splits)

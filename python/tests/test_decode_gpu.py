@@ -441,3 +441,34 @@ def test_fp8_cache_write_quantises_and_decode_reads_it():
     same = testing.paged_decode_reference(q, *caches, table, lens, **options, precision="same")
     result = testing.check_attention(o, ref, same)
     assert result.ok, f"seed {make.seed}: {result}"
+
+
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_contiguous_caches_match_float64(layout):
+    """block_table=None: (B, capacity, Hkv, D) caches (HND (B, Hkv, capacity, D)) sliced from a larger capacity, NaN
+    past each length, against the float64 reference on an explicit paged copy of the same rows."""
+    make = Inputs()
+    B, cap, Hq, Hkv, D = 4, 4096, 32, 8, 128
+    lens = torch.tensor([4096, 0, 1, 2500], dtype=torch.int32, device="cuda")
+    rows = [make((B, cap + 64, Hkv, D), "bf16")[:, :cap] for _ in range(2)]   # NHD rows, batch stride 4160 tokens
+    for x in rows:
+        for b, n in enumerate(lens.tolist()):
+            x[b, n:] = float("nan")
+    caches = rows
+    if layout == "HND":   # views of (B, Hkv, cap + 64, D) buffers
+        caches = [torch.full((B, Hkv, cap + 64, D), float("nan"), dtype=torch.bfloat16, device="cuda")
+                  for _ in rows]
+        for c, x in zip(caches, rows):
+            c[:, :, :cap] = x.transpose(1, 2)
+        caches = [c[:, :, :cap] for c in caches]
+    q = make((B, 1, Hq, D), "bf16")
+    o, lse = tessera.paged_decode(q, *caches, None, lens, kv_layout=layout, return_lse=True)
+    pages = cap // 16
+    table = make.permutation(B * pages).to(torch.int32).view(B, pages)
+    paged = [torch.empty(B * pages, 16, Hkv, D, dtype=torch.bfloat16, device="cuda") for _ in range(2)]
+    for p, x in zip(paged, rows):
+        p[table.flatten().long()] = x.reshape(B * pages, 16, Hkv, D)
+    ref = testing.paged_decode_reference(q, *paged, table, lens)
+    same = testing.paged_decode_reference(q, *paged, table, lens, precision="same")
+    result = testing.check_attention(o, ref, same, lse)
+    assert result.ok, f"{layout} seed {make.seed}: {result}"

@@ -215,3 +215,49 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
     bits = np.uint8 if c.fp8 else np.uint16
     for name, got, expected in (("k_cache", k_cache, expected_k), ("v_cache", v_cache, expected_v)):
         assert (got.view(bits) == expected.view(bits)).all(), f"{target} {c.id}: {name} differs"
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+@pytest.mark.parametrize("layout", ["NHD", "HND"])
+def test_contiguous_caches_run_as_pages(bundles, target, layout):
+    """block_table=None: (B, capacity, Hkv, D) caches (HND (B, Hkv, capacity, D)), sliced from a larger capacity so the
+    batch stride is not capacity's, against the float64 reference on an independent paged copy (a random
+    permuted table) of the same rows, NaN past each length harmless; and a capacity no set's block size divides is
+    a KernelNotFoundError naming a directive that serves it."""
+    error = bundles.get(target)
+    assert not error, f"tessera-compile --target={target} failed:\n{error}"
+    dev = support.sim_device(target)
+    rng = np.random.default_rng(3)
+    B, cap, Hq, Hkv, D, Sq = 3, 80, 8, 2, 64, 3
+    lens = np.array([37, 0, 80], np.int32)
+    nhd = rng.standard_normal((2, B, cap + 16, Hkv, D)).astype(np.float16)[:, :, :cap]   # batch stride 96 tokens
+    for b, n in enumerate(lens):
+        nhd[:, b, n:] = np.nan                         # never read
+    k, v = (x if layout == "NHD" else np.ascontiguousarray(x.transpose(0, 2, 1, 3))[:, :, :cap]
+            for x in (nhd[0], nhd[1]))
+    if layout == "HND":   # the same batch-stride padding in HND
+        pad = np.full((2, B, Hkv, cap + 16, D), np.nan, np.float16)
+        pad[0, :, :, :cap], pad[1, :, :, :cap] = k, v
+        k, v = pad[0][:, :, :cap], pad[1][:, :, :cap]
+    q = rng.standard_normal((B, Sq, Hq, D)).astype(np.float16)
+    out, lse = tessera.paged_decode(q, k, v, None, lens, kv_layout=layout, return_lse=True, num_splits=1, device=dev)
+    # The reference: the rows copied into pages of 16 at random places.
+    per_seq = cap // 16
+    table = rng.permutation(B * per_seq * 2)[:B * per_seq].reshape(B, per_seq).astype(np.int32)
+    pages = [np.zeros((B * per_seq * 2, 16, Hkv, D), np.float16) for _ in range(2)]
+    for b in range(B):
+        for j in range(per_seq):
+            for page, x in zip(pages, (nhd[0], nhd[1])):
+                page[table[b, j]] = x[b, 16 * j:16 * j + 16]
+    ref = testing.paged_decode_reference(q, *pages, table, lens)
+    same = testing.paged_decode_reference(q, *pages, table, lens, precision="same")
+    result = testing.check_attention(out, ref, same, lse=lse)
+    assert result.ok, f"{target} {layout}: {result}"
+    if support.ml_dtypes is None:
+        return
+    with pytest.raises(tessera.KernelNotFoundError, match=r"a contiguous cache of capacity 36 .* block sizes 64; "
+                                                          r"this directive compiles one: tessera.paged_decode "
+                                                          r"@pd_bf16_d64_b4 \{dtype = bf16, head_dim = 64, "
+                                                          r"block_size = 4"):
+        odd = np.zeros((B, 36, Hkv, D), support.ml_dtypes.bfloat16)
+        tessera.paged_decode(q.astype(odd.dtype), odd, odd, None, lens, device=dev)

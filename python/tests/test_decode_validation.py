@@ -766,3 +766,35 @@ def test_fp8_caches_launch_the_fp8_set_with_their_scales(fake_sim):
                                                           r"#tessera.kv_scale<per_tensor>, head_dim = 64"):
         tessera.paged_decode(q, k.astype(fnuz), v.astype(fnuz), table, lens, k_scale=0.5, v_scale=0.5,
                              num_splits=1, device=dev)
+
+
+@pytest.mark.parametrize("k, v, message", [
+    (f16(2, 32, 2), f16(2, 32, 2), r"k_cache must be 4-D \(B, capacity, Hkv, D\), got shape \(2, 32, 2\)"),
+    (f16(2, 32, 2, 64), f16(2, 16, 2, 64), r"without a block_table k_cache and v_cache are contiguous caches "
+                                           r"\(B, capacity, Hkv, D\) of one shape and strides"),
+    (f16(3, 32, 2, 64), f16(3, 32, 2, 64), r"one row per sequence: q has batch size 2 but k_cache 3"),
+])
+def test_contiguous_caches_are_checked(k, v, message):
+    q, _, _, _, lens = decode_args()
+    with pytest.raises(tessera.InputError, match=message):
+        tessera.paged_decode(q, k, v, None, lens, device=NO_DEVICE)
+
+
+def test_contiguous_caches_launch_as_pages(fake_sim):
+    """block_table=None: the largest block size of the fitting sets that divides the capacity and the batch stride
+    (64 here: capacity 128, batch stride 192 tokens), page strides of block_size tokens, a table of each
+    sequence's pages in order (3 pages from one sequence to the next); HND's head and token strides swapped."""
+    fake, dev, launched, _, entries = fake_sim
+    q, _, _, _, _ = decode_args()
+    big = f16(2, 192, 2, 64)
+    k = big[:, :128]
+    lens = np.array([100, 128], np.int32)
+    tessera.paged_decode(q, k, k, None, lens, num_splits=1, device=dev)
+    name, values = launched[-1]
+    assert name == "pd_f16_d64_b64"
+    assert (values["k_stride_page"], values["k_stride_token"], values["k_stride_head"]) == (64 * 128, 128, 64)
+    assert values["block_table_stride"] == 2
+    hnd = f16(2, 2, 192, 64)[:, :, :128]
+    tessera.paged_decode(q, hnd, hnd, None, lens, kv_layout="HND", num_splits=1, device=dev)
+    name, values = launched[-1]
+    assert (values["k_stride_page"], values["k_stride_token"], values["k_stride_head"]) == (64 * 64, 64, 192 * 64)

@@ -91,7 +91,6 @@ Value widenInSoftware(PatternRewriter &b, Location loc, Value src, E4M3 fmt) {
 Value widenOnNvvm(PatternRewriter &b, Location loc, Value src) {
   auto type = cast<VectorType>(src.getType());
   const int64_t n = type.getNumElements();
-  auto pair = VectorType::get({2}, b.getI8Type());
   auto halves = VectorType::get({2}, b.getF16Type());
   Value bytes = arith::BitcastOp::create(b, loc, type.clone(b.getI8Type()), src);
   // Pairs converted, then joined pairwise by shuffles (which lower to LLVM directly).
