@@ -219,6 +219,16 @@ private:
   /// other table entry is read).
   std::function<Value(Value)> cacheRowStart(const attn::CacheArg &c, Value n0) {
     const int64_t blockSize = op.getBlockSize();
+    if (blockSize >= p.stepKeys()) {
+      // Tiles start at multiples of stepKeys: the whole tile lies in one page, looked up once
+      // (n0 is below the length: an entry the sequence uses).
+      Value entry = kb.add(kb.mul(batch, arg(args.blockTableStride)), kb.divui(n0, blockSize));
+      Value page = kb.loadIndex(arg(args.blockTable), entry);
+      Value base = kb.add(kb.add(kb.mul(page, arg(c.stridePage)),
+                                 kb.mul(kb.remui(n0, blockSize), arg(c.strideToken))),
+                          kb.mul(kvHead, arg(c.strideHead)));
+      return [this, &c, base](Value row) { return kb.add(base, kb.mul(row, arg(c.strideToken))); };
+    }
     return [this, &c, n0, blockSize](Value row) {
       Value key = kb.add(n0, row);
       Value block = kb.add(kb.mul(batch, arg(args.blockTableStride)), kb.divui(key, blockSize));
