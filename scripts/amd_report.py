@@ -556,7 +556,8 @@ def main(argv=None):
     ap.add_argument("--build", default="build", help="build directory with bin/tessera-compile")
     ap.add_argument("--out", default="docs/amd-report.md", help="the Markdown report to write")
     ap.add_argument("--input", action="append",
-                    help="directive file (repeatable; default examples/attention.mlir and examples/decode.mlir)")
+                    help="directive file (repeatable; default examples/attention.mlir, decode.mlir and "
+                         "decode_fp8.mlir, whose fp8 caches each chip gets in its own e4m3 format)")
     ap.add_argument("--targets", default=",".join(TARGETS), type=lambda s: s.split(","))
     ap.add_argument("--triton", action="store_true",
                     help="add Triton's tutorial forward kernel (D128 f16, each target) and the comparison rows")
@@ -565,7 +566,8 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the rows as JSON here")
     ap.add_argument("--keep", help="keep bundles and loop files in this directory")
     args = ap.parse_args(argv)
-    args.input = args.input or [str(ROOT / "examples" / f) for f in ("attention.mlir", "decode.mlir")]
+    args.input = args.input or [str(ROOT / "examples" / f)
+                                for f in ("attention.mlir", "decode.mlir", "decode_fp8.mlir")]
 
     compiler = Path(args.build) / "bin" / "tessera-compile"
     if not compiler.exists():
@@ -576,10 +578,13 @@ def main(argv=None):
     errors = []
     ref_src = work / "reference.mlir"
     ref_src.write_text(REFERENCE_MLIR)
-    src = work / "input.mlir"   # one bundle per chip from every input
-    src.write_text("\n".join(Path(p).read_text() for p in args.input))
-
-    jobs = [(src, chip, work / f"bundle_{chip}", "tessera") for chip in args.targets]
+    # One bundle per chip from every input, fp8 KV caches in the chip's e4m3 format (scripts/examples.sh's rule).
+    text = "\n".join(Path(p).read_text() for p in args.input)
+    jobs = []
+    for chip in args.targets:
+        src = work / f"input_{chip}.mlir"
+        src.write_text(text.replace("kv_dtype = f8E4M3FN,", "kv_dtype = f8E4M3FNUZ,") if chip == "gfx942" else text)
+        jobs.append((src, chip, work / f"bundle_{chip}", "tessera"))
     if args.triton:
         jobs += [(ref_src, chip, work / f"reference_{chip}", "reference") for chip in args.targets]
     compiler_name = "?"
