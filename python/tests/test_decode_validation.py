@@ -798,3 +798,16 @@ def test_contiguous_caches_launch_as_pages(fake_sim):
     tessera.paged_decode(q, hnd, hnd, None, lens, kv_layout="HND", num_splits=1, device=dev)
     name, values = launched[-1]
     assert (values["k_stride_page"], values["k_stride_token"], values["k_stride_head"]) == (64 * 64, 64, 192 * 64)
+
+
+def test_contiguous_caches_take_a_plan(fake_sim):
+    """paged_decode_plan with block_table=None chooses like the call (the same block size and set), and calls with
+    that plan launch the planned set and split count."""
+    fake, dev, launched, reserved, _ = fake_sim
+    q, _, _, _, _ = decode_args()
+    k = f16(2, 192, 2, 64)[:, :128]
+    lens = np.array([100, 128], np.int32)
+    plan = tessera.paged_decode_plan(q, k, k, None, lens, num_splits=1, device=dev)
+    assert plan.kernel_set.name == "pd_f16_d64_b64" and plan.call.block_size == 64
+    tessera.paged_decode(q, k, k, None, lens, plan=plan, device=dev)
+    assert launched[-1][0] == "pd_f16_d64_b64"
