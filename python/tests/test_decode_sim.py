@@ -1,7 +1,8 @@
 """tessera.paged_decode on the simulator (numpy arrays, device='sim:<target>') against the float64 reference with
 CORRECTNESS.md's rule (2x the same-precision error, NaN never passes): small caches on gfx942, gfx950, gfx1100 and
-sm_90 with block sizes 1, 16 and 64, NHD and HND, 1 and 3 query tokens (bottom-right causal), GQA 4:1 and 8:1, a
-window, a soft cap, 1, 3 and more splits than key tiles, zero and one-token sequences. Poison: unused page slots and
+sm_90 with block sizes 1, 16 and 64, NHD and HND, 1, 3 and 8 query tokens (bottom-right causal), GQA 4:1 and 8:1 and
+MQA, head_dim 32, 64, 96, 128 and 256, a window, a soft cap, 1, 3 and more splits than key tiles, zero and one-token
+sequences; fp8 caches with per-tensor scales; contiguous caches. Poison: unused page slots and
 unreferenced pages hold NaN and block-table entries past each sequence -1 or INT32_MAX, and the output must equal,
 bit for bit, the run on a clean cache. The bundles are compiled by the build's tessera-compile from directives
 written here; skipped without one, without the sim plugin, or for a target without the generator. bf16 cases need
@@ -56,6 +57,8 @@ CASES = [
     Case("b64-hnd-window-softcap", "bf16", 64, 64, (130, 64, 3), layout="HND", window_left=40, softcap=6.0),
     Case("b16-empty-and-more-splits-than-tiles", "f16", 64, 16, (0, 5, 70), Sq=3, num_splits=9),
     Case("d256-sq3-split2", "f16", 256, 16, (33, 48), Sq=3, Hq=4, Hkv=2, num_splits=2),
+    Case("d96-b16-gqa4-split2", "f16", 96, 16, (50, 17), num_splits=2),
+    Case("d32-b64-sq8-mqa", "f16", 32, 64, (70, 8), Sq=8, Hq=4, Hkv=1),
     Case("fp8-b16-gqa4-split3", "bf16", 64, 16, (37, 1, 80), num_splits=3, fp8=True),
     Case("fp8-b1-sq3-hnd-window", "f16", 64, 1, (9, 20), Sq=3, Hkv=1, layout="HND", window_left=6, fp8=True),
 ]
