@@ -157,6 +157,8 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
   if (!sameQueryLanes(p))
     return fail(Check::Layouts, "the S and O accumulators hold different queries per lane");
   p.pRoute = planRegisterConversion(p) ? PRoute::Registers : PRoute::Lds;
+  if (p.keyWaves > 1 && !p.pInRegisters())
+    return fail(Check::PRoute, "key-splitting waves keep P in registers");
   if (p.pRoute != wanted)
     return fail(Check::PRoute, wanted == PRoute::Registers ? "P cannot stay in registers"
                                                            : "P stays in registers");

@@ -358,6 +358,15 @@ LdsTile KernelBuilder::buffer(const LdsTile &tiles, int buffers, Value which) {
   return one;
 }
 
+LdsTile KernelBuilder::columns(const LdsTile &tile, int parts, Value which) {
+  assert(tile.swizzle == LdsSwizzle::Pad && "column parts of an XOR-swizzled tile");
+  LdsTile part = tile;
+  part.cols = tile.cols / parts;
+  Value offset = mul(which, part.cols);
+  part.origin = tile.origin ? add(tile.origin, offset) : offset;
+  return part;
+}
+
 // Thread `tid` moves the 16-byte vectors tid, tid + threads, ... of the tile, numbered row by
 // row in the global tile's orientation.
 namespace {

@@ -219,6 +219,9 @@ public:
   /// Buffer `which` (an index below `buffers`) of `tiles`, an allocation of `buffers` tiles of
   /// tiles.rows / buffers rows one after the other.
   LdsTile buffer(const LdsTile &tiles, int buffers, mlir::Value which);
+  /// Column part `which` of `parts` of a tile (its columns cut evenly): a row-padded tile only,
+  /// whose element offsets are linear in the column.
+  LdsTile columns(const LdsTile &tile, int parts, mlir::Value which);
 
   /// A view of a row-major global matrix: element (r, c) at `base + r * ld + c`. Rows and
   /// columns at or past `validRows` / `validCols` read as zero and are never written.

@@ -129,9 +129,10 @@ void Mainloop::allocate() {
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging.
   assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
-  assert((p.keyWaves == 1 || vNatural()) && "key-splitting waves read V [key][d]");
+  assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
+         "key-splitting waves take column parts of a transposed V tile: row padding only");
   ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * keys, p.headDim)
-                    : kb.allocLds(func, elem, p.headDim, p.blockN);
+                    : kb.allocLds(func, elem, p.headDim, keys);
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
   if (int floats = attnMergeFloats(p))
     ldsMerge = kb.allocLds(func, b.getF32Type(), floats, t.waveSize);
@@ -520,7 +521,9 @@ void Mainloop::Impl::emit() {
     waveK = curK, waveV = curV;
     Value waveN0 = n0;
     if (keyWave) {
-      waveK = kb.buffer(curK, p.keyWaves, keyWave), waveV = kb.buffer(curV, p.keyWaves, keyWave);
+      waveK = kb.buffer(curK, p.keyWaves, keyWave);
+      waveV = m.vNatural() ? kb.buffer(curV, p.keyWaves, keyWave)
+                           : kb.columns(curV, p.keyWaves, keyWave); // V^T: [d][key]
       waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
     }
 

@@ -514,14 +514,23 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
         if (attnLdsBytes(*r.plan, target) <= target.ldsBytes) return r;
       }
     const int threads = waves * target.waveSize;
-    request.splitKeysAcrossWaves = false;
-    request.maxKeysPerStep = 0;
+    int stepKeys = 0;
     for (int keys : {64, 32, 16})
       if (2 * keys * request.headDim * kvBytes / 16 <= 8 * threads) {
-        request.maxKeysPerStep = keys;
+        stepKeys = keys;
         break;
       }
-    if (!request.maxKeysPerStep) continue;
+    if (!stepKeys) continue;
+    // The waves split the step's keys where V's transposed tile can be cut by columns (row
+    // padding), else the queries.
+    if (target.ldsSwizzle == LdsSwizzle::Pad) {
+      request.splitKeysAcrossWaves = true;
+      request.maxKeysPerStep = stepKeys / waves;
+      AttnPlanResult r = planAttention(request, target);
+      if (r.plan && r.plan->stepKeys() == stepKeys) return r;
+    }
+    request.splitKeysAcrossWaves = false;
+    request.maxKeysPerStep = stepKeys;
     AttnPlanResult r = planAttention(request, target);
     if (r.plan) return r;
     if (first.whyNot.empty()) first = r;
