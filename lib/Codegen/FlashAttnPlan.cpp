@@ -174,7 +174,8 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
                                                5 * r.slidingWindow - 5 * r.softcap;
   p.tightRegisters = accRegs * 100 > target.maxVgprsPerWave * budgetPercent;
   if (!r.tile && p.tightRegisters && p.blockN > 16)
-    return fail(Check::Registers, std::to_string(accRegs) + " accumulator registers per lane, over " +
+    return fail(Check::Registers, std::to_string(accRegs) +
+                                      " accumulator registers per lane, over " +
                                       std::to_string(budgetPercent) + "% of " +
                                       std::to_string(target.maxVgprsPerWave));
   // Register prefetch of the next K/V tile is opt-in (tile stages = 2): it cost registers and

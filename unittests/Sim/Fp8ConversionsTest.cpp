@@ -33,7 +33,8 @@ const Format kFormats[] = {{"f8E4M3FN", llvm::APFloat::Float8E4M3FN()},
 
 /// gfx1100 kernel IR: thread t converts element t (vectors of 2, as the decode kernels' are).
 std::string kernel(const std::string &body) {
-  return "module attributes {gpu.container_module} {\n gpu.module @m [#rocdl.target<chip = \"gfx1100\">] {\n" +
+  return "module attributes {gpu.container_module} {\n gpu.module @m [#rocdl.target<chip = "
+         "\"gfx1100\">] {\n" +
          body + "\n }\n}\n";
 }
 
@@ -41,7 +42,8 @@ std::string kernel(const std::string &body) {
 std::string lowered(const std::string &ir) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::memref::MemRefDialect,
-                  mlir::vector::VectorDialect, mlir::NVVM::NVVMDialect, mlir::ROCDL::ROCDLDialect>();
+                  mlir::vector::VectorDialect, mlir::NVVM::NVVMDialect,
+                  mlir::ROCDL::ROCDLDialect>();
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &ctx);
   EXPECT_TRUE(module);
   mlir::PassManager pm(&ctx);
@@ -70,9 +72,13 @@ std::string convertKernel(const std::string &from, const std::string &to) {
       %c2 = arith.constant 2 : index
       %b = gpu.block_id x
       %i = arith.muli %b, %c2 : index
-      %v = vector.load %x[%i] : memref<?x)" + from + R"(>, vector<2x)" + from + R"(>
-      %w = arith.)" + (from == "f32" ? "truncf" : "extf") + R"( %v : vector<2x)" + from + R"(> to vector<2x)" + to + R"(>
-      vector.store %w, %y[%i] : memref<?x)" + to + R"(>, vector<2x)" + to + R"(>
+      %v = vector.load %x[%i] : memref<?x)" +
+         from + R"(>, vector<2x)" + from + R"(>
+      %w = arith.)" +
+         (from == "f32" ? "truncf" : "extf") + R"( %v : vector<2x)" + from + R"(> to vector<2x)" +
+         to + R"(>
+      vector.store %w, %y[%i] : memref<?x)" +
+         to + R"(>, vector<2x)" + to + R"(>
       gpu.return
     })";
 }
@@ -87,17 +93,20 @@ float toFloat(const llvm::APFloat &v) {
 TEST(Fp8Conversions, EveryCodeWidensExactly) {
   for (const Format &fmt : kFormats) {
     std::vector<uint8_t> codes(256);
-    for (int c = 0; c < 256; ++c) codes[c] = uint8_t(c);
+    for (int c = 0; c < 256; ++c)
+      codes[c] = uint8_t(c);
     std::vector<float> out(256, -1.0f);
     run(kernel(convertKernel(fmt.type, "f32")),
-        {ArgValue::ofBuffer({codes.data(), codes.size(), 0}), ArgValue::ofBuffer({out.data(), 4 * out.size(), 0})},
+        {ArgValue::ofBuffer({codes.data(), codes.size(), 0}),
+         ArgValue::ofBuffer({out.data(), 4 * out.size(), 0})},
         128);
     for (int c = 0; c < 256; ++c) {
       float want = toFloat(llvm::APFloat(fmt.semantics, llvm::APInt(8, c)));
       if (std::isnan(want))
         EXPECT_TRUE(std::isnan(out[c])) << fmt.type << " code " << c;
       else
-        EXPECT_EQ(std::memcmp(&want, &out[c], 4), 0) << fmt.type << " code " << c << ": " << out[c] << " != " << want;
+        EXPECT_EQ(std::memcmp(&want, &out[c], 4), 0)
+            << fmt.type << " code " << c << ": " << out[c] << " != " << want;
     }
   }
 }
@@ -108,7 +117,8 @@ TEST(Fp8Conversions, NarrowingRoundsToNearestEvenAndOverflowsToNaN) {
     std::vector<float> finite;
     for (int c = 0; c < 256; ++c) {
       float v = toFloat(llvm::APFloat(fmt.semantics, llvm::APInt(8, c)));
-      if (!std::isnan(v)) finite.push_back(v);
+      if (!std::isnan(v))
+        finite.push_back(v);
     }
     std::sort(finite.begin(), finite.end());
     for (size_t i = 0; i < finite.size(); ++i) {
@@ -119,15 +129,18 @@ TEST(Fp8Conversions, NarrowingRoundsToNearestEvenAndOverflowsToNaN) {
       }
     }
     const float largest = finite.back();
-    for (float v : {largest * 1.03125f, largest * 1.0625f, largest * 1.07f, 1e30f, INFINITY, NAN, 1e-40f, -1e-40f,
-                    -0.0f, 0.0f, std::ldexp(1.0f, -12), std::ldexp(1.0f, -11), std::ldexp(3.0f, -12)}) {
+    for (float v : {largest * 1.03125f, largest * 1.0625f, largest * 1.07f, 1e30f, INFINITY, NAN,
+                    1e-40f, -1e-40f, -0.0f, 0.0f, std::ldexp(1.0f, -12), std::ldexp(1.0f, -11),
+                    std::ldexp(3.0f, -12)}) {
       in.push_back(v);
       in.push_back(-v);
     }
-    if (in.size() % 2) in.push_back(1.0f);
+    if (in.size() % 2)
+      in.push_back(1.0f);
     std::vector<uint8_t> out(in.size(), 0x55);
     run(kernel(convertKernel("f32", fmt.type)),
-        {ArgValue::ofBuffer({in.data(), 4 * in.size(), 0}), ArgValue::ofBuffer({out.data(), out.size(), 0})},
+        {ArgValue::ofBuffer({in.data(), 4 * in.size(), 0}),
+         ArgValue::ofBuffer({out.data(), out.size(), 0})},
         uint32_t(in.size() / 2));
     for (size_t i = 0; i < in.size(); ++i) {
       llvm::APFloat want(in[i]);
@@ -138,8 +151,8 @@ TEST(Fp8Conversions, NarrowingRoundsToNearestEvenAndOverflowsToNaN) {
         EXPECT_TRUE(got.isNaN()) << fmt.type << " " << in[i] << " -> code " << int(out[i]);
       else
         EXPECT_EQ(want.bitcastToAPInt().getZExtValue(), out[i])
-            << fmt.type << " " << in[i] << " (bits " << std::hex << llvm::APFloat(in[i]).bitcastToAPInt().getZExtValue()
-            << ")";
+            << fmt.type << " " << in[i] << " (bits " << std::hex
+            << llvm::APFloat(in[i]).bitcastToAPInt().getZExtValue() << ")";
     }
   }
 }

@@ -76,7 +76,8 @@ private:
   void accumulatePV(MutableArrayRef<Value> o, ArrayRef<Value> probs, Value ldsQueryRow);
   Value pOperand(ArrayRef<Value> pTiles, int kstep);
   /// Key-splitting waves: the others' max, sum and O handed to wave 0 through LDS and merged
-  /// into its state (`results`, the loop's); true on the wave that then stores.
+  /// into its state (`results`, the loop's); leaves the builder in wave 0's branch, where the
+  /// outputs are then stored.
   void mergeKeyWaves(SmallVector<Value> &results);
   /// O / l of query tile `qt` (0 for rows that saw nothing), and the LSE; `oLane` is
   /// oView's lane offsets.
@@ -361,7 +362,8 @@ void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
       int index = 0;
       for (Value v : results)
         for (int e = 0; e < floatsOf(v); ++e)
-          memref::StoreOp::create(b, loc, extract(v, e), m.ldsMerge.memref, ValueRange{at(w, index++)});
+          memref::StoreOp::create(b, loc, extract(v, e), m.ldsMerge.memref,
+                                  ValueRange{at(w, index++)});
     }
   }
   kb.barrier();
@@ -374,7 +376,8 @@ void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
     for (Value v : results) {
       SmallVector<Value> elems;
       for (int e = 0; e < floatsOf(v); ++e)
-        elems.push_back(memref::LoadOp::create(b, loc, m.ldsMerge.memref, ValueRange{at(w, index++)}));
+        elems.push_back(
+            memref::LoadOp::create(b, loc, m.ldsMerge.memref, ValueRange{at(w, index++)}));
       theirs.push_back(vector::FromElementsOp::create(b, loc, v.getType(), elems));
     }
     for (int qt = 0; qt < qTiles; ++qt) {

@@ -542,8 +542,8 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
 
 FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   if (op.getKvScale() == tessera::KVScale::PerToken)
-    return op.emitOpError() << "per-token fp8 scales ('kv_scale' per_token) are not generated yet on "
-                            << target.chip << "; use per_tensor";
+    return op.emitOpError() << "per-token fp8 scales ('kv_scale' per_token) are not generated "
+                            << "yet on " << target.chip << "; use per_tensor";
   AttnPlanResult plan = planDecode(op, target);
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnPlan &p = *plan.plan;
@@ -577,7 +577,8 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
   gpu::GPUFuncOp decode = createKernel(b, op.getLoc(), target, decodeSig);
   set.kernels.push_back(decode);
   {
-    attn::Mainloop mainloop(p, target, b, op.getLoc(), decode, op.getDtype(), op.getKvElementType());
+    attn::Mainloop mainloop(p, target, b, op.getLoc(), decode, op.getDtype(),
+                            op.getKvElementType());
     mainloop.allocate();
     b.setInsertionPoint(decode.getBody().front().getTerminator());
     KernelBuilder kb(b, op.getLoc(), target);

@@ -71,7 +71,8 @@ Value fromF32(PatternRewriter &b, Location loc, Value x, Type to) {
   return arith::TruncFOp::create(b, loc, to, x);
 }
 
-/// e4m3 -> f32 in integer code: normal numbers rebias the exponent, subnormals are man x 2^-(bias+2).
+/// e4m3 -> f32 in integer code: normal numbers rebias the exponent, subnormals are
+/// man x 2^-(bias+2).
 Value widenInSoftware(PatternRewriter &b, Location loc, Value src, E4M3 fmt) {
   Bits k{b, loc, src.getType()};
   Value bytes = arith::BitcastOp::create(b, loc, withElement(src.getType(), b.getI8Type()), src);
@@ -80,7 +81,8 @@ Value widenInSoftware(PatternRewriter &b, Location loc, Value src, E4M3 fmt) {
   Value sign = k.shl(k.andi(x, 0x80), 24);
   Value normal = arith::AddIOp::create(b, loc, k.shl(em, 20), k.i((127 - fmt.bias) << 23));
   Value man = arith::UIToFPOp::create(b, loc, k.f32(), k.andi(x, 7));
-  Value subnormal = k.toI32(arith::MulFOp::create(b, loc, man, k.f(std::ldexp(1.0, -fmt.bias - 2))));
+  Value subnormal =
+      k.toI32(arith::MulFOp::create(b, loc, man, k.f(std::ldexp(1.0, -fmt.bias - 2))));
   Value isSubnormal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, em, k.i(8));
   Value bits = arith::OrIOp::create(b, loc, k.select(isSubnormal, subnormal, normal), sign);
   Value isNan = fmt.fnuz ? k.eq(x, 0x80) : k.eq(em, 0x7F);
@@ -120,7 +122,8 @@ struct WidenFp8 : OpRewritePattern<arith::ExtFOp> {
     std::optional<E4M3> fmt = e4m3Of(getElementTypeOrSelf(from));
     if (!fmt) return failure();
     auto vec = dyn_cast<VectorType>(from);
-    bool hardware = nvvm && !fmt->fnuz && vec && vec.getRank() == 1 && vec.getNumElements() % 2 == 0;
+    bool hardware =
+        nvvm && !fmt->fnuz && vec && vec.getRank() == 1 && vec.getNumElements() % 2 == 0;
     Value f32 = hardware ? widenOnNvvm(b, op.getLoc(), op.getIn())
                          : widenInSoftware(b, op.getLoc(), op.getIn(), *fmt);
     b.replaceOp(op, fromF32(b, op.getLoc(), f32, op.getType()));
