@@ -500,7 +500,8 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
                                      int(tile.getStages())};
     return planAttention(request, target);
   }
-  const int kvBytes = op.getKvElementType().getIntOrFloatBitWidth() / 8;
+  // Register staging holds the tiles widened to the query's type: count those bytes.
+  const int stagedBytes = op.getDtype().getIntOrFloatBitWidth() / 8;
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     request.waves = {waves};
@@ -516,7 +517,7 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
     const int threads = waves * target.waveSize;
     int stepKeys = 0;
     for (int keys : {64, 32, 16})
-      if (2 * keys * request.headDim * kvBytes / 16 <= 8 * threads) {
+      if (2 * keys * request.headDim * stagedBytes / 16 <= 8 * threads) {
         stepKeys = keys;
         break;
       }
