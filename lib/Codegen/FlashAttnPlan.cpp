@@ -114,9 +114,11 @@ int attnMergeFloats(const AttnPlan &p) {
 
 int attnLdsBytes(const AttnPlan &p, const TargetInfo &t) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
-  return tile(p.blockM, p.headDim) +
-         p.kvBuffers * (tile(p.stepKeys(), p.headDim) + tile(p.headDim, p.stepKeys())) +
-         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN)) + 4 * t.waveSize * attnMergeFloats(p);
+  // Key-splitting waves merge in the K/V tiles' LDS, after the last tile.
+  int kv = p.kvBuffers * (tile(p.stepKeys(), p.headDim) + tile(p.headDim, p.stepKeys()));
+  int merge = 4 * attnMergeFloats(p) * ldsRowStride(t, 32, t.waveSize);
+  return tile(p.blockM, p.headDim) + std::max(kv, merge) +
+         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN));
 }
 
 namespace {

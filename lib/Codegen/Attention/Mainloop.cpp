@@ -5,6 +5,7 @@
 // (mma.sync), it computes S; otherwise P goes through LDS. Each wave owns a slice of the block's
 // rows against the whole staged K/V tile.
 #include "tessera/Codegen/Attention/Mainloop.h"
+#include "tessera/Codegen/LdsLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -118,25 +119,55 @@ void AttnRows::copyValuesAsync(Value, const LdsTile &, int) {
 void Mainloop::allocate() {
   KernelBuilder kb(b, loc, t);
   ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
-  // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
-  // buffers are staging ones, each step widened into a single K and V tile.
-  const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
-  const int keys = p.stepKeys();
-  if (widensStaged()) {
-    ldsK8 = kb.allocLds(func, cacheElem, p.kvBuffers * keys, p.headDim);
-    ldsV8 = kb.allocLds(func, cacheElem, p.kvBuffers * keys, p.headDim);
-  }
-  ldsK = kb.allocLds(func, elem, tileBuffers * keys, p.headDim);
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging.
   assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
   assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
-  ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * keys, p.headDim)
-                    : kb.allocLds(func, elem, p.headDim, keys);
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
-  if (int floats = attnMergeFloats(p))
-    ldsMerge = kb.allocLds(func, b.getF32Type(), floats, t.waveSize);
+  // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
+  // buffers are staging ones, each step widened into a single K and V tile.
+  const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
+  const int keys = p.stepKeys();
+  if (p.keyWaves == 1) {
+    ldsK = kb.allocLds(func, elem, tileBuffers * keys, p.headDim);
+    ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * keys, p.headDim)
+                      : kb.allocLds(func, elem, p.headDim, keys);
+    return;
+  }
+  // Key-splitting waves: the K/V tiles and the waves' merge (used after the last tile) share
+  // one LDS arena, so the merge costs no LDS of its own (attnLdsBytes counts the larger).
+  struct Part {
+    LdsTile *tile;
+    Type type;
+    int rows, cols;
+    int64_t at;
+  };
+  SmallVector<Part> parts;
+  int64_t size = 0;
+  auto place = [&](LdsTile *tile, Type type, int rows, int cols) {
+    parts.push_back({tile, type, rows, cols, size});
+    size += (ldsTileBytes(t, *toElemType(type), rows, cols) + 15) / 16 * 16;
+  };
+  place(&ldsK, elem, tileBuffers * keys, p.headDim);
+  if (vNatural())
+    place(&ldsV, elem, tileBuffers * keys, p.headDim);
+  else
+    place(&ldsV, elem, p.headDim, keys);
+  if (widensStaged()) {
+    place(&ldsK8, cacheElem, p.kvBuffers * keys, p.headDim);
+    place(&ldsV8, cacheElem, p.kvBuffers * keys, p.headDim);
+  }
+  const int floats = attnMergeFloats(p);
+  size = std::max<int64_t>(size, int64_t(4) * floats * ldsRowStride(t, 32, t.waveSize));
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  Value arena = func.addWorkgroupAttribution(
+      MemRefType::get({size}, b.getI8Type(), MemRefLayoutAttrInterface{}, space), loc);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&func.getBody().front());
+  for (const Part &part : parts)
+    *part.tile = kb.ldsTileIn(arena, part.at, part.type, part.rows, part.cols);
+  ldsMerge = kb.ldsTileIn(arena, 0, b.getF32Type(), floats, t.waveSize);
 }
 
 bool Mainloop::vNatural() const {
