@@ -373,8 +373,23 @@ namespace {
 struct TileVector {
   Value index, row, col; ///< vector number, and its first element's (row, col)
   bool partial;          ///< some threads have no vector in this round
+  int total;             ///< vectors in the tile
 };
 } // namespace
+
+/// Whether this thread's vector `t` is in the tile (always, unless t.partial).
+static Value inTile(KernelBuilder &kb, const TileVector &t) {
+  return kb.cmpLt(t.index, kb.idx(t.total));
+}
+
+/// Opens `if (inTile(t))` where some threads have no vector `t`; the caller's InsertionGuard
+/// closes it.
+static void enterTile(KernelBuilder &kb, const TileVector &t) {
+  if (!t.partial) return;
+  OpBuilder &b = kb.builder();
+  auto ifOp = scf::IfOp::create(b, kb.location(), inTile(kb, t), /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+}
 
 static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols, int vec,
                                            int threads) {
@@ -384,7 +399,7 @@ static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols
   for (int first = 0; first < total; first += threads) {
     Value v = kb.add(tid, first);
     out.push_back({v, kb.divui(v, vectorsPerRow), kb.mul(kb.remui(v, vectorsPerRow), vec),
-                   first + threads > total});
+                   first + threads > total, total});
   }
   return out;
 }
@@ -432,7 +447,7 @@ SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     Value rowOk = cmpLt(t.row, src.validRows);
     // Threads past the tile (when `threads` does not divide it) load nothing.
-    if (t.partial) rowOk = andb(rowOk, cmpLt(t.index, idx(rows * (cols / vec))));
+    if (t.partial) rowOk = andb(rowOk, inTile(*this, t));
     out.push_back(loadTileVector(src.memref, rowOk, t.col, src.validCols, src.vectorOk, [&] {
       return add(src.base, add(mul(t.row, src.ld), t.col));
     }, /*offsetInBranches=*/false));
@@ -450,7 +465,7 @@ SmallVector<Value> KernelBuilder::loadGlobalRows(Value memref,
   SmallVector<Value> out;
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     Value rowOk = cmpLt(t.row, validRows);
-    if (t.partial) rowOk = andb(rowOk, cmpLt(t.index, idx(rows * (cols / vec))));
+    if (t.partial) rowOk = andb(rowOk, inTile(*this, t));
     // rowStart runs only where the row is loaded (it may read an index table).
     out.push_back(loadTileVector(memref, rowOk, t.col, validCols, vectorOk,
                                  [&] { return add(rowStart(t.row), t.col); },
@@ -466,10 +481,7 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
   const int vec = int(type.getNumElements()), part = vectorElems(type.getElementType());
   for (auto [t, data] : llvm::zip(tileVectors(*this, rows, cols, vec, threads), vectors)) {
     OpBuilder::InsertionGuard g(b);
-    if (t.partial) {
-      auto inTile = scf::IfOp::create(b, loc, cmpLt(t.index, idx(rows * (cols / vec))), false);
-      b.setInsertionPointToStart(inTile.thenBlock());
-    }
+    enterTile(*this, t);
     if (!transpose) {
       for (int j = 0; j < vec; j += part) {
         Value x = data;
@@ -498,7 +510,7 @@ SmallVector<Value> KernelBuilder::loadLdsTile(const LdsTile &src, int rows, int 
   SmallVector<Value> out;
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     // A partial last round reads row 0 (in bounds); storeLdsTile skips its store.
-    Value row = t.partial ? select(cmpLt(t.index, idx(rows * (cols / vec))), t.row, idx(0)) : t.row;
+    Value row = t.partial ? select(inTile(*this, t), t.row, idx(0)) : t.row;
     out.push_back(vector::LoadOp::create(b, loc, type, src.memref,
                                          ValueRange{ldsOffset(src, row, t.col)}, false,
                                          llvm::Align(16)));
@@ -518,10 +530,7 @@ void KernelBuilder::copyGlobalToLdsAsync(const GlobalTile &src, const LdsTile &d
   const int vec = vectorElems(elemType);
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     OpBuilder::InsertionGuard gv(b);
-    if (t.partial) {
-      auto inTile = scf::IfOp::create(b, loc, cmpLt(t.index, idx(rows * (cols / vec))), false);
-      b.setInsertionPointToStart(inTile.thenBlock());
-    }
+    enterTile(*this, t);
     // A row past the valid ones copies nothing from row 0 (in bounds): zeros only.
     Value rowOk = cmpLt(t.row, src.validRows);
     Value row = select(rowOk, t.row, idx(0));
@@ -541,10 +550,7 @@ void KernelBuilder::copyGlobalRowsToLdsAsync(Value memref,
   const int vec = vectorElems(elemType);
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     OpBuilder::InsertionGuard gv(b);
-    if (t.partial) {
-      auto inTile = scf::IfOp::create(b, loc, cmpLt(t.index, idx(rows * (cols / vec))), false);
-      b.setInsertionPointToStart(inTile.thenBlock());
-    }
+    enterTile(*this, t);
     // A row past the valid ones copies nothing (zeros) from element 0, its start never computed.
     Value rowOk = cmpLt(t.row, validRows);
     auto start = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, rowOk, /*withElse=*/true);

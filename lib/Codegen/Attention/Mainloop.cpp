@@ -380,22 +380,16 @@ void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
   };
   // Every wave is done with the last K/V tile; waves 1.. hand their state over.
   kb.barrier();
-  {
+  for (int w = 1; w < p.keyWaves; ++w) {
     OpBuilder::InsertionGuard g(b);
-    auto others = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::ne, keyWave, kb.idx(0)),
-                                    false);
-    b.setInsertionPointToStart(others.thenBlock());
-    for (int w = 1; w < p.keyWaves; ++w) {
-      OpBuilder::InsertionGuard gw(b);
-      auto mine = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::eq, keyWave, kb.idx(w)),
-                                    false);
-      b.setInsertionPointToStart(mine.thenBlock());
-      int index = 0;
-      for (Value v : results)
-        for (int e = 0; e < floatsOf(v); ++e)
-          memref::StoreOp::create(b, loc, extract(v, e), m.ldsMerge.memref,
-                                  ValueRange{at(w, index++)});
-    }
+    auto mine = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::eq, keyWave, kb.idx(w)),
+                                  false);
+    b.setInsertionPointToStart(mine.thenBlock());
+    int index = 0;
+    for (Value v : results)
+      for (int e = 0; e < floatsOf(v); ++e)
+        memref::StoreOp::create(b, loc, extract(v, e), m.ldsMerge.memref,
+                                ValueRange{at(w, index++)});
   }
   kb.barrier();
   // Wave 0 merges: M = max, each state scaled by exp2(m - M) (M of -inf rows taken as 0).
