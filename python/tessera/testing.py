@@ -343,6 +343,10 @@ def check_attention(out, ref, same, lse=None, factor=2.0, floor=1e-5):
     ops = _Ops(ref.o)
     out64 = ops.cast(out, "f64")
     problems = []
+    ref_nan = int((ref.o != ref.o).sum())
+    if ref_nan:     # NaN logits also read as rows without a visible key below: say where they come from
+        problems.append(f"the reference has {ref_nan} NaN elements: the inputs hold NaN (or values their dtype "
+                        "cannot represent) where the kernel reads them")
     o_tol = check_tolerance(out64, ref.o, same.o, ref.o_abs, factor, floor)
     if not o_tol.ok:
         problems.append(f"O: {o_tol}")

@@ -432,6 +432,11 @@ def test_check_attention_catches_what_it_must():
     lse = good_lse.copy()
     lse[0, 1, 5] += 1e-3
     assert not testing.check_attention(good_o, ref, same, lse).ok
+    k_nan = k.copy()
+    k_nan[0, 1, 0, 5] = np.nan                  # NaN inputs: named as such, not as rows without a visible key
+    nan_ref = testing.attention_reference(q, k_nan[:, :3], v[:, :3], causal=True)
+    check = testing.check_attention(good_o, nan_ref, same, good_lse)
+    assert not check.ok and "the reference has" in str(check) and "inputs hold NaN" in str(check)
 
 
 # ---- The default kernels ------------------------------------------------------------------------------------------
