@@ -42,6 +42,7 @@ class Call(NamedTuple):
     softcap: float      # 0: off
     return_lse: bool
     num_splits: int     # as asked: 0 = the heuristic's choice
+    kv_scale: str = "per_tensor"    # fp8 caches: per_tensor or per_token scales
 
     def empty(self):
         """True when there is no query row: nothing is launched."""
@@ -136,8 +137,9 @@ def _check_kv(who, dtype, k, v, k_scale, v_scale, source):
 
 
 def _check_scale(who, name, value):
-    """A per-tensor fp8 scale: a positive finite number, or a one-element float32 tensor / array (read on the
-    device, so a CUDA graph replays with its current value)."""
+    """An fp8 scale: a positive finite number, a one-element float32 tensor / array (both per-tensor; a tensor is
+    read on the device, so a CUDA graph replays with its current value) or a 3-D float32 one of several elements
+    (per-token, shape checked by _scale_granularity)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not (math.isfinite(value) and value > 0):
             raise InputError(f"{who}: {name} must be a positive finite number, got {value!r}")
@@ -145,11 +147,45 @@ def _check_scale(who, name, value):
     try:
         info = _arrays.describe(value, f"{who}: {name}")
     except InputError:
-        raise InputError(f"{who}: {name} must be a number or a one-element float32 tensor, got "
-                         f"{type(value).__name__}") from None
-    if info.dtype != "f32" or math.prod(info.shape) != 1:
-        raise InputError(f"{who}: {name} must be a one-element float32 tensor, got dtype "
-                         f"{_attention._spelled(info.dtype)} and shape {info.shape}")
+        raise InputError(f"{who}: {name} must be a number, a one-element float32 tensor or per-token scales "
+                         f"(num_pages, Hkv, block_size) float32, got {type(value).__name__}") from None
+    if info.dtype != "f32" or (math.prod(info.shape) != 1 and len(info.shape) != 3):
+        raise InputError(f"{who}: {name} must be a one-element float32 tensor (per-tensor) or (num_pages, Hkv, "
+                         f"block_size) float32 (per-token), got dtype {_attention._spelled(info.dtype)} and shape "
+                         f"{info.shape}")
+
+
+def _per_token(value):
+    """A scale given per token: a 3-D array of more than one element."""
+    shape = tuple(getattr(value, "shape", ()))
+    return len(shape) == 3 and math.prod(shape) > 1
+
+
+def _scale_granularity(who, k_scale, v_scale, dims):
+    """'per_tensor' or 'per_token' for an fp8 cache of (num_pages, Hkv, block_size) `dims`: both scales of one kind,
+    per-token ones of exactly those dims and of the same strides (the kernels address both alike)."""
+    kinds = [_per_token(x) for x in (k_scale, v_scale)]
+    if not any(kinds):
+        return "per_tensor"
+    if not all(kinds):
+        raise InputError(f"{who}: k_scale and v_scale must both be per-tensor (a number or one element) or both "
+                         f"per-token ({dims[0]}, {dims[1]}, {dims[2]}) (num_pages, Hkv, block_size), got "
+                         f"{'per-token' if kinds[0] else 'per-tensor'} and {'per-token' if kinds[1] else 'per-tensor'}")
+    infos = [_arrays.describe(x, name) for x, name in ((k_scale, "k_scale"), (v_scale, "v_scale"))]
+    for name, info in zip(("k_scale", "v_scale"), infos):
+        if info.shape != tuple(dims):
+            raise InputError(f"{who}: per-token {name} must be (num_pages, Hkv, block_size) = {tuple(dims)} like the "
+                             f"caches, got {info.shape}")
+    if infos[0].strides != infos[1].strides:
+        raise InputError(f"{who}: per-token k_scale and v_scale must have the same strides (the kernels address both "
+                         f"alike), got {infos[0].strides} and {infos[1].strides}")
+    return "per_token"
+
+
+def _scale_strides(info):
+    """The ABI's kv_scale_stride_* of per-token scales (num_pages, Hkv, block_size)."""
+    page, head, token = info.strides
+    return {"kv_scale_stride_page": page, "kv_scale_stride_token": token, "kv_scale_stride_head": head}
 
 
 def _scale_arrays(infos, like, k_scale, v_scale):
@@ -240,7 +276,10 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
                          f"{kv_layout} {LAYOUTS[kv_layout]}) must be a power of two from 1 to {MAX_BLOCK_SIZE}")
     _check_tables(who, infos, B)
     options = _check_options(who, D, causal, softmax_scale, window_left, softcap, return_lse, num_splits)
-    call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options)
+    kv_scale = _scale_granularity(who, k_scale, v_scale, (num_pages, Hkv, block_size)) if kv_dtype in FP8 else \
+        "per_tensor"
+    call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options,
+                kv_scale)
     if infos["out"] is not None:
         _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
     if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
@@ -257,11 +296,11 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
 
 # ---- Kernel choice ------------------------------------------------------------------------------
 def _serves(kernel_set, call):
-    """True when `kernel_set` is a paged_decode set of the call's dtype and cache format (fp8 with per-tensor
-    scales), head_dim and block_size, with a mask it may have (Call.masks) and every feature it needs."""
+    """True when `kernel_set` is a paged_decode set of the call's dtype and cache format (fp8: and scale
+    granularity), head_dim and block_size, with a mask it may have (Call.masks) and every feature it needs."""
     a = kernel_set.attributes
     return (kernel_set.directive == "paged_decode" and a.get("dtype") == call.dtype and
-            a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == "per_tensor" and
+            a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == call.kv_scale and
             a.get("head_dim") == call.D and
             a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
             all(a.get(f, False) for f, want in call.needed().items() if want))
@@ -272,11 +311,12 @@ def directive_for(call):
     bundle's `pd_<dtype>_d<D>_b<block>` sets have)."""
     fp8 = call.kv_dtype in FP8
     name = (f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("_fp8" if fp8 else "") +
+            ("_pertoken" if call.kv_scale == "per_token" else "") +
             ("" if call.mask == CAUSAL else "_none"))
     attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
                   f"mask = #tessera.mask<{call.mask}>", *FEATURES]
     if fp8:
-        attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", "kv_scale = #tessera.kv_scale<per_tensor>"]
+        attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", f"kv_scale = #tessera.kv_scale<{call.kv_scale}>"]
     return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
 
 
@@ -288,7 +328,8 @@ def find_kernel_set(bundle, call):
     fits = [(masks.index(s.attributes.get("mask", "none")), sum(bool(s.attributes.get(f)) for f in FEATURES), s.name,
              s) for s in bundle.kernel_sets.values() if _serves(s, call)]
     if not fits:
-        wanted = (f"dtype={call.dtype}" + (f" kv_dtype={call.kv_dtype}" if call.kv_dtype in FP8 else "") +
+        wanted = (f"dtype={call.dtype}" +
+                  (f" kv_dtype={call.kv_dtype} kv_scale={call.kv_scale}" if call.kv_dtype in FP8 else "") +
                   f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
@@ -300,7 +341,7 @@ def find_kernel_set(bundle, call):
 
 def kernel_set_for(bundle, call):
     """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
-    key = ("paged_decode", call.dtype, call.kv_dtype, call.D, call.block_size, call.masks(), *call.needed().values())
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.D, call.block_size, call.masks(), *call.needed().values())
     return bundle.remember(key, lambda: find_kernel_set(bundle, call))
 
 
@@ -387,7 +428,7 @@ def _check_plan(who, plan, call, dev):
     made, kernel_set = plan.call, plan.kernel_set
     if kernel_set.bundle.device is not dev:
         raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
-    fixed = ("dtype", "kv_dtype", "D", "block_size", "Hq", "Hkv")
+    fixed = ("dtype", "kv_dtype", "kv_scale", "D", "block_size", "Hq", "Hkv")
     if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
         have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
         raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
@@ -413,6 +454,8 @@ def _values(call, kernel_set, infos, ptrs, num_splits):
     for name, t in (("k_cache", "k"), ("v_cache", "v")):
         values.update(zip((f"{t}_stride_page", f"{t}_stride_token", f"{t}_stride_head"),
                           _cache_strides(infos[name], call.kv_layout)))
+    if call.kv_scale == "per_token":
+        values.update(_scale_strides(infos["k_scale"]))
     return {name: value for name, value in values.items() if name in kernel_set.settable}
 
 
@@ -538,6 +581,7 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     """
     who = "tessera.paged_decode"
     if block_table is None:
+        _contiguous_scales(who, k_scale, v_scale)
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
@@ -560,6 +604,13 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     return (out, lse) if call.return_lse else out
 
 
+def _contiguous_scales(who, k_scale, v_scale):
+    """Contiguous caches take per-tensor scales: per-token ones (B, Hkv, capacity) do not page like the cache."""
+    if _per_token(k_scale) or _per_token(v_scale):
+        raise InputError(f"{who}: contiguous caches (block_table=None) take per-tensor k_scale and v_scale; "
+                         "per-token scales (num_pages, Hkv, block_size) need a paged cache and its block_table")
+
+
 def _check_cache_strides(who, call, kernel_set, infos):
     """The cache strides the set's `divisible` rules ask for: kernels that copy whole 16-byte rows of the cache
     asynchronously (sm_90) need each stride a multiple of 8 elements. A cache is never copied to fix it."""
@@ -577,21 +628,25 @@ def _check_cache_strides(who, call, kernel_set, infos):
 
 
 def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,
-                      window_left=-1, softcap=0.0, num_splits=0, return_lse=False, device=None):
+                      window_left=-1, softcap=0.0, num_splits=0, return_lse=False, k_scale=None, v_scale=None,
+                      device=None):
     """A DecodePlan for paged_decode calls up to these arrays' sizes (the largest batch and query count, the widest
     block table a CUDA graph will see): checks them as paged_decode would, chooses the kernel set and num_splits
     (the heuristic's for these sizes when 0), and reserves the set's workspaces on the current stream and the
     spare a capture stream takes (KernelSet.reserve), launching nothing. Pass it as paged_decode(..., plan=plan) to
     calls with the same dtype, head_dim, block_size, heads and options and at most its B and Sq: they skip the
     choice and use its num_splits, so every replay of a captured graph splits alike whatever its lengths.
-    The values of window_left and softcap do not matter, only whether they are on."""
+    The values of window_left and softcap do not matter, only whether they are on; for fp8 caches neither do the
+    scales' (calls pass their own), only whether they are per-token: k_scale and v_scale may be left out for
+    per-tensor ones."""
     who = "tessera.paged_decode_plan"
-    # fp8 caches: the scales' values do not matter here (calls pass their own).
-    scale = 1.0 if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 else None
+    if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 and k_scale is None and v_scale is None:
+        k_scale = v_scale = 1.0
     if block_table is None:
+        _contiguous_scales(who, k_scale, v_scale)
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
-                                device, kv_layout, causal, None, scale, scale, window_left, softcap, return_lse,
+                                device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
                                 num_splits)
     kernel_set = kernel_set_for(dev.bundle(), call)
     splits = num_splits_for(call, kernel_set, dev)
@@ -607,8 +662,8 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
 
 # ---- Cache writes -------------------------------------------------------------------------------
 def _check_cache_write(who, infos, kv_layout, k_scale, v_scale):
-    """key, value, k_cache, v_cache, slot_mapping, the scales: Returns (dtype, kv_dtype, D, num_tokens, num_pages,
-    block_size, Hkv)."""
+    """key, value, k_cache, v_cache, slot_mapping, the scales: Returns (dtype, kv_dtype, kv_scale, D, num_tokens,
+    num_pages, block_size, Hkv)."""
     if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
         raise InputError(f"{who}: kv_layout must be 'NHD' {LAYOUTS['NHD']} or 'HND' {LAYOUTS['HND']}, got "
                          f"{kv_layout!r}")
@@ -662,28 +717,31 @@ def _check_cache_write(who, infos, kv_layout, k_scale, v_scale):
             raise InputError(f"{who}: slot_mapping[{t}] = {int(slots.obj[t])} is past the cache's "
                              f"{num_pages} pages of {block_size} tokens (slots 0 to {num_pages * block_size - 1}; "
                              "negative ones are skipped)")
-    return key.dtype, kv_dtype, D, num_tokens, num_pages, block_size, Hkv
+    kv_scale = _scale_granularity(who, k_scale, v_scale, (num_pages, Hkv, block_size)) if kv_dtype in FP8 else \
+        "per_tensor"
+    return key.dtype, kv_dtype, kv_scale, D, num_tokens, num_pages, block_size, Hkv
 
 
-def cache_writer(bundle, dtype, kv_dtype, D, block_size):
-    """The `<set>_cache_write` kernel of a paged_decode kernel set of this dtype, cache format, head_dim and
-    block_size (any mask and features: the writer only copies or quantises); KernelNotFoundError names the directive
-    that would add one."""
+def cache_writer(bundle, dtype, kv_dtype, kv_scale, D, block_size):
+    """The `<set>_cache_write` kernel of a paged_decode kernel set of this dtype, cache format (and scale
+    granularity), head_dim and block_size (any mask and features: the writer only copies or quantises);
+    KernelNotFoundError names the directive that would add one."""
     def find():
         for s in bundle.kernel_sets.values():
             a = s.attributes
             if (s.directive == "paged_decode" and a.get("dtype") == dtype and a.get("kv_dtype", dtype) == kv_dtype and
-                    a.get("kv_scale", "per_tensor") == "per_tensor" and a.get("head_dim") == D and
+                    a.get("kv_scale", "per_tensor") == kv_scale and a.get("head_dim") == D and
                     a.get("block_size") == block_size and f"{s.name}_cache_write" in bundle.kernels):
                 return bundle.kernels[f"{s.name}_cache_write"]
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
-        call = Call(dtype, kv_dtype, D, 0, 1, 0, 0, block_size, 0, "NHD", CAUSAL, 1.0, -1, 0.0, False, 0)
+        call = Call(dtype, kv_dtype, D, 0, 1, 0, 0, block_size, 0, "NHD", CAUSAL, 1.0, -1, 0.0, False, 0, kv_scale)
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
-                                  f"dtype={dtype}" + (f" kv_dtype={kv_dtype}" if kv_dtype in FP8 else "") +
+                                  f"dtype={dtype}" +
+                                  (f" kv_dtype={kv_dtype} kv_scale={kv_scale}" if kv_dtype in FP8 else "") +
                                   f" head_dim={D} block_size={block_size}, whose cache writer this call "
                                   f"needs (paged_decode kernel sets: {', '.join(names) or 'none'}); this directive "
                                   f"compiles one: {directive_for(call)}")
-    return bundle.remember(("paged_cache_write", dtype, kv_dtype, D, block_size), find)
+    return bundle.remember(("paged_cache_write", dtype, kv_dtype, kv_scale, D, block_size), find)
 
 
 def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="NHD", k_scale=None, v_scale=None,
@@ -705,11 +763,14 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
     who = "tessera.paged_cache_write"
     names = ("key", "value", "k_cache", "v_cache", "slot_mapping")
     infos = _attention._describe_all(who, zip(names, (key, value, k_cache, v_cache, slot_mapping)))
-    dtype, kv_dtype, D, num_tokens, _, block_size, _ = _check_cache_write(who, infos, kv_layout, k_scale, v_scale)
+    dtype, kv_dtype, kv_scale, D, num_tokens, _, block_size, _ = _check_cache_write(who, infos, kv_layout, k_scale,
+                                                                                  v_scale)
     scales = [(name, _arrays.describe(value, name)) for name, value in (("k_scale", k_scale), ("v_scale", v_scale))
               if value is not None and not isinstance(value, (int, float))]
-    dev = _launch.runtime_device(who, list(infos.items()) + scales, device, outputs=("k_cache", "v_cache"))
-    kernel = cache_writer(dev.bundle(), dtype, kv_dtype, D, block_size)
+    per_token = kv_scale == "per_token"     # the writer computes and stores each written slot's scales
+    dev = _launch.runtime_device(who, list(infos.items()) + scales, device,
+                                 outputs=("k_cache", "v_cache") + (("k_scale", "v_scale") if per_token else ()))
+    kernel = cache_writer(dev.bundle(), dtype, kv_dtype, kv_scale, D, block_size)
     if num_tokens == 0 or 0 in infos["k_cache"].shape:
         return
     if kv_dtype in FP8:
@@ -720,6 +781,8 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
     for name, t in (("k_cache", "k"), ("v_cache", "v")):
         values.update(zip((f"{t}_stride_page", f"{t}_stride_token", f"{t}_stride_head"),
                           _cache_strides(infos[name], kv_layout)))
+    if per_token:
+        values.update(_scale_strides(infos["k_scale"]))
     if infos["key"].kind == "numpy":
         import numpy as np
         with _launch.SimMemory(dev) as mem:
@@ -732,7 +795,7 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
                 ptrs["k_cache"], ptrs["v_cache"] = (mem.put(info) for info in caches)
             kernel.launch(None, **values, **ptrs)
             dev.synchronize()
-            for info in caches:
+            for info in caches + ([infos["k_scale"], infos["v_scale"]] if per_token else []):
                 mem.get(info)
         return
     kernel.launch(_launch.stream_of(infos["key"].obj.device), **values,

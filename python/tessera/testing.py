@@ -1,5 +1,6 @@
 """The tolerance rule of CORRECTNESS.md for checking kernel outputs against float64, and the attention and paged
 decode references (float64 and same-precision, numpy or torch), shared by the tests and the benchmarks."""
+import math
 from typing import NamedTuple
 
 
@@ -205,8 +206,9 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
     the pages its block_table row names (no other entry or slot is read: NaN there cannot reach the result), then
     attention_reference with bottom-right alignment (query t at position len - Sq + t) and the window
     (window_left, unbounded). precision as attention_reference's. Rows that see no key: O = 0, LSE = -inf.
-    fp8 caches with k_scale and v_scale (numbers or one-element arrays) are dequantised first: stored x scale in
-    float64, and for precision "same" rounded to q's dtype (the straightforward dequantise-then-attend)."""
+    fp8 caches with k_scale and v_scale (numbers or one-element arrays; per-token: (num_pages, Hkv, block_size)
+    arrays) are dequantised first: stored x scale in float64, and for precision "same" rounded to q's dtype (the
+    straightforward dequantise-then-attend)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     B, Sq, Hq, D = q.shape
@@ -225,12 +227,22 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
             k, v = (ops.perm(x, 0, 2, 1, 3) for x in (k, v))                             # (pages, bs, Hkv, D)
         k, v = (x.reshape(-1, *x.shape[2:])[None, :length] for x in (k, v))              # (1, length, Hkv, D)
         if k_scale is not None:
-            k, v = (ops.cast(x, "f64") * float(s) for x, s in ((k, k_scale), (v, v_scale)))
+            k, v = (ops.cast(x, "f64") * _token_scales(ops, s, pages, length) for x, s in ((k, k_scale), (v, v_scale)))
             if precision != "float64":
                 k, v = (ops.cast(x, dtype_name(q.dtype)) for x in (k, v))
         r = attention_reference(q[b:b + 1], k, v, **options, dtype=dtype_name(q.dtype))
         o[b], lse[b], o_abs[b] = r.o[0], r.lse[0], r.o_abs[0]
     return AttentionResult(o, lse, o_abs)
+
+
+def _token_scales(ops, scale, pages, length):
+    """A dequantisation scale as a factor of keys (1, length, Hkv, D): a float, or per-token scales
+    (num_pages, Hkv, block_size) gathered from `pages` into (1, length, Hkv, 1)."""
+    shape = tuple(getattr(scale, "shape", ()))
+    if len(shape) != 3 or math.prod(shape) == 1:
+        return float(scale.reshape(-1)[0]) if shape else float(scale)
+    s = ops.perm(ops.cast(_pages(ops, scale, pages), "f64"), 0, 2, 1)                   # (pages, bs, Hkv)
+    return s.reshape(-1, s.shape[2])[None, :length, :, None]
 
 
 class AttentionGradients(NamedTuple):

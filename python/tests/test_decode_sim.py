@@ -33,10 +33,13 @@ class Case(NamedTuple):
     softcap: float = 0.0
     num_splits: int = 1
     fp8: bool = False           # caches in the target's fp8 format (fp8_format), per-tensor scales
+    per_token: bool = False     # fp8 with per-token scales (num_pages, Hkv, block_size)
 
     def directive(self, target):
-        kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<per_tensor>, " if self.fp8 else "")
-        return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{'_fp8' if self.fp8 else ''} "
+        granularity = "per_token" if self.per_token else "per_tensor"
+        kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<{granularity}>, " if self.fp8 else "")
+        suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "")
+        return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{suffix} "
                 f"{{dtype = {self.dtype}, {kv}head_dim = {self.D}, block_size = {self.block_size}, "
                 "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv}")
 
@@ -61,6 +64,11 @@ CASES = [
     Case("d32-b64-sq8-mqa", "f16", 32, 64, (70, 8), Sq=8, Hq=4, Hkv=1),
     Case("fp8-b16-gqa4-split3", "bf16", 64, 16, (37, 1, 80), num_splits=3, fp8=True),
     Case("fp8-b1-sq3-hnd-window", "f16", 64, 1, (9, 20), Sq=3, Hkv=1, layout="HND", window_left=6, fp8=True),
+    Case("fp8-per-token-b16-gqa4-split3-window", "bf16", 128, 16, (37, 1, 80), num_splits=3, window_left=50, fp8=True,
+         per_token=True),
+    Case("fp8-per-token-d96-b1-sq3-hnd-softcap", "f16", 96, 1, (9, 20), Sq=3, Hkv=1, layout="HND", softcap=5.0, fp8=True,
+         per_token=True),
+    Case("fp8-per-token-b64-gqa8-split2", "f16", 64, 64, (130, 3), Hkv=1, num_splits=2, fp8=True, per_token=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
 
@@ -79,26 +87,48 @@ def bundles(tmp_path_factory):
 
 def quantized(rows, scale, fp8):
     """vLLM's fp8 cache write: rows / scale in float32, saturated at the format's largest value, rounded to nearest
-    even."""
+    even (scale: a number or an array broadcasting against rows)."""
     largest = float(support.ml_dtypes.finfo(fp8).max)
     return np.clip(rows.astype(np.float32) / np.float32(scale), -largest, largest).astype(fp8)
 
 
+def token_scales(rows, fp8):
+    """Per-token scales of rows (..., D) as the writer makes them: absmax (NaN ignored) / the format's largest value
+    in float32 (1 for an all-zero row)."""
+    amax = np.fmax.reduce(np.abs(rows.astype(np.float32)), axis=-1)     # NaN ignored
+    return np.where(amax == 0, np.float32(1), amax / np.float32(support.ml_dtypes.finfo(fp8).max)).astype(np.float32)
+
+
 def cache_of(c, rng, max_blocks, pages, target):
-    """(k_cache, v_cache, block_table): random caches of `pages` pages in c's layout (fp8: N(0, 1) quantised with
-    K_SCALE and V_SCALE as vLLM's writer does), each sequence's pages a random choice of distinct ones."""
+    """(k_cache, v_cache, block_table, scales): random caches of `pages` pages in c's layout (fp8: N(0, 1) quantised
+    with K_SCALE and V_SCALE as vLLM's writer does; per-token: rows of random magnitudes quantised with their own
+    scales, given as views (pages, Hkv, block_size) of one (2, pages, block_size, Hkv) array), each sequence's pages
+    a random choice of distinct ones. scales: paged_decode's k_scale and v_scale (empty without fp8)."""
     shape = (pages, c.block_size, c.Hkv, c.D) if c.layout == "NHD" else (pages, c.Hkv, c.block_size, c.D)
-    if c.fp8:
+    scales = {}
+    if c.per_token:
+        fp8 = fp8_dtype(target)
+        rows = [rng.standard_normal(shape) * np.exp(2 * rng.standard_normal(shape[:3] + (1,))) for _ in range(2)]
+        both = np.empty((2, pages, c.block_size, c.Hkv), np.float32).transpose(0, 1, 3, 2)   # (2, pages, Hkv, bs)
+        for i, x in enumerate(rows):
+            token = token_scales(x, fp8)                      # shape[:3]: the cache layout's (pages, ., .)
+            both[i] = token if c.layout == "HND" else token.transpose(0, 2, 1)
+        k, v = (quantized(x, np.expand_dims(both[i] if c.layout == "HND" else both[i].transpose(0, 2, 1), -1), fp8)
+                for i, x in enumerate(rows))
+        scales = dict(k_scale=both[0], v_scale=both[1])
+    elif c.fp8:
         k, v = (quantized(rng.standard_normal(shape), s, fp8_dtype(target)) for s in (K_SCALE, V_SCALE))
+        # v_scale as a device array, k_scale as a number: both spellings
+        scales = dict(k_scale=K_SCALE, v_scale=np.full(1, V_SCALE, np.float32))
     else:
         k, v = (rng.standard_normal(shape).astype(support.numpy_dtype(c.dtype)) for _ in range(2))
     table = rng.permutation(pages)[:len(c.lens) * max_blocks].reshape(len(c.lens), max_blocks).astype(np.int32)
-    return k, v, table
+    return k, v, table, scales
 
 
-def poison(c, k, v, table):
-    """Copies with NaN (of the cache's format) in every cache slot no sequence reads and -1 / INT32_MAX past each
-    sequence's pages."""
+def poison(c, k, v, table, scales):
+    """Copies with NaN (of the cache's format) in every cache slot no sequence reads (and in its per-token scales)
+    and -1 / INT32_MAX past each sequence's pages. Returns (k, v, table, scales)."""
     k, v, table = k.copy(), v.copy(), table.copy()
     used = np.zeros(k.shape[0] * c.block_size, bool)
     for b, length in enumerate(c.lens):
@@ -109,7 +139,11 @@ def poison(c, k, v, table):
     for cache in (k, v):
         slots = cache if c.layout == "NHD" else cache.transpose(0, 2, 1, 3)   # (pages, bs, Hkv, D) view
         slots.reshape(-1, c.Hkv, c.D)[~used] = np.nan
-    return k, v, table
+    if c.per_token:
+        both = np.stack([scales["k_scale"], scales["v_scale"]]).transpose(0, 1, 3, 2).copy()   # (2, pages, bs, Hkv)
+        both.reshape(2, -1, c.Hkv)[:, ~used] = np.nan
+        scales = dict(k_scale=both[0].transpose(0, 2, 1), v_scale=both[1].transpose(0, 2, 1))
+    return k, v, table, scales
 
 
 @pytest.mark.parametrize("target, case", [pytest.param(t, c, id=f"{t}-{c.id}") for t in support.SIM_TARGETS
@@ -124,17 +158,15 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     seed = np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
     max_blocks = max(1, -(-max(c.lens) // c.block_size)) + 1
-    k, v, table = cache_of(c, rng, max_blocks, pages=3 * len(c.lens) * max_blocks, target=target)
+    k, v, table, scales = cache_of(c, rng, max_blocks, pages=3 * len(c.lens) * max_blocks, target=target)
     lens = np.array(c.lens, np.int32)
     q = rng.standard_normal((len(c.lens), c.Sq, c.Hq, c.D)).astype(support.numpy_dtype(c.dtype))
-    options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap)
-    if c.fp8:   # v_scale as a device array, k_scale as a number: both spellings
-        options.update(k_scale=K_SCALE, v_scale=np.full(1, V_SCALE, np.float32))
+    options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, **scales)
 
-    def run(k, v, table):
+    def run(k, v, table, **poisoned):
         out = np.full(q.shape, np.nan, q.dtype)
-        got, lse = tessera.paged_decode(q, k, v, table, lens, **options, num_splits=c.num_splits, out=out,
-                                        return_lse=True, device=dev)
+        got, lse = tessera.paged_decode(q, k, v, table, lens, **{**options, **poisoned}, num_splits=c.num_splits,
+                                        out=out, return_lse=True, device=dev)
         assert got is out
         return out, lse
     out, lse = run(k, v, table)
@@ -145,7 +177,8 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     for b, length in enumerate(c.lens):
         if length == 0:
             assert (out[b] == 0).all() and np.isneginf(lse[b]).all(), "an empty cache gives O = 0, LSE = -inf"
-    poisoned_out, poisoned_lse = run(*poison(c, k, v, table))
+    *poisoned, poisoned_scales = poison(c, k, v, table, scales)
+    poisoned_out, poisoned_lse = run(*poisoned, **poisoned_scales)
     assert (poisoned_out.view(np.uint16) == out.view(np.uint16)).all(), \
         f"{target} {c.id}: NaN in unused slots or poisoned table entries changed the output (seed {seed})"
     assert np.array_equal(poisoned_lse, lse, equal_nan=True)
@@ -160,6 +193,7 @@ class WriteCase(NamedTuple):
     shared: bool      # k_cache and v_cache are the halves of one (pages, 2, ...) buffer
     head_pad: int     # key and value rows of Hkv * (D + head_pad): a head stride off 16-byte vectors when not 0
     fp8: bool = False   # caches in the target's fp8 format: the writer quantises
+    per_token: bool = False     # fp8 with per-token scales: the writer computes and stores each row's
 
 
 WRITE_CASES = [
@@ -168,6 +202,8 @@ WRITE_CASES = [
     WriteCase("bf16-d128-shared-nhd", "bf16", 128, 16, "NHD", True, 0),
     WriteCase("fp8-bf16-nhd-packed-qkv", "bf16", 64, 16, "NHD", False, 0, fp8=True),
     WriteCase("fp8-f16-hnd-shared-unaligned-heads", "f16", 64, 1, "HND", True, 3, fp8=True),
+    WriteCase("fp8-per-token-bf16-d128-nhd", "bf16", 128, 16, "NHD", False, 0, fp8=True, per_token=True),
+    WriteCase("fp8-per-token-f16-d96-hnd-unaligned-heads", "f16", 96, 1, "HND", True, 3, fp8=True, per_token=True),
 ]
 
 
@@ -197,9 +233,20 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
     qkv = rng.standard_normal((T + 2, 3, Hkv, c.D + c.head_pad)).astype(support.numpy_dtype(c.dtype))
     key, value = qkv[:, 1, :, :c.D], qkv[:, 2, :, :c.D]
     scales = dict(k_scale=K_SCALE, v_scale=np.full(1, V_SCALE, np.float32)) if c.fp8 else {}
-    if c.fp8:
+    if c.fp8 and not c.per_token:
         qkv[3, 1, 0, :4] = [1e4, -1e4, 3e-7, -0.0]   # saturated, saturated, subnormal, negative zero
     stored = {id(key): quantized(key, K_SCALE, dt), id(value): quantized(value, V_SCALE, dt)} if c.fp8 else {}
+    if c.per_token:
+        qkv[3, 1, 0] = 0                               # an all-zero row: scale 1
+        qkv[4, 2, 1, :3] = [np.nan, 1e4, -2.0]         # NaN stays NaN, the rest scaled by the largest finite
+        qkv[5, 1] *= np.exp(4 * rng.standard_normal((Hkv, 1)))   # rows of different magnitudes
+        # Scales (pages, Hkv, block_size) as views of one (2, pages, block_size, Hkv) array, poisoned: written
+        # slots change, no other.
+        both = np.full((2, pages, c.block_size, Hkv), np.nan, np.float32).transpose(0, 1, 3, 2)
+        scales = dict(k_scale=both[0], v_scale=both[1])
+        row_scales = {id(rows): token_scales(rows, dt) for rows in (key, value)}    # (T + 2, Hkv)
+        stored = {id(rows): quantized(rows, row_scales[id(rows)][..., None], dt) for rows in (key, value)}
+        expected_scales = [x.copy() for x in (both[0], both[1])]
     slots = rng.permutation(pages * c.block_size)[:T].astype(np.int64)
     slots[[2, 7]] = -1
     slots[0] = pages * c.block_size - 1            # the cache's last slot
@@ -213,10 +260,19 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
                     expected[page, offset] = rows[t]
                 else:
                     expected[page, :, offset] = rows[t]
+            if c.per_token:
+                for expected, rows in zip(expected_scales, (key, value)):
+                    expected[page, :, offset] = row_scales[id(rows)][t]
     tessera.paged_cache_write(key, value, k_cache, v_cache, slots, kv_layout=c.layout, **scales, device=dev)
     bits = np.uint8 if c.fp8 else np.uint16
     for name, got, expected in (("k_cache", k_cache, expected_k), ("v_cache", v_cache, expected_v)):
-        assert (got.view(bits) == expected.view(bits)).all(), f"{target} {c.id}: {name} differs"
+        nan = np.isnan(expected.astype(np.float32))     # NaN stays NaN (of whichever sign)
+        assert (got.view(bits)[~nan] == expected.view(bits)[~nan]).all(), f"{target} {c.id}: {name} differs"
+        assert np.isnan(got[nan].astype(np.float32)).all(), f"{target} {c.id}: {name} lost a NaN"
+    if c.per_token:
+        for name, got, expected in zip(("k_scale", "v_scale"), (scales["k_scale"], scales["v_scale"]),
+                                       expected_scales):
+            assert (got.view(np.uint32) == expected.view(np.uint32)).all(), f"{target} {c.id}: {name} differs"
 
 
 @pytest.mark.parametrize("target", support.SIM_TARGETS)

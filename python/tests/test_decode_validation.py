@@ -131,10 +131,21 @@ def test_plan_rejected_before_the_device():
     (("k", "v"), {"k_scale": 0.0, "v_scale": 1.0}, r"k_scale must be a positive finite number, got 0.0"),
     (("k", "v"), {"k_scale": 1.0, "v_scale": float("inf")}, r"v_scale must be a positive finite number, got inf"),
     (("k", "v"), {"k_scale": np.ones(2, np.float32), "v_scale": 1.0},
-     r"k_scale must be a one-element float32 tensor, got dtype float32 and shape \(2,\)"),
+     r"k_scale must be a one-element float32 tensor \(per-tensor\) or \(num_pages, Hkv, block_size\) float32 "
+     r"\(per-token\), got dtype float32 and shape \(2,\)"),
     (("k", "v"), {"k_scale": np.ones(1, np.float64), "v_scale": 1.0}, r"got dtype float64 and shape \(1,\)"),
-    (("k", "v"), {"k_scale": "1", "v_scale": 1.0}, r"k_scale must be a number or a one-element float32 tensor, "
-                                                   r"got str"),
+    (("k", "v"), {"k_scale": "1", "v_scale": 1.0}, r"k_scale must be a number, a one-element float32 tensor or "
+                                                   r"per-token scales \(num_pages, Hkv, block_size\) float32, got str"),
+    # per-token scales: (num_pages, Hkv, block_size) = (6, 2, 16) here, both of them, with the same strides
+    (("k", "v"), {"k_scale": np.ones((6, 2, 16), np.float32), "v_scale": 1.0},
+     r"k_scale and v_scale must both be per-tensor \(a number or one element\) or both per-token \(6, 2, 16\) "
+     r"\(num_pages, Hkv, block_size\), got per-token and per-tensor"),
+    (("k", "v"), {"k_scale": np.ones((6, 16, 2), np.float32), "v_scale": np.ones((6, 16, 2), np.float32)},
+     r"per-token k_scale must be \(num_pages, Hkv, block_size\) = \(6, 2, 16\) like the caches, got \(6, 16, 2\)"),
+    (("k", "v"), {"k_scale": np.ones((6, 2, 16), np.float32),
+                  "v_scale": np.ones((6, 16, 2), np.float32).transpose(0, 2, 1)},
+     r"per-token k_scale and v_scale must have the same strides \(the kernels address both alike\), got "
+     r"\(32, 16, 1\) and \(32, 1, 2\)"),
     (("v",), {}, r"k_cache and v_cache must have the same dtype, got float16 and float8_e4m3fn"),
 ])
 def test_fp8_caches_need_their_scales_and_dtypes_must_agree(fp8, kwargs, message):
@@ -473,8 +484,9 @@ def test_a_plan_fixes_the_set_and_splits_and_reserves_the_workspace(fake_sim, mo
 
 
 @pytest.mark.parametrize("changes, options, message", [
-    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, D=64, block_size=16, Hq=4, Hkv=2\) does not "
-                   r"fit the plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, D=64, block_size=16, Hq=4, Hkv=2\)"),
+    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, D=64, block_size=16, Hq=4, "
+                   r"Hkv=2\) does not fit the plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, D=64, "
+                   r"block_size=16, Hq=4, Hkv=2\)"),
     ({"Sq": 3}, {}, r"does not fit the plan"),
     ({"Hq": 8}, {}, r"does not fit the plan"),
     ({"block_size": 64}, {}, r"block_size=64, Hq=4, Hkv=2\) does not fit the plan"),
@@ -760,7 +772,8 @@ def test_fp8_caches_launch_the_fp8_set_with_their_scales(fake_sim):
     name, values = launched[-1]
     assert name == "pd_a_fp8" and values["k_scale"] and values["v_scale"] and values["k_scale"] != values["v_scale"]
     fnuz = support.ml_dtypes.float8_e4m3fnuz
-    with pytest.raises(tessera.KernelNotFoundError, match=r"kv_dtype=f8E4M3FNUZ head_dim=64 .*this directive "
+    with pytest.raises(tessera.KernelNotFoundError, match=r"kv_dtype=f8E4M3FNUZ kv_scale=per_tensor head_dim=64 "
+                                                         r".*this directive "
                                                           r"compiles one: tessera.paged_decode @pd_f16_d64_b16_fp8 "
                                                           r"\{dtype = f16, kv_dtype = f8E4M3FNUZ, kv_scale = "
                                                           r"#tessera.kv_scale<per_tensor>, head_dim = 64"):
@@ -778,6 +791,18 @@ def test_contiguous_caches_are_checked(k, v, message):
     q, _, _, _, lens = decode_args()
     with pytest.raises(tessera.InputError, match=message):
         tessera.paged_decode(q, k, v, None, lens, device=NO_DEVICE)
+
+
+@support.requires_ml_dtypes
+@pytest.mark.parametrize("entry", [tessera.paged_decode, tessera.paged_decode_plan])
+def test_contiguous_caches_take_per_tensor_scales(entry):
+    q, _, _, _, lens = decode_args()
+    k = f16(2, 32, 2, 64).astype(support.ml_dtypes.float8_e4m3fn)
+    scales = np.ones((2, 2, 32), np.float32)
+    with pytest.raises(tessera.InputError, match=r"contiguous caches \(block_table=None\) take per-tensor k_scale "
+                                                 r"and v_scale; per-token scales \(num_pages, Hkv, block_size\) need a "
+                                                 r"paged cache and its block_table"):
+        entry(q, k, k, None, lens, k_scale=scales, v_scale=scales, device=NO_DEVICE)
 
 
 def test_contiguous_caches_launch_as_pages(fake_sim):

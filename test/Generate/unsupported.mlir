@@ -50,7 +50,3 @@ tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 128, tile = #tessera.tile<
 // expected-error @+1 {{'tessera.flash_attn_bwd' op no flash_attn_bwd tile of v_mfma_f32_16x16x16_f16 fits the given tile: the main kernel needs about 232 registers per lane, over the budget of 160 on gfx942}}
 tessera.flash_attn_bwd @bwd {dtype = f16, head_dim = 128, tile = #tessera.tile<m = 16, n = 32, k = 32, waves = 1, stages = 1>}
 
-// -----
-
-// expected-error @+1 {{'tessera.paged_decode' op per-token fp8 scales ('kv_scale' per_token) are not generated yet on gfx942; use per_tensor}}
-tessera.paged_decode @d {dtype = bf16, kv_dtype = f8E4M3FNUZ, head_dim = 128, block_size = 16, kv_scale = #tessera.kv_scale<per_token>}

@@ -73,6 +73,11 @@ private:
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
                        SmallVector<Value> &alpha);
+  /// hasKeyScales(): the K and V scales of this lane's keys of the tile from `n0` (this wave's
+  /// keys from `waveRow` on), one vector per key tile in S's register order.
+  std::pair<SmallVector<Value>, SmallVector<Value>> keyScales(Value n0, Value waveRow);
+  /// tiles[i] * by[i] (as is without `by`).
+  SmallVector<Value> scaled(ArrayRef<Value> tiles, ArrayRef<Value> by);
   /// O (this query tile's head tiles) += P V.
   void accumulatePV(MutableArrayRef<Value> o, ArrayRef<Value> probs, Value ldsQueryRow);
   Value pOperand(ArrayRef<Value> pTiles, int kstep);
@@ -114,6 +119,10 @@ void AttnRows::copyKeysAsync(Value, const LdsTile &, int) {
 }
 void AttnRows::copyValuesAsync(Value, const LdsTile &, int) {
   llvm_unreachable("a plan with two K/V buffers needs a recipe that copies asynchronously");
+}
+
+std::pair<Value, Value> AttnRows::keyScales(Value, Value) {
+  llvm_unreachable("keyScales of rows without per-key scales");
 }
 
 void Mainloop::allocate() {
@@ -277,6 +286,34 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
                   m.threads());
   kb.storeLdsTile(all.drop_front(kvSplit), curV, p.stepKeys(), p.headDim,
                   /*transpose=*/!m.vNatural(), m.threads());
+}
+
+std::pair<SmallVector<Value>, SmallVector<Value>> Mainloop::Impl::keyScales(Value n0,
+                                                                           Value waveRow) {
+  Value laneKey = sView.laneOffsets(kb, lane).second;
+  auto type = cast<VectorType>(kb.accType(*p.qk));
+  SmallVector<Value> kScales, vScales;
+  for (int kt = 0; kt < p.keyTiles(); ++kt) {
+    // Registers of the same key share one load.
+    std::map<int, std::pair<Value, Value>> byKey;
+    SmallVector<Value> k(type.getNumElements()), v(type.getNumElements());
+    for (const AccElement &el : sView.elements()) {
+      auto &scales = byKey[el.inner];
+      if (!scales.first)
+        scales = rows.keyScales(n0, kb.add(kb.add(waveRow, laneKey), kt * p.keyDim() + el.inner));
+      k[el.reg] = scales.first, v[el.reg] = scales.second;
+    }
+    kScales.push_back(vector::FromElementsOp::create(b, loc, type, k));
+    vScales.push_back(vector::FromElementsOp::create(b, loc, type, v));
+  }
+  return {kScales, vScales};
+}
+
+SmallVector<Value> Mainloop::Impl::scaled(ArrayRef<Value> tiles, ArrayRef<Value> by) {
+  SmallVector<Value> out(tiles.begin(), tiles.end());
+  if (!by.empty())
+    for (auto [x, s] : llvm::zip(out, by)) x = kb.fmul(x, s);
+  return out;
 }
 
 SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
@@ -554,13 +591,18 @@ void Mainloop::Impl::emit() {
                            : kb.columns(curV, p.keyWaves, keyWave); // V^T: [d][key]
       waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
     }
+    // Per-key scales, loaded before the products they wait for.
+    SmallVector<Value> kScales, vScales;
+    if (rows.hasKeyScales())
+      std::tie(kScales, vScales) = keyScales(n0, kb.sub(waveN0, n0));
 
     auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;
     SmallVector<Value> oNext(iter.begin() + 2 * qTiles, iter.end());
     for (int qt = 0; qt < qTiles; ++qt) {
       Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
-      SmallVector<Value> s = scoreTiles(computeScores(ldsQueryRow), needMask, ldsQueryRow, waveN0);
+      SmallVector<Value> s =
+          scoreTiles(scaled(computeScores(ldsQueryRow), kScales), needMask, ldsQueryRow, waveN0);
       SmallVector<Value> probs, alpha;
       RowState state = softmaxStep(s, {iter[2 * qt], iter[2 * qt + 1]}, probs, alpha);
       next.push_back(state.max);
@@ -569,7 +611,7 @@ void Mainloop::Impl::emit() {
       Value alphaO = perElement(alpha, /*outputs=*/true);
       MutableArrayRef<Value> outs(oNext.data() + qt * hTiles, hTiles);
       for (Value &acc : outs) acc = kb.fmul(acc, alphaO);
-      accumulatePV(outs, probs, ldsQueryRow);
+      accumulatePV(outs, scaled(probs, vScales), ldsQueryRow);
     }
     next.append(oNext.begin(), oNext.end());
     next.append(prefetched);

@@ -156,7 +156,7 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
   a.blockTable = sig.add("block_table", ptr(i32), ArgRole::Input);
   a.cacheSeqlens = sig.add("cache_seqlens", ptr(i32), ArgRole::Input);
   if (op.getKvElementType() != elem) {
-    a.kScale = sig.add("k_scale", ptr(f32), ArgRole::Input);
+    a.kScale.ptr = sig.add("k_scale", ptr(f32), ArgRole::Input);
     a.vScale = sig.add("v_scale", ptr(f32), ArgRole::Input);
   }
   a.o.ptr = sig.add("o", ptr(elem), ArgRole::Output);
@@ -175,6 +175,11 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
     c->stridePage = sig.add(std::string(n) + "_stride_page", index, ArgRole::Stride);
     c->strideToken = sig.add(std::string(n) + "_stride_token", index, ArgRole::Stride);
     c->strideHead = sig.add(std::string(n) + "_stride_head", index, ArgRole::Stride);
+  }
+  if (op.getKvScale() == tessera::KVScale::PerToken) {
+    a.kScale.stridePage = sig.add("kv_scale_stride_page", index, ArgRole::Stride);
+    a.kScale.strideToken = sig.add("kv_scale_stride_token", index, ArgRole::Stride);
+    a.kScale.strideHead = sig.add("kv_scale_stride_head", index, ArgRole::Stride);
   }
   a.blockTableStride = sig.add("block_table_stride", index, ArgRole::Stride);
   if (op.getReturnLse()) {

@@ -114,9 +114,10 @@ public:
     row0 = kb.mul(arith::RemUIOp::create(b, loc, y, rowBlocks), p.blockM);
     seqK = kb.loadIndex(arg(args.cacheSeqlens), batch);
     // fp8 caches widen exactly to the query's dtype; their per-tensor scales fold into the score
-    // scale (K) and the output (V).
-    if (args.kScale) {
-      kScale = memref::LoadOp::create(b, loc, arg(args.kScale), ValueRange{kb.idx(0)});
+    // scale (K) and the output (V), per-token ones into each key's scores and probabilities
+    // (keyScales).
+    if (args.kScale.ptr && !perToken()) {
+      kScale = memref::LoadOp::create(b, loc, arg(args.kScale.ptr), ValueRange{kb.idx(0)});
       vScale = memref::LoadOp::create(b, loc, arg(args.vScale), ValueRange{kb.idx(0)});
     }
     const int elemBits = elem.getIntOrFloatBitWidth();
@@ -185,6 +186,18 @@ public:
   }
   // The combine needs every split's LSE.
   bool wantsLse() const override { return returnLse || splitKv; }
+  bool hasKeyScales() const override { return perToken(); }
+  std::pair<Value, Value> keyScales(Value n0, Value row) override {
+    // Rows past the length read the last key's slot (no other block-table entry) and scale by 0.
+    Value valid = kb.cmpLt(row, kb.sub(seqK, n0));
+    Value at = arith::MinUIOp::create(b, loc, row, kb.sub(kb.sub(seqK, n0), one()));
+    Value slot = cacheRowStart(args.kScale, n0)(at);
+    auto load = [&](ArgHandle scales) {
+      Value x = memref::LoadOp::create(b, loc, arg(scales), ValueRange{slot});
+      return kb.select(valid, x, kb.f32(0));
+    };
+    return {load(args.kScale.ptr), load(args.vScale)};
+  }
 
   /// This split's part of the key tiles the tokens see, those that need no mask, the scales.
   attn::KeyWalk walk() {
@@ -200,6 +213,7 @@ public:
   }
 
 private:
+  bool perToken() const { return bool(args.kScale.strideToken); }
   /// Query head and token of block row `row` (head-major).
   std::pair<Value, Value> headAndToken(Value row) {
     Value r = kb.add(row0, row);
@@ -344,13 +358,15 @@ public:
 
 /// cache_write: one workgroup per new token; slot_mapping[t] = page * block_size + offset names
 /// its slot, a negative one (padding) writes nothing. Every thread copies 16-byte vectors of the
-/// token's Hkv x D row (element by element where a stride breaks their alignment).
+/// token's Hkv x D row (element by element where a stride breaks their alignment). With per-token
+/// fp8 scales a group of lanes holds each head's row: their absolute maximum (NaN ignored) over
+/// the format's largest value is the slot's scale (1 for an all-zero row), written beside it.
 class CacheWriteKernel {
 public:
   static constexpr int kThreads = 128;
 
-  CacheWriteKernel(tessera::PagedDecodeOp op, KernelBuilder &kb)
-      : op(op), kb(kb), b(kb.builder()), loc(kb.location()) {}
+  CacheWriteKernel(tessera::PagedDecodeOp op, KernelBuilder &kb, const TargetInfo &target)
+      : op(op), kb(kb), b(kb.builder()), loc(kb.location()), waveSize(target.waveSize) {}
 
   /// Appends the kernel's arguments to `sig` (docs/decode.md, the cache writer).
   void declare(KernelSignature &sig) {
@@ -364,8 +380,10 @@ public:
       cache[i] = sig.add(caches[i] + "_cache", ptr(op.getKvElementType()), ArgRole::InOut);
     slots = sig.add("slot_mapping", ptr(IntegerType::get(ctx, 64)), ArgRole::Input);
     if (quantizes()) {
-      scale[0] = sig.add("k_scale", ptr(Float32Type::get(ctx)), ArgRole::Input);
-      scale[1] = sig.add("v_scale", ptr(Float32Type::get(ctx)), ArgRole::Input);
+      // Per-token scales are the writer's outputs.
+      ArgRole role = perToken() ? ArgRole::InOut : ArgRole::Input;
+      scale[0] = sig.add("k_scale", ptr(Float32Type::get(ctx)), role);
+      scale[1] = sig.add("v_scale", ptr(Float32Type::get(ctx)), role);
     }
     tokens = sig.add("num_tokens", index, ArgRole::Size);
     heads = sig.add("Hkv", index, ArgRole::Size);
@@ -377,6 +395,9 @@ public:
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
         cacheStride[i][j] = sig.add(caches[i] + "_stride_" + cacheAxes[j], index, ArgRole::Stride);
+    if (perToken())
+      for (int j = 0; j < 3; ++j)
+        scaleStride[j] = sig.add("kv_scale_stride_" + cacheAxes[j], index, ArgRole::Stride);
   }
 
   /// The number of new tokens: the grid.
@@ -399,6 +420,7 @@ public:
     std::array<Value, 2> vectorOk;
     for (int i = 0; i < 2; ++i)
       vectorOk[i] = kb.andb(multiplesOf(srcStride[i], vec), multiplesOf(cacheStride[i], vec));
+    if (perToken()) return emitPerToken(page, offset, vectorOk, vec);
     std::array<Value, 2> scales;
     if (quantizes())
       for (int i = 0; i < 2; ++i)
@@ -412,16 +434,108 @@ public:
       Value from = kb.add(kb.add(kb.mul(token, arg(srcStride[i][0])),
                                  kb.mul(head, arg(srcStride[i][1]))),
                           col);
-      Value to = kb.add(kb.add(kb.add(kb.mul(page, arg(cacheStride[i][0])),
-                                      kb.mul(offset, arg(cacheStride[i][1]))),
-                               kb.mul(head, arg(cacheStride[i][2]))),
-                        col);
+      Value to = kb.add(cacheAt(cacheStride[i], page, offset, head), col);
       copy(arg(src[i]), from, arg(cache[i]), to, vectorOk[i], vec, scales[i]);
     }
   }
 
 private:
   Value arg(ArgHandle h) { return argValue(func, h); }
+  bool perToken() { return op.getKvScale() == tessera::KVScale::PerToken; }
+  Value cacheAt(ArrayRef<ArgHandle> strides, Value page, Value offset, Value head) {
+    return kb.add(kb.add(kb.mul(page, arg(strides[0])), kb.mul(offset, arg(strides[1]))),
+                  kb.mul(head, arg(strides[2])));
+  }
+
+  /// The per-token body: groups of `group` lanes (a power of two, at most a wave) take the
+  /// token's heads, each lane `vec` elements of its head's row.
+  void emitPerToken(Value page, Value offset, ArrayRef<Value> vectorOk, int vec) {
+    const int64_t headDim = op.getHeadDim();
+    const int group = int(llvm::PowerOf2Ceil(headDim / vec));
+    const int rowsPerPass = kThreads / group;
+    Type f32 = b.getF32Type();
+    Type cacheElem = op.getKvElementType();
+    const double largest =
+        llvm::APFloat::getLargest(cast<FloatType>(cacheElem).getFloatSemantics()).convertToDouble();
+    Value tid = kb.threadId();
+    Value member = kb.remui(tid, group), col = kb.mul(member, vec);
+    // Uniform trip count: every lane reaches the shuffles.
+    auto loop = scf::ForOp::create(b, loc, kb.idx(0), arg(heads), kb.idx(rowsPerPass));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value head = kb.add(loop.getInductionVar(), kb.divui(tid, group));
+    Value active = kb.andb(kb.cmpLt(head, arg(heads)), kb.cmpLt(col, kb.idx(headDim)));
+    Value token = kb.blockId(gpu::Dimension::x);
+    auto type = VectorType::get({vec}, op.getDtype());
+    for (int i = 0; i < 2; ++i) {
+      Value from = kb.add(kb.add(kb.mul(token, arg(srcStride[i][0])),
+                                 kb.mul(head, arg(srcStride[i][1]))),
+                          col);
+      // The lane's elements (zeros where inactive), then the row's absolute maximum.
+      auto load = scf::IfOp::create(b, loc, TypeRange{type}, active, /*withElse=*/true);
+      {
+        OpBuilder::InsertionGuard gl(b);
+        b.setInsertionPointToStart(load.thenBlock());
+        Value x = loadVector(arg(src[i]), from, vectorOk[i], type);
+        scf::YieldOp::create(b, loc, x);
+        b.setInsertionPointToStart(load.elseBlock());
+        scf::YieldOp::create(b, loc, kb.zero(type));
+      }
+      Value x = load.getResult(0);
+      Value wide = arith::ExtFOp::create(b, loc, type.clone(f32), x);
+      Value amax = vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
+                                               math::AbsFOp::create(b, loc, wide));
+      for (int mask = 1; mask < group; mask *= 2) {
+        Value other = gpu::ShuffleOp::create(b, loc, amax, mask, waveSize,
+                                             gpu::ShuffleMode::XOR)
+                          .getShuffleResult();
+        amax = arith::MaxNumFOp::create(b, loc, amax, other);
+      }
+      Value zeroRow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, amax, kb.f32(0));
+      Value rowScale = kb.select(zeroRow, kb.f32(1), arith::DivFOp::create(b, loc, amax,
+                                                                            kb.f32(largest)));
+      OpBuilder::InsertionGuard gs(b);
+      inside(active);
+      Value to = kb.add(cacheAt(cacheStride[i], page, offset, head), col);
+      storeVector(toCache(x, cacheElem, rowScale), arg(cache[i]), to, vectorOk[i]);
+      inside(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, member, kb.idx(0)));
+      memref::StoreOp::create(b, loc, rowScale, arg(scale[i]),
+                              ValueRange{cacheAt(scaleStride, page, offset, head)});
+    }
+  }
+  void inside(Value cond) {
+    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+  }
+  /// A vector of `type` from src[from]: one load where `vectorOk`, else element by element.
+  Value loadVector(Value src, Value from, Value vectorOk, VectorType type) {
+    auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, vectorOk, /*withElse=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(
+        b, loc, vector::LoadOp::create(b, loc, type, src, ValueRange{from}, false, llvm::Align(16))
+                    .getResult());
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    SmallVector<Value> elems;
+    for (int j = 0; j < type.getNumElements(); ++j)
+      elems.push_back(memref::LoadOp::create(b, loc, src, ValueRange{kb.add(from, j)}));
+    scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, type, elems).getResult());
+    return ifOp.getResult(0);
+  }
+  /// `x` to dst[to]: one store where `vectorOk`, else element by element.
+  void storeVector(Value x, Value dst, Value to, Value vectorOk) {
+    auto type = cast<VectorType>(x.getType());
+    auto ifOp = scf::IfOp::create(b, loc, vectorOk, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    vector::StoreOp::create(b, loc, x, dst, ValueRange{to}, false,
+                            llvm::Align(type.getNumElements() *
+                                        type.getElementType().getIntOrFloatBitWidth() / 8));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    for (int j = 0; j < type.getNumElements(); ++j)
+      memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, x, j), dst,
+                              ValueRange{kb.add(to, j)});
+  }
   Value multiplesOf(ArrayRef<ArgHandle> strides, int vec) {
     Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
     for (ArgHandle s : strides)
@@ -456,31 +570,21 @@ private:
   /// `vec` elements from src[from] to dst[to] (in dst's format): one vector where `vectorOk`,
   /// else one by one.
   void copy(Value src, Value from, Value dst, Value to, Value vectorOk, int vec, Value scale) {
-    Type elem = cast<MemRefType>(src.getType()).getElementType();
+    auto type = VectorType::get({vec}, cast<MemRefType>(src.getType()).getElementType());
     Type cacheElem = cast<MemRefType>(dst.getType()).getElementType();
-    auto ifOp = scf::IfOp::create(b, loc, vectorOk, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    auto type = VectorType::get({vec}, elem);
-    Value x = vector::LoadOp::create(b, loc, type, src, ValueRange{from}, false, llvm::Align(16));
-    vector::StoreOp::create(b, loc, toCache(x, cacheElem, scale), dst, ValueRange{to}, false,
-                            llvm::Align(vec * cacheElem.getIntOrFloatBitWidth() / 8));
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    for (int j = 0; j < vec; ++j) {
-      Value y = memref::LoadOp::create(b, loc, src, ValueRange{kb.add(from, j)});
-      memref::StoreOp::create(b, loc, toCache(y, cacheElem, scale), dst,
-                              ValueRange{kb.add(to, j)});
-    }
+    storeVector(toCache(loadVector(src, from, vectorOk, type), cacheElem, scale), dst, to, vectorOk);
   }
 
   tessera::PagedDecodeOp op;
   KernelBuilder &kb;
   OpBuilder &b;
   Location loc;
+  const int waveSize;
   gpu::GPUFuncOp func;
   std::array<ArgHandle, 2> src, cache, scale; // key, value; k_cache, v_cache; k/v_scale (fp8)
   std::array<std::array<ArgHandle, 2>, 2> srcStride;     // token, head
   std::array<std::array<ArgHandle, 3>, 2> cacheStride;   // page, token, head
+  std::array<ArgHandle, 3> scaleStride;   // both per-token scales: page, token, head
   ArgHandle slots, tokens, heads;
 };
 
@@ -542,9 +646,6 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
 } // namespace
 
 FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
-  if (op.getKvScale() == tessera::KVScale::PerToken)
-    return op.emitOpError() << "per-token fp8 scales ('kv_scale' per_token) are not generated "
-                            << "yet on " << target.chip << "; use per_tensor";
   AttnPlanResult plan = planDecode(op, target);
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnPlan &p = *plan.plan;
@@ -610,7 +711,7 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
   writeSig.directive = base.directive;
   writeSig.directiveAttrs = base.directiveAttrs;
   KernelBuilder writeKb(b, op.getLoc(), target);
-  CacheWriteKernel writer(op, writeKb);
+  CacheWriteKernel writer(op, writeKb, target);
   writer.declare(writeSig);
   writeSig.grid[0] = writeSig.expr(writer.tokenCount());
   writeSig.grid[1] = GridExpr::constant(1);

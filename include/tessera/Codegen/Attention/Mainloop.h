@@ -35,6 +35,11 @@ public:
   /// wantsLse().
   virtual void storeLse(mlir::Value row, mlir::Value lse) = 0;
   virtual bool wantsLse() const = 0;
+  /// Keys with their own dequantisation scales (fp8 caches with per-token scales): (K's, V's) of
+  /// row `row` of the tile from key `n0`, finite and without a load past the valid keys. K's
+  /// multiplies the key's scores, V's its probabilities in P V. Only when hasKeyScales().
+  virtual bool hasKeyScales() const { return false; }
+  virtual std::pair<mlir::Value, mlir::Value> keyScales(mlir::Value n0, mlir::Value row);
 };
 
 /// What the loop walks: the key tiles, those of them that need no mask, the rule the others are

@@ -87,7 +87,10 @@ struct PagedDecodeArgs {
   TensorArg q, o;                         // (B, Sq, Hq, D)
   CacheArg k, v;
   ArgHandle blockTable, blockTableStride, cacheSeqlens;
-  ArgHandle kScale, vScale;               // fp8 kv_dtype: one f32 each (per_tensor)
+  // fp8 kv_dtype: f32 dequantisation scales, one each (per_tensor: null strides) or one per cache
+  // slot and KV head (per_token: both at kScale's addressing of (page, token, head), no d).
+  CacheArg kScale;
+  ArgHandle vScale;
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
   ArgHandle batch, seqQ, headsQ, headsKv;
   ArgHandle numSplits, partials;          // split_kv
