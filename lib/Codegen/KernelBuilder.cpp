@@ -503,6 +503,20 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
   }
 }
 
+SmallVector<std::pair<Value, Value>>
+KernelBuilder::tileVectorStarts(int rows, int cols, Type elemType, int threads) {
+  SmallVector<std::pair<Value, Value>> out;
+  for (const TileVector &t : tileVectors(*this, rows, cols, vectorElems(elemType), threads)) {
+    if (!t.partial) {
+      out.push_back({t.row, t.col});
+      continue;
+    }
+    Value in = inTile(*this, t);
+    out.push_back({select(in, t.row, idx(0)), select(in, t.col, idx(cols))});
+  }
+  return out;
+}
+
 SmallVector<Value> KernelBuilder::loadLdsTile(const LdsTile &src, int rows, int cols, int threads) {
   Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
   const int vec = vectorElems(elemType);

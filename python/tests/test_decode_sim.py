@@ -108,7 +108,7 @@ def cache_of(c, rng, max_blocks, pages, target):
     scales = {}
     if c.per_token:
         fp8 = fp8_dtype(target)
-        rows = [rng.standard_normal(shape) * np.exp(2 * rng.standard_normal(shape[:3] + (1,))) for _ in range(2)]
+        rows = [rng.standard_normal(shape) * np.exp(rng.standard_normal(shape[:3] + (1,))) for _ in range(2)]
         both = np.empty((2, pages, c.block_size, c.Hkv), np.float32).transpose(0, 1, 3, 2)   # (2, pages, Hkv, bs)
         for i, x in enumerate(rows):
             token = token_scales(x, fp8)                      # shape[:3]: the cache layout's (pages, ., .)

@@ -61,9 +61,10 @@ private:
   /// `slotValues` (one per slot) gathered per element of an accumulator of `view`.
   Value perElement(ArrayRef<Value> slotValues, bool outputs);
 
-  /// The K and V tiles from key n0 in registers, and their stores into LDS.
+  /// The K and V tiles from key n0 in registers, and their stores into LDS (V's rows times
+  /// `scales`' V scales where given).
   SmallVector<Value> loadKV(Value n0);
-  void storeKV(ArrayRef<Value> regs);
+  void storeKV(ArrayRef<Value> regs, ArrayRef<Value> scales = {});
   /// S (or S^T) of the query tile at block row `ldsQueryRow` against the staged keys: one
   /// accumulator per key tile.
   SmallVector<Value> computeScores(Value ldsQueryRow);
@@ -73,9 +74,17 @@ private:
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
                        SmallVector<Value> &alpha);
-  /// hasKeyScales(): the K and V scales of this lane's keys of the tile from `n0` (this wave's
-  /// keys from `waveRow` on), one vector per key tile in S's register order.
-  std::pair<SmallVector<Value>, SmallVector<Value>> keyScales(Value n0, Value waveRow);
+  /// Per-key scales (hasKeyScales()), loaded a step ahead like the K/V tiles: the K and V scales
+  /// of the rows of this thread's tile vectors from key `n0` (zeros unless `any`). V's scale the
+  /// V rows as they widen (storeKV), rounded once like any dequantised cache; K's, exact on the
+  /// scores, go through m.ldsScales (storeKeyScales) to the lanes of S (readKeyScales: this
+  /// lane's keys of this wave's keys from `waveRow` on, one vector per key tile in S's order).
+  SmallVector<Value> loadScales(Value any, Value n0);
+  void storeKeyScales(ArrayRef<Value> scales);
+  SmallVector<Value> readKeyScales(Value waveRow);
+  SmallVector<std::pair<Value, Value>> scaleRows() {
+    return kb.tileVectorStarts(p.stepKeys(), p.headDim, m.cacheElem, m.threads());
+  }
   /// tiles[i] * by[i] (as is without `by`).
   SmallVector<Value> scaled(ArrayRef<Value> tiles, ArrayRef<Value> by);
   /// O (this query tile's head tiles) += P V.
@@ -109,8 +118,9 @@ private:
 };
 
 Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Location loc,
-                   gpu::GPUFuncOp func, Type elem, Type cacheElem)
-    : p(p), t(t), b(b), loc(loc), func(func), elem(elem), cacheElem(cacheElem ? cacheElem : elem) {}
+                   gpu::GPUFuncOp func, Type elem, Type cacheElem, bool keyScales)
+    : p(p), t(t), b(b), loc(loc), func(func), elem(elem), cacheElem(cacheElem ? cacheElem : elem),
+      keyScales(keyScales) {}
 
 Mainloop::~Mainloop() = default;
 
@@ -134,6 +144,7 @@ void Mainloop::allocate() {
   assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
+  if (keyScales) ldsScales = kb.allocLds(func, b.getF32Type(), 1, p.stepKeys());
   // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
   // buffers are staging ones, each step widened into a single K and V tile.
   const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
@@ -271,15 +282,23 @@ SmallVector<Value> Mainloop::Impl::loadKV(Value n0) {
   return regs;
 }
 
-void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
+void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> scales) {
   // A narrower cache format (fp8) widens exactly to the tiles' element type here, as late as
-  // possible after its load.
+  // possible after its load; per-key V scales multiply V's rows in f32, rounded once.
   SmallVector<Value> wide;
-  for (Value r : regs) {
+  for (auto [i, r] : llvm::enumerate(regs)) {
     auto type = cast<VectorType>(r.getType());
-    wide.push_back(type.getElementType() == elem
-                       ? r
-                       : arith::ExtFOp::create(b, loc, type.clone(elem), r).getResult());
+    Value x = type.getElementType() == elem
+                  ? r
+                  : arith::ExtFOp::create(b, loc, type.clone(elem), r).getResult();
+    if (!scales.empty() && i >= kvSplit) {
+      auto f32 = type.clone(b.getF32Type());
+      Value scale = vector::BroadcastOp::create(b, loc, f32, scales[2 * (i - kvSplit) + 1]);
+      x = arith::TruncFOp::create(
+          b, loc, type.clone(elem),
+          kb.fmul(arith::ExtFOp::create(b, loc, f32, x).getResult(), scale));
+    }
+    wide.push_back(x);
   }
   ArrayRef<Value> all(wide);
   kb.storeLdsTile(all.take_front(kvSplit), curK, p.stepKeys(), p.headDim, /*transpose=*/false,
@@ -288,25 +307,56 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs) {
                   /*transpose=*/!m.vNatural(), m.threads());
 }
 
-std::pair<SmallVector<Value>, SmallVector<Value>> Mainloop::Impl::keyScales(Value n0,
-                                                                           Value waveRow) {
+SmallVector<Value> Mainloop::Impl::loadScales(Value any, Value n0) {
+  auto starts = scaleRows();
+  SmallVector<Type> types(2 * starts.size(), b.getF32Type());
+  auto ifOp = scf::IfOp::create(b, loc, types, any, /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  SmallVector<Value> regs;
+  for (auto [row, col] : starts) {
+    auto [k, v] = rows.keyScales(n0, row);
+    regs.append({k, v});
+  }
+  scf::YieldOp::create(b, loc, regs);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, SmallVector<Value>(types.size(), kb.f32(0)));
+  return SmallVector<Value>(ifOp.getResults());
+}
+
+void Mainloop::Impl::storeKeyScales(ArrayRef<Value> scales) {
+  // One writer per row: the thread holding its first vector.
+  for (auto [i, start] : llvm::enumerate(scaleRows())) {
+    auto [row, col] = start;
+    OpBuilder::InsertionGuard g(b);
+    auto first = scf::IfOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, col, kb.idx(0)), false);
+    b.setInsertionPointToStart(first.thenBlock());
+    memref::StoreOp::create(b, loc, scales[2 * i], m.ldsScales.memref,
+                            ValueRange{kb.ldsOffset(m.ldsScales, kb.idx(0), row)});
+  }
+}
+
+SmallVector<Value> Mainloop::Impl::readKeyScales(Value waveRow) {
   Value laneKey = sView.laneOffsets(kb, lane).second;
   auto type = cast<VectorType>(kb.accType(*p.qk));
-  SmallVector<Value> kScales, vScales;
+  SmallVector<Value> out;
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
-    // Registers of the same key share one load.
-    std::map<int, std::pair<Value, Value>> byKey;
-    SmallVector<Value> k(type.getNumElements()), v(type.getNumElements());
+    // Registers of the same key share one read.
+    std::map<int, Value> byKey;
+    SmallVector<Value> k(type.getNumElements());
     for (const AccElement &el : sView.elements()) {
-      auto &scales = byKey[el.inner];
-      if (!scales.first)
-        scales = rows.keyScales(n0, kb.add(kb.add(waveRow, laneKey), kt * p.keyDim() + el.inner));
-      k[el.reg] = scales.first, v[el.reg] = scales.second;
+      Value &scale = byKey[el.inner];
+      if (!scale) {
+        Value key = kb.add(kb.add(waveRow, laneKey), kt * p.keyDim() + el.inner);
+        scale = memref::LoadOp::create(b, loc, m.ldsScales.memref,
+                                       ValueRange{kb.ldsOffset(m.ldsScales, kb.idx(0), key)});
+      }
+      k[el.reg] = scale;
     }
-    kScales.push_back(vector::FromElementsOp::create(b, loc, type, k));
-    vScales.push_back(vector::FromElementsOp::create(b, loc, type, v));
+    out.push_back(vector::FromElementsOp::create(b, loc, type, k));
   }
-  return {kScales, vScales};
+  return out;
 }
 
 SmallVector<Value> Mainloop::Impl::scaled(ArrayRef<Value> tiles, ArrayRef<Value> by) {
@@ -541,6 +591,11 @@ void Mainloop::Impl::emit() {
     b.setInsertionPointToStart(any.thenBlock());
     copyAsync(tiles.lo, kb.idx(0));
   }
+  const bool withScales = rows.hasKeyScales();
+  assert(withScales == m.keyScales && "Mainloop(keyScales) and the rows must agree");
+  if (withScales)
+    init.append(loadScales(kb.cmpLt(tiles.lo, tiles.hi), kb.mul(tiles.lo, p.stepKeys())));
+  const size_t carried = init.size(); // the state and the scales
   if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.stepKeys())));
   auto loop = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
   {
@@ -556,7 +611,14 @@ void Mainloop::Impl::emit() {
       kb.asyncWait(0);
     }
     kb.barrier(); // previous step's K/V/P reads are done (and the staged rows written)
-    SmallVector<Value> prefetched;
+    SmallVector<Value> prefetched, scales, nextScales;
+    if (withScales) {
+      auto iterArgs = loop.getRegionIterArgs();
+      scales.assign(iterArgs.begin() + stateCount, iterArgs.begin() + carried);
+      storeKeyScales(scales);
+      Value next = kb.add(tile, 1);
+      nextScales = loadScales(kb.cmpLt(next, tiles.hi), kb.mul(next, p.stepKeys()));
+    }
     if (p.kvBuffers > 1) {
       {
         OpBuilder::InsertionGuard gn(b);
@@ -571,15 +633,17 @@ void Mainloop::Impl::emit() {
         kvSplit = narrow.size();
         narrow.append(kb.loadLdsTile(kb.buffer(asyncV, p.kvBuffers, which), p.stepKeys(),
                                      p.headDim, m.threads()));
-        storeKV(narrow);
+        storeKV(narrow, scales);
         kb.barrier();
+      } else if (withScales) {
+        kb.barrier(); // the scales stored
       }
     } else if (p.stages > 1) {
-      storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(stateCount)));
+      storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(carried)), scales);
       kb.barrier();
       prefetched = loadKV(kb.add(n0, p.stepKeys()));
     } else {
-      storeKV(loadKV(n0));
+      storeKV(loadKV(n0), scales);
       kb.barrier();
     }
     Value needMask = isEdgeTile(kb, tile, walk.unmasked); // uniform
@@ -591,10 +655,8 @@ void Mainloop::Impl::emit() {
                            : kb.columns(curV, p.keyWaves, keyWave); // V^T: [d][key]
       waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
     }
-    // Per-key scales, loaded before the products they wait for.
-    SmallVector<Value> kScales, vScales;
-    if (rows.hasKeyScales())
-      std::tie(kScales, vScales) = keyScales(n0, kb.sub(waveN0, n0));
+    SmallVector<Value> kScales;
+    if (withScales) kScales = readKeyScales(kb.sub(waveN0, n0));
 
     auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;
@@ -611,9 +673,10 @@ void Mainloop::Impl::emit() {
       Value alphaO = perElement(alpha, /*outputs=*/true);
       MutableArrayRef<Value> outs(oNext.data() + qt * hTiles, hTiles);
       for (Value &acc : outs) acc = kb.fmul(acc, alphaO);
-      accumulatePV(outs, scaled(probs, vScales), ldsQueryRow);
+      accumulatePV(outs, probs, ldsQueryRow);
     }
     next.append(oNext.begin(), oNext.end());
+    next.append(nextScales);
     next.append(prefetched);
     scf::YieldOp::create(b, loc, next);
   }

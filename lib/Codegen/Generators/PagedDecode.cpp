@@ -680,7 +680,7 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
   set.kernels.push_back(decode);
   {
     attn::Mainloop mainloop(p, target, b, op.getLoc(), decode, op.getDtype(),
-                            op.getKvElementType());
+                            op.getKvElementType(), op.getKvScale() == tessera::KVScale::PerToken);
     mainloop.allocate();
     b.setInsertionPoint(decode.getBody().front().getTerminator());
     KernelBuilder kb(b, op.getLoc(), target);

@@ -37,7 +37,7 @@ public:
   virtual bool wantsLse() const = 0;
   /// Keys with their own dequantisation scales (fp8 caches with per-token scales): (K's, V's) of
   /// row `row` of the tile from key `n0`, finite and without a load past the valid keys. K's
-  /// multiplies the key's scores, V's its probabilities in P V. Only when hasKeyScales().
+  /// multiplies the key's scores, V's its row of V. Only when hasKeyScales().
   virtual bool hasKeyScales() const { return false; }
   virtual std::pair<mlir::Value, mlir::Value> keyScales(mlir::Value n0, mlir::Value row);
 };
@@ -54,8 +54,10 @@ class Mainloop {
 public:
   /// `elem`: the tiles' element type (the queries'); `cacheElem`: K's and V's in memory when
   /// narrower (fp8 caches), widened exactly to `elem` on the way to the K and V tiles.
+  /// `keyScales`: the rows will have per-key scales (AttnRows::hasKeyScales), staged in LDS.
   Mainloop(const AttnPlan &p, const TargetInfo &t, mlir::OpBuilder &b, mlir::Location loc,
-           mlir::gpu::GPUFuncOp func, mlir::Type elem, mlir::Type cacheElem = {});
+           mlir::gpu::GPUFuncOp func, mlir::Type elem, mlir::Type cacheElem = {},
+           bool keyScales = false);
   ~Mainloop();
   /// Allocates the LDS tiles: first in the kernel (they are workgroup attributions).
   void allocate();
@@ -77,7 +79,9 @@ private:
   /// buffers (ldsK8, ldsV8) and widened into one K and one V tile each step.
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
   mlir::Type elem, cacheElem;
-  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge;
+  bool keyScales;
+  /// ldsScales: the K scales of the step's keys (per-key scales).
+  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge, ldsScales;
 };
 
 } // namespace tessera::attn
