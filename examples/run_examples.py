@@ -15,8 +15,10 @@ SHAPES = [(17, 33, 40), (128, 128, 128), (255, 64, 1000)]
 ATTENTION = [(1, 17, 33, 2, 1, 64, True), (2, 70, 50, 4, 2, 128, False), (1, 130, 130, 3, 3, 32, True)]
 # (B, Sq, Sk, Hq, Hkv, D, causal, deterministic): the backward, judged by CORRECTNESS.md's rule (3x).
 BACKWARD = [(1, 37, 53, 3, 1, 64, True, False), (1, 40, 23, 2, 2, 32, False, True)]
-# (cache_seqlens, Sq, Hq, Hkv, D, block_size, num_splits): paged decode, judged by CORRECTNESS.md's rule (2x).
-DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3), ((9, 70), 2, 4, 1, 64, 64, 1)]
+# (cache_seqlens, Sq, Hq, Hkv, D, block_size, num_splits, fp8): paged decode, judged by CORRECTNESS.md's rule (2x);
+# fp8: the caches and their per-token scales written by tessera.paged_cache_write, as a server fills them.
+DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3, False), ((9, 70), 2, 4, 1, 64, 64, 1, False),
+          ((37, 1, 80), 1, 8, 2, 128, 16, 3, True)]
 
 
 def cuda_arch():
@@ -65,23 +67,39 @@ def run_backward(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, deterministic, rng)
     return err, check.ok
 
 
-def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, rng):
+def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, fp8, rng):
     """(max error against float64, whether it is within the tolerance rule) of tessera.paged_decode over a cache
-    whose pages are a random choice of three times the needed ones."""
+    whose pages are a random choice of three times the needed ones (fp8: e4m3 pages and per-token scales that
+    tessera.paged_cache_write fills from f16 rows)."""
     blocks = max(-(-n // block_size) for n in lens)
     pages = 3 * len(lens) * blocks
-    k, v = (rng.standard_normal((pages, block_size, Hkv, D)).astype(np.float16) for _ in range(2))
     table = rng.permutation(pages)[:len(lens) * blocks].reshape(len(lens), blocks).astype(np.int32)
-    lens = np.array(lens, np.int32)
     q = rng.standard_normal((len(lens), Sq, Hq, D)).astype(np.float16)
-    ref = tessera.testing.paged_decode_reference(q, k, v, table, lens)
-    same = tessera.testing.paged_decode_reference(q, k, v, table, lens, precision="same")
-    if gpu:
-        import torch
-        o = tessera.paged_decode(*(torch.from_numpy(x).cuda() for x in (q, k, v, table, lens)),
-                                 num_splits=num_splits).cpu().numpy()
+    device = None if gpu else f"sim:{target}"
+    torch = __import__("torch") if gpu else None
+    cuda = (lambda x: torch.from_numpy(x).cuda()) if gpu else (lambda x: x)   # noqa: E731
+    host = (lambda x: x.cpu().numpy()) if gpu else (lambda x: x)            # noqa: E731
+    scales = {}
+    if fp8:
+        import ml_dtypes
+        fp8_type = ml_dtypes.float8_e4m3fnuz if target == "gfx942" else ml_dtypes.float8_e4m3fn
+        # Every token's key and value rows, written into their slots with their own scales.
+        slots = np.concatenate([table[b, t // block_size] * block_size + t % block_size
+                                for b, n in enumerate(lens) for t in [np.arange(n)]]).astype(np.int64)
+        rows = [rng.standard_normal((len(slots), Hkv, D)).astype(np.float16) for _ in range(2)]
+        k, v = (cuda(np.zeros((pages, block_size, Hkv, D), np.uint8)) for _ in range(2))
+        k, v = (x.view(torch.float8_e4m3fn if gpu else fp8_type) for x in (k, v))
+        scales = {name: cuda(np.ones((pages, Hkv, block_size), np.float32)) for name in ("k_scale", "v_scale")}
+        tessera.paged_cache_write(*(cuda(x) for x in rows), k, v, cuda(slots), **scales, device=device)
     else:
-        o = tessera.paged_decode(q, k, v, table, lens, num_splits=num_splits, device=f"sim:{target}")
+        k, v = (cuda(rng.standard_normal((pages, block_size, Hkv, D)).astype(np.float16)) for _ in range(2))
+    lens = np.array(lens, np.int32)
+    o = host(tessera.paged_decode(cuda(q), k, v, cuda(table), cuda(lens), num_splits=num_splits, **scales,
+                                  device=device))
+    k, v = (host(x.view(torch.uint8)).view(fp8_type) if gpu and fp8 else host(x) for x in (k, v))
+    scales = {name: host(x) for name, x in scales.items()}
+    ref = tessera.testing.paged_decode_reference(q, k, v, table, lens, **scales)
+    same = tessera.testing.paged_decode_reference(q, k, v, table, lens, **scales, precision="same")
     return float(np.abs(o.astype(np.float64) - ref.o).max()), tessera.testing.check_attention(o, ref, same).ok
 
 
@@ -129,14 +147,14 @@ def main():
             ok &= passed
             shape = f"attn bwd {B}x{Sq}x{Sk} H{Hq}/{Hkv} D{D}{' causal' if causal else ''}{' det' if det else ''}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
-        for lens, Sq, Hq, Hkv, D, block_size, splits in DECODE:
-            err, passed = run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, splits, rng)
+        for lens, Sq, Hq, Hkv, D, block_size, splits, fp8 in DECODE:
+            err, passed = run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, splits, fp8, rng)
             ok &= passed
-            shape = f"decode {len(lens)}x{Sq} H{Hq}/{Hkv} D{D} b{block_size} s{splits}"
+            shape = f"decode {len(lens)}x{Sq} H{Hq}/{Hkv} D{D} b{block_size} s{splits}{' fp8/token' if fp8 else ''}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
-    print(f"{'target':8} {'where':5} {'kernel':32} {'max error':>10}  result")
+    print(f"{'target':8} {'where':5} {'kernel':40} {'max error':>10}  result")
     for target, where, shape, err, passed in rows:
-        print(f"{target:8} {where:5} {shape:32} {err:10.2e}  {'ok' if passed else 'FAIL'}")
+        print(f"{target:8} {where:5} {shape:40} {err:10.2e}  {'ok' if passed else 'FAIL'}")
     for line in skipped:
         print(line)
     return 0 if ok else 1

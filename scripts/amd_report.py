@@ -241,6 +241,19 @@ def macs(inst):
     return int(m.group(1)) * int(m.group(2)) * int(m.group(3)) if m else 0
 
 
+def load_bytes(inst):
+    """Bytes a global or buffer load instruction reads per lane (0 for anything else)."""
+    m = re.match(r"(?:global|buffer)_load_(?:lds_)?(\w+)", inst)
+    if not m:
+        return 0
+    width = m.group(1)
+    for pattern, size in ((r"dwordx4|b128", 16), (r"dwordx3|b96", 12), (r"dwordx2|b64", 8), (r"dword|b32", 4),
+                          (r"short|u16|i16|b16", 2), (r"byte|u8|i8", 1)):
+        if re.search(pattern, width):
+            return size
+    return 0
+
+
 def loop_stats(items, loop):
     insts = [t for k, t in items[loop["start"]:loop["end"] + 1] if k == "inst"]
     full = [t for k, t in items[loop["start"]:loop["full_end"] + 1] if k == "inst"]
@@ -253,6 +266,7 @@ def loop_stats(items, loop):
             "macs": sum(macs(t) for t in mat),
             "hot_insts": len(hot), "hot_mat": len(hot_mat), "hot_share": len(hot_mat) / len(hot) if hot else 0.0,
             "barriers": sum(1 for t in insts if t.startswith("s_barrier")),
+            "hot_loads": sum(1 for t in hot if load_bytes(t)), "hot_load_bytes": sum(map(load_bytes, hot)),
             "hot_barriers": sum(1 for t in hot if t.startswith("s_barrier")), "_body": insts, "_hot": hot}
 
 
@@ -285,7 +299,7 @@ def run_mca(mca, chip, insts, workdir, stem):
 EMPTY = {"loop_header": None, "loop_insts": None, "edge_insts": None, "mat": 0, "share": None,
          "mat_ops": [], "macs": 0, "hot_insts": None, "hot_mat": 0, "hot_share": None, "barriers": None,
          "hot_barriers": None, "mca_cycles": None, "mca_per_mat": None, "hot_mca_cycles": None,
-         "hot_mca_per_mat": None, "hot_macs_per_cycle": None}
+         "hot_mca_per_mat": None, "hot_macs_per_cycle": None, "hot_loads": None, "hot_load_bytes": None}
 
 
 def analyze(asm, name, chip, mca, workdir):
@@ -440,8 +454,14 @@ def fmt(v, spec="{}"):
 
 
 HEADER = ("| kernel | VGPR | AGPR | SGPR | spills v/s | scratch | LDS | occ | mat/it | loop instr | "
-          "mat share | mca cyc/it | cyc/mat | MAC/cyc |")
-RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+          "mat share | mca cyc/it | cyc/mat | MAC/cyc | B/load |")
+RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+
+
+def per_load(r):
+    """'bytes per global load (loads)' on the steady-state path, '-' without loads there."""
+    loads = r.get("hot_loads")
+    return f"{r['hot_load_bytes'] / loads:.1f} ({loads})" if loads else "-"
 
 
 def pair(a, b, spec="{}"):
@@ -459,7 +479,7 @@ def row_line(r, label=None):
              pair(pct(r["share"]), pct(r["hot_share"]), "{:.1f}%"),
              pair(r["mca_cycles"], r["hot_mca_cycles"], "{:.0f}"),
              pair(r["mca_per_mat"], r["hot_mca_per_mat"], "{:.1f}"),
-             fmt(r["hot_macs_per_cycle"], "{:.0f}")]
+             fmt(r["hot_macs_per_cycle"], "{:.0f}"), per_load(r)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -524,7 +544,8 @@ def render(rows, args, meta):
            "SIMD; mat/it = matrix instructions (`v_mfma*`/`v_wmma*`) per KV-loop iteration; "
            "loop instr = instructions per iteration; mat share = mat/it over loop instr; mca cyc/it "
            "= llvm-mca cycles per iteration; cyc/mat = cycles per matrix instruction; MAC/cyc = "
-           "multiply-accumulates (per wave) per llvm-mca cycle on the steady-state path. "
+           "multiply-accumulates (per wave) per llvm-mca cycle on the steady-state path; B/load = bytes per lane "
+           "of the global/buffer loads on the steady-state path (16: every load a 16-byte vector) and how many. "
            "`a / b` = over the whole iteration range (every block counted, as llvm-mca sees "
            "straight-line code) / over the steady-state path (no tail, softcap or masking blocks); "
            "one figure where both agree. Method and caveats below the tables.", ""]
