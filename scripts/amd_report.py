@@ -266,15 +266,23 @@ def loop_stats(items, loop):
             "macs": sum(macs(t) for t in mat),
             "hot_insts": len(hot), "hot_mat": len(hot_mat), "hot_share": len(hot_mat) / len(hot) if hot else 0.0,
             "barriers": sum(1 for t in insts if t.startswith("s_barrier")),
-            "hot_loads": sum(1 for t in hot if load_bytes(t)), "hot_load_bytes": sum(map(load_bytes, hot)),
+            "hot_loads": sum(1 for t in hot if load_bytes(t)), "hot_loads_16": sum(1 for t in hot if load_bytes(t) == 16),
             "hot_barriers": sum(1 for t in hot if t.startswith("s_barrier")), "_body": insts, "_hot": hot}
 
 
 def mca_stand_in(inst):
     """llvm-mca 22 does not finish on gfx950's v_permlane32_swap (minutes per loop even at 10
-    iterations); it is fed a v_mov_b32 of the same registers instead, a one-pass VALU op like it."""
+    iterations); it is fed a v_mov_b32 of the same registers instead, a one-pass VALU op like it.
+    Nor on a gfx942 loop where v_mad_u64_u32 meets MFMAs and outstanding LDS reads (it hangs at
+    one iteration); it is fed the two quarter-rate multiplies that write the same halves."""
     m = re.match(r"v_permlane(16|32)_swap_b32(?:_e32|_e64)?\s+(v\d+),\s*(v\d+)", inst)
-    return f"v_mov_b32_e32 {m.group(2)}, {m.group(3)}" if m else inst
+    if m:
+        return f"v_mov_b32_e32 {m.group(2)}, {m.group(3)}"
+    m = re.match(r"v_mad_u64_u32(?:_e64)?\s+v\[(\d+):(\d+)\],\s*[^,]+,\s*([^,]+),\s*([^,]+),", inst)
+    if m:
+        lo, hi, a, b = m.groups()
+        return f"v_mul_lo_u32 v{lo}, {a}, {b}\n\tv_mul_hi_u32 v{hi}, {a}, {b}"
+    return inst
 
 
 def run_mca(mca, chip, insts, workdir, stem):
@@ -299,7 +307,7 @@ def run_mca(mca, chip, insts, workdir, stem):
 EMPTY = {"loop_header": None, "loop_insts": None, "edge_insts": None, "mat": 0, "share": None,
          "mat_ops": [], "macs": 0, "hot_insts": None, "hot_mat": 0, "hot_share": None, "barriers": None,
          "hot_barriers": None, "mca_cycles": None, "mca_per_mat": None, "hot_mca_cycles": None,
-         "hot_mca_per_mat": None, "hot_macs_per_cycle": None, "hot_loads": None, "hot_load_bytes": None}
+         "hot_mca_per_mat": None, "hot_macs_per_cycle": None, "hot_loads": None, "hot_loads_16": None}
 
 
 def analyze(asm, name, chip, mca, workdir):
@@ -454,14 +462,14 @@ def fmt(v, spec="{}"):
 
 
 HEADER = ("| kernel | VGPR | AGPR | SGPR | spills v/s | scratch | LDS | occ | mat/it | loop instr | "
-          "mat share | mca cyc/it | cyc/mat | MAC/cyc | B/load |")
+          "mat share | mca cyc/it | cyc/mat | MAC/cyc | 16B loads |")
 RULE = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 
 
 def per_load(r):
-    """'bytes per global load (loads)' on the steady-state path, '-' without loads there."""
+    """'16-byte loads / global loads' on the steady-state path, '-' without loads there."""
     loads = r.get("hot_loads")
-    return f"{r['hot_load_bytes'] / loads:.1f} ({loads})" if loads else "-"
+    return f"{r['hot_loads_16']}/{loads}" if loads else "-"
 
 
 def pair(a, b, spec="{}"):
@@ -535,6 +543,7 @@ def render(rows, args, meta):
     out = ["# AMD static report: attention kernels (flash_attn, flash_attn_bwd, paged_decode)", "",
            f"Generated {meta['date']} at commit `{meta['commit']}` by "
            f"`python3 scripts/amd_report.py --build {args.build} --out {args.out}"
+           + "".join(f" --input {i}" for i in args.given_inputs)
            + (" --triton" if args.triton else "") + f"` from `{meta['input']}` (regenerate with the "
            "same command; nothing here is edited by hand).",
            f"Compiler: {meta['compiler']}. llvm-mca: `{meta['mca'] or 'not found'}`. "
@@ -544,8 +553,9 @@ def render(rows, args, meta):
            "SIMD; mat/it = matrix instructions (`v_mfma*`/`v_wmma*`) per KV-loop iteration; "
            "loop instr = instructions per iteration; mat share = mat/it over loop instr; mca cyc/it "
            "= llvm-mca cycles per iteration; cyc/mat = cycles per matrix instruction; MAC/cyc = "
-           "multiply-accumulates (per wave) per llvm-mca cycle on the steady-state path; B/load = bytes per lane "
-           "of the global/buffer loads on the steady-state path (16: every load a 16-byte vector) and how many. "
+           "multiply-accumulates (per wave) per llvm-mca cycle on the steady-state path; 16B loads = the global/buffer "
+           "loads on the steady-state path that read 16 bytes a lane, of all its global loads (the others: block-table "
+           "entries, per-token scales, element-wise fallbacks). "
            "`a / b` = over the whole iteration range (every block counted, as llvm-mca sees "
            "straight-line code) / over the steady-state path (no tail, softcap or masking blocks); "
            "one figure where both agree. Method and caveats below the tables.", ""]
@@ -587,6 +597,7 @@ def main(argv=None):
     ap.add_argument("--json", help="also write the rows as JSON here")
     ap.add_argument("--keep", help="keep bundles and loop files in this directory")
     args = ap.parse_args(argv)
+    args.given_inputs = args.input or []
     args.input = args.input or [str(ROOT / "examples" / f)
                                 for f in ("attention.mlir", "decode.mlir", "decode_fp8.mlir")]
 

@@ -90,7 +90,7 @@ ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| (?P<vgpr>\d+) \| (?P<agpr>\d+|-) \| 
                  r"(?P<spills>\d+/\d+) \| (?P<scratch>\d+) \| (?P<lds>\d+) \| (?P<occ>\d+) \| "
                  r"(?P<mat>\d+) \| (?P<loop>\d+( / \d+)?) \| (?P<share>[\d.]+%( / [\d.]+%)?) \| "
                  r"(?P<cyc>[\d]+( / \d+)?|-) \| (?P<per>[\d.]+( / [\d.]+)?|-) \| (?P<mac>\d+|-) \| "
-                 r"(?P<load>[\d.]+ \(\d+\)|-) \|$")
+                 r"(?P<load>\d+/\d+|-) \|$")
 
 
 @pytest.mark.skipif(compiler_path() is None, reason="build/bin/tessera-compile not built")
@@ -113,6 +113,6 @@ def test_report_on_one_directive(tmp_path):
     assert data["mat_ops"] and all(o.startswith("v_mfma") for o in data["mat_ops"])
     assert data["hot_mat"] == data["mat"] and data["hot_insts"] <= data["loop_insts"]
     # The forward's K/V tiles come in as 16-byte vectors on the steady-state path.
-    assert row["load"] == f"16.0 ({data['hot_loads']})" and data["hot_loads"] > 0
+    assert row["load"] == f"{data['hot_loads']}/{data['hot_loads']}" and data["hot_loads"] > 0
     if data["note"] is None:  # llvm-mca found and ran
         assert data["mca_cycles"] > 0 and row["cyc"] != "-"
