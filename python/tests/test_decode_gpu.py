@@ -443,6 +443,42 @@ def test_fp8_cache_write_quantises_and_decode_reads_it():
     assert result.ok, f"seed {make.seed}: {result}"
 
 
+@pytest.mark.parametrize("dtype, block_size, Sq, splits", [("bf16", 16, 1, 0), ("f16", 64, 3, 3)])
+def test_per_token_fp8_cache_written_then_decoded(dtype, block_size, Sq, splits):
+    """The serving flow with per-token scales: paged_cache_write quantises every token's K and V rows (magnitudes
+    varying by e^±3 across rows) into OCP e4m3 pages, NaN (0x7F) everywhere else, and stores each row's scale in
+    (num_pages, Hkv, block_size) tensors, NaN everywhere else; paged_decode of that cache matches the float64
+    reference on the dequantised cache by CORRECTNESS.md's rule (any NaN it read would fail it), and the scales are
+    each row's absmax / 448."""
+    make = Inputs()
+    c = Case(lengths=(0, 1, 1000, 4097), Sq=Sq, dtype=dtype, block_size=block_size, num_splits=splits)
+    q, rows_k, rows_v, table, lengths, valid = paged_cache(make, c)
+    pages, bs, Hkv, D = rows_k.shape
+    # Every token's slot, and its rows from the random cache, each scaled by its own magnitude.
+    page, slot = valid.nonzero(as_tuple=True)
+    slots = page * bs + slot
+    key, value = ((x[page, slot].float() * torch.exp(make((len(slots), Hkv, 1), "f32"))).to(x.dtype)
+                  for x in (rows_k, rows_v))
+    caches = [torch.full((pages, bs, Hkv, D), 0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+              for _ in range(2)]
+    both = torch.full((2, pages, Hkv, bs), float("nan"), device="cuda")
+    scales = dict(k_scale=both[0], v_scale=both[1])
+    tessera.paged_cache_write(key, value, *caches, slots, **scales)
+    torch.cuda.synchronize()
+    for scale, rows in zip(both, (key, value)):
+        want = rows.float().abs().amax(-1) / 448
+        assert torch.equal(scale[page, :, slot], torch.where(want == 0, 1.0, want)), f"seed {make.seed}"
+    out = poisoned(q.shape, c.dtype)
+    _, lse = tessera.paged_decode(q, *caches, table, lengths, **c.options(), num_splits=splits, return_lse=True,
+                                  out=out, **scales)
+    torch.cuda.synchronize()
+    options = dict(c.options(), **scales)
+    ref = testing.paged_decode_reference(q, *caches, table, lengths, **options)
+    same = testing.paged_decode_reference(q, *caches, table, lengths, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"seed {make.seed}: {result}"
+
+
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_contiguous_caches_match_float64(layout):
     """block_table=None: (B, capacity, Hkv, D) caches (HND (B, Hkv, capacity, D)) sliced from a larger capacity, NaN
