@@ -319,3 +319,27 @@ def test_contiguous_caches_run_as_pages(bundles, target, layout):
                                                           r"block_size = 4"):
         odd = np.zeros((B, 36, Hkv, D), support.ml_dtypes.bfloat16)
         tessera.paged_decode(q.astype(odd.dtype), odd, odd, None, lens, device=dev)
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_per_token_plans(bundles, target):
+    """paged_decode_plan with per-token scales picks the per-token set and serves calls with them; a per-tensor
+    call does not fit it (InputError naming both)."""
+    if support.ml_dtypes is None:
+        pytest.skip("fp8 numpy arrays need ml_dtypes (not installed)")
+    error = bundles.get(target)
+    assert not error, f"tessera-compile --target={target} failed:\n{error}"
+    c = next(x for x in CASES if x.id == "fp8-per-token-b64-gqa8-split2")
+    dev = support.sim_device(target)
+    rng = np.random.default_rng(5)
+    k, v, table, scales = cache_of(c, rng, max_blocks=4, pages=24, target=target)
+    lens = np.array(c.lens, np.int32)
+    q = rng.standard_normal((len(c.lens), 1, c.Hq, c.D)).astype(np.float16)
+    plan = tessera.paged_decode_plan(q, k, v, table, lens, **scales, device=dev)
+    assert plan.call.kv_scale == "per_token" and plan.kernel_set.attributes["kv_scale"] == "per_token"
+    out = tessera.paged_decode(q, k, v, table, lens, **scales, plan=plan, device=dev)
+    ref = testing.paged_decode_reference(q, k, v, table, lens, **scales)
+    same = testing.paged_decode_reference(q, k, v, table, lens, **scales, precision="same")
+    assert testing.check_attention(out, ref, same).ok
+    with pytest.raises(tessera.InputError, match=r"kv_scale=per_tensor, .* does not fit the plan \(.*kv_scale=per_token"):
+        tessera.paged_decode(q, k, v, table, lens, k_scale=1.0, v_scale=1.0, plan=plan, device=dev)
