@@ -341,7 +341,8 @@ def find_kernel_set(bundle, call):
 
 def kernel_set_for(bundle, call):
     """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
-    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.D, call.block_size, call.masks(), *call.needed().values())
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.D, call.block_size, call.masks(),
+           *call.needed().values())
     return bundle.remember(key, lambda: find_kernel_set(bundle, call))
 
 

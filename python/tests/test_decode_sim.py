@@ -66,8 +66,8 @@ CASES = [
     Case("fp8-b1-sq3-hnd-window", "f16", 64, 1, (9, 20), Sq=3, Hkv=1, layout="HND", window_left=6, fp8=True),
     Case("fp8-per-token-b16-gqa4-split3-window", "bf16", 128, 16, (37, 1, 80), num_splits=3, window_left=50, fp8=True,
          per_token=True),
-    Case("fp8-per-token-d96-b1-sq3-hnd-softcap", "f16", 96, 1, (9, 20), Sq=3, Hkv=1, layout="HND", softcap=5.0, fp8=True,
-         per_token=True),
+    Case("fp8-per-token-d96-b1-sq3-hnd-softcap", "f16", 96, 1, (9, 20), Sq=3, Hkv=1, layout="HND", softcap=5.0,
+         fp8=True, per_token=True),
     Case("fp8-per-token-b64-gqa8-split2", "f16", 64, 64, (130, 3), Hkv=1, num_splits=2, fp8=True, per_token=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
@@ -341,5 +341,6 @@ def test_per_token_plans(bundles, target):
     ref = testing.paged_decode_reference(q, k, v, table, lens, **scales)
     same = testing.paged_decode_reference(q, k, v, table, lens, **scales, precision="same")
     assert testing.check_attention(out, ref, same).ok
-    with pytest.raises(tessera.InputError, match=r"kv_scale=per_tensor, .* does not fit the plan \(.*kv_scale=per_token"):
+    with pytest.raises(tessera.InputError,
+                       match=r"kv_scale=per_tensor, .* does not fit the plan \(.*kv_scale=per_token"):
         tessera.paged_decode(q, k, v, table, lens, k_scale=1.0, v_scale=1.0, plan=plan, device=dev)
