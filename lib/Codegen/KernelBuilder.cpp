@@ -367,6 +367,11 @@ LdsTile KernelBuilder::columns(const LdsTile &tile, int parts, Value which) {
   return part;
 }
 
+void KernelBuilder::enterIf(Value cond) {
+  auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+}
+
 // Thread `tid` moves the 16-byte vectors tid, tid + threads, ... of the tile, numbered row by
 // row in the global tile's orientation.
 namespace {
@@ -385,10 +390,7 @@ static Value inTile(KernelBuilder &kb, const TileVector &t) {
 /// Opens `if (inTile(t))` where some threads have no vector `t`; the caller's InsertionGuard
 /// closes it.
 static void enterTile(KernelBuilder &kb, const TileVector &t) {
-  if (!t.partial) return;
-  OpBuilder &b = kb.builder();
-  auto ifOp = scf::IfOp::create(b, kb.location(), inTile(kb, t), /*withElseRegion=*/false);
-  b.setInsertionPointToStart(ifOp.thenBlock());
+  if (t.partial) kb.enterIf(inTile(kb, t));
 }
 
 static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols, int vec,

@@ -190,6 +190,10 @@ public:
   mlir::Value fmax(mlir::Value a, mlir::Value c);
   mlir::Value select(mlir::Value cond, mlir::Value a, mlir::Value c);
 
+  /// Opens `if (cond)` and moves the insertion point into it; the caller's InsertionGuard
+  /// restores it.
+  void enterIf(mlir::Value cond);
+
   // Thread geometry.
   mlir::Value threadId();
   mlir::Value laneId();   ///< threadId % waveSize

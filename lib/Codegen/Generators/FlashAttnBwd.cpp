@@ -127,12 +127,6 @@ protected:
   Value splat(Value scalar, Type like) {
     return vector::BroadcastOp::create(b, loc, cast<VectorType>(like), scalar);
   }
-  /// Opens `if (cond)` and moves the insertion point into it; the caller's InsertionGuard
-  /// restores it.
-  void inside(Value cond) {
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-  }
 
   /// The row of query `query` of this batch item in the per-row workspaces: items packed
   /// (varlen) or B x Sq.
@@ -195,7 +189,7 @@ public:
     Value head = kb.blockId(gpu::Dimension::y);
     Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), rows);
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(q0, seq.seqQ));
+    kb.enterIf(kb.cmpLt(q0, seq.seqQ));
     kb.copyGlobalToLds(block(o, seq.rowQ0, q0, head, seq.seqQ), ldsO, rows, p.headDim, false,
                        threads);
     kb.copyGlobalToLds(block(dO, seq.rowQ0, q0, head, seq.seqQ), ldsDO, rows, p.headDim, false,
@@ -216,7 +210,7 @@ public:
     // The row's four threads are neighbouring lanes.
     Value delta = kb.laneAllReduce({sum}, {1, 2}, vector::CombiningKind::ADD).front();
     Value query = kb.add(q0, row);
-    inside(kb.andb(kb.cmpLt(query, seq.seqQ),
+    kb.enterIf(kb.andb(kb.cmpLt(query, seq.seqQ),
                    arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, part, kb.idx(0))));
     Value lseAt = kb.add(kb.mul(head, arg(a.lseStrideH)), query);
     lseAt = seq.varlen ? kb.add(lseAt, seq.rowQ0) : kb.add(lseAt, kb.mul(batch, arg(a.lseStrideB)));
@@ -240,13 +234,13 @@ public:
     Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), kRows);
     Value out = dq.base(kb, seq, batch, seq.rowQ0, head);
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(q0, seq.seqQ));
+    kb.enterIf(kb.cmpLt(q0, seq.seqQ));
     Value tid = kb.threadId();
     for (int first = 0; first < kRows * p.headDim; first += threads) {
       OpBuilder::InsertionGuard inner(b);
       Value e = kb.add(tid, first);
       Value query = kb.add(q0, kb.divui(e, p.headDim)), col = kb.remui(e, p.headDim);
-      inside(kb.cmpLt(query, seq.seqQ));
+      kb.enterIf(kb.cmpLt(query, seq.seqQ));
       Value x = memref::LoadOp::create(b, loc, arg(args.dqAccum),
                                        ValueRange{dqAccumIndex(head, query, col)});
       Value y = kb.convert(kb.fmul(x, arg(a.scale)), elem);
@@ -324,7 +318,7 @@ protected:
   /// Calls body(block) in the waves that own a block of `w` (not those past its wave grid).
   void forWaveBlock(const WaveTiles &w, llvm::function_ref<void(const WaveBlock &)> body) {
     OpBuilder::InsertionGuard g(b);
-    if (w.activeWaves() < w.waves) inside(kb.cmpLt(wave, kb.idx(w.activeWaves())));
+    if (w.activeWaves() < w.waves) kb.enterIf(kb.cmpLt(wave, kb.idx(w.activeWaves())));
     body(waveBlock(w));
   }
   /// accs = update(block, accs): gradient accumulators of this wave's block of `w`, left as they
@@ -400,7 +394,7 @@ protected:
     stage(block(dO, seq.rowQ0, q0, head, seq.seqQ), dst.dO, dst.dOT, rows);
     OpBuilder::InsertionGuard g(b);
     Value tid = kb.threadId(), query = kb.add(q0, tid);
-    inside(kb.cmpLt(tid, kb.idx(rows)));
+    kb.enterIf(kb.cmpLt(tid, kb.idx(rows)));
     Value valid = kb.cmpLt(query, seq.seqQ);
     for (Stat s : {Stat::LseShift, Stat::Delta}) {
       auto load = scf::IfOp::create(b, loc, TypeRange{b.getF32Type()}, valid, true);
@@ -432,7 +426,7 @@ protected:
     assert(p.threads() >= 2 * rows && "one thread per statistic");
     OpBuilder::InsertionGuard g(b);
     Value tid = kb.threadId();
-    inside(kb.cmpLt(tid, kb.idx(2 * rows)));
+    kb.enterIf(kb.cmpLt(tid, kb.idx(2 * rows)));
     Value stat = kb.divui(tid, rows), local = kb.remui(tid, rows), query = kb.add(q0, local);
     Value valid = kb.cmpLt(query, seq.seqQ);
     kb.asyncCopy(dst.stats.memref, dst.stats.at(kb, stat, local), arg(args.stats),
@@ -566,7 +560,7 @@ public:
     Value kvHead = kb.blockId(gpu::Dimension::y);
     Value k0 = kb.mul(kb.blockId(gpu::Dimension::x), p.blockN);
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(k0, seq.seqK));
+    kb.enterIf(kb.cmpLt(k0, seq.seqK));
     stage(block(k, seq.rowK0, k0, kvHead, seq.seqK), ldsK, ldsKT, p.blockN);
     kb.copyGlobalToLds(block(v, seq.rowK0, k0, kvHead, seq.seqK), ldsV, p.blockN, p.headDim,
                        false, p.threads());
@@ -599,7 +593,7 @@ public:
       // the other buffer while it computes.
       if (buffers > 1) {
         OpBuilder::InsertionGuard gp(b);
-        inside(kb.cmpLt(kb.idx(0), steps));
+        kb.enterIf(kb.cmpLt(kb.idx(0), steps));
         auto [head, tile] = stepAt(kb.idx(0));
         stageQueriesAsync(head, kb.mul(tile, p.blockM), queryBlock(kb.idx(0)));
         kb.asyncCommit();
@@ -616,7 +610,7 @@ public:
         kb.barrier(); // this step's block is in LDS; the previous step's reads are done
         OpBuilder::InsertionGuard gn(b);
         Value next = kb.add(i, 1);
-        inside(kb.cmpLt(next, steps));
+        kb.enterIf(kb.cmpLt(next, steps));
         auto [nextHead, nextTile] = stepAt(next);
         stageQueriesAsync(nextHead, kb.mul(nextTile, p.blockM),
                           queryBlock(kb.remui(next, buffers)));
@@ -722,7 +716,7 @@ public:
     Value kvHead = arith::DivUIOp::create(
         b, loc, head, arith::DivUIOp::create(b, loc, arg(a.headsQ), arg(a.headsKv)));
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(q0, seq.seqQ));
+    kb.enterIf(kb.cmpLt(q0, seq.seqQ));
     stageQueries(head, q0, QueryBlock{ldsQ, ldsDO, stats});
 
     const WaveTiles scoresW = p.dqScores(), gradsW = p.dqGrads();
@@ -749,7 +743,7 @@ public:
       // into the other buffer while it computes.
       if (buffers > 1) {
         OpBuilder::InsertionGuard gp(b);
-        inside(kb.cmpLt(tiles.lo, tiles.hi));
+        kb.enterIf(kb.cmpLt(tiles.lo, tiles.hi));
         stageKeysAsync(tiles.lo, kb.idx(0));
       }
       auto steps = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
@@ -764,7 +758,7 @@ public:
         kb.barrier(); // this step's keys are in LDS; the previous step's reads are done
         OpBuilder::InsertionGuard gn(b);
         Value next = kb.add(tile, 1);
-        inside(kb.cmpLt(next, tiles.hi));
+        kb.enterIf(kb.cmpLt(next, tiles.hi));
         stageKeysAsync(next, kb.remui(kb.sub(next, tiles.lo), buffers));
       } else {
         kb.barrier(); // the previous step's reads of K, V, dS are done (and the staged queries)

@@ -45,11 +45,6 @@ public:
 
 protected:
   Value arg(ArgHandle h) { return argValue(func, h); }
-  /// Opens `if (cond)`; the caller's InsertionGuard restores the insertion point.
-  void inside(Value cond) {
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-  }
   Value one() { return kb.idx(1); }
   /// num_splits == 1 (always without split_kv): the decode kernel writes o and lse itself.
   Value singleSplit() {
@@ -161,7 +156,7 @@ public:
   }
   void storeOutput(Value row, Value col, Value value) override {
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(kb.add(row0, row), groupRows));
+    kb.enterIf(kb.cmpLt(kb.add(row0, row), groupRows));
     if (vScale) value = kb.fmul(value, vScale);
     auto [head, token] = headAndToken(row);
     auto single = scf::IfOp::create(b, loc, singleSplit(), /*withElse=*/splitKv);
@@ -174,7 +169,7 @@ public:
   }
   void storeLse(Value row, Value lse) override {
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(kb.add(row0, row), groupRows));
+    kb.enterIf(kb.cmpLt(kb.add(row0, row), groupRows));
     auto [head, token] = headAndToken(row);
     auto single = scf::IfOp::create(b, loc, singleSplit(), /*withElse=*/splitKv);
     b.setInsertionPointToStart(single.thenBlock());
@@ -278,7 +273,7 @@ public:
     Value row = kb.add(kb.mul(kb.blockId(gpu::Dimension::x), kCombineRows), kb.divui(tid, wave));
     Value lane = kb.remui(tid, wave);
     OpBuilder::InsertionGuard g(b);
-    inside(kb.cmpLt(row, kb.mul(arg(args.headsQ), arg(args.seqQ))));
+    kb.enterIf(kb.cmpLt(row, kb.mul(arg(args.headsQ), arg(args.seqQ))));
     Value head = arith::DivUIOp::create(b, loc, row, arg(args.seqQ));
     Value token = arith::RemUIOp::create(b, loc, row, arg(args.seqQ));
     Value splits = arg(args.numSplits), lseBase = partialLseBase();
@@ -344,12 +339,12 @@ public:
     for (int c = 0; c < cols; ++c) {
       OpBuilder::InsertionGuard gc(b);
       Value col = kb.add(lane, c * wave);
-      inside(kb.cmpLt(col, kb.idx(headDim)));
+      kb.enterIf(kb.cmpLt(col, kb.idx(headDim)));
       storeFinalOutput(batch, head, token, col, kb.fmul(sumLoop.getResult(c), inv));
     }
     if (args.lse) {
       OpBuilder::InsertionGuard gl(b);
-      inside(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, kb.idx(0)));
+      kb.enterIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, kb.idx(0)));
       Value lnSum = kb.fmul(math::Log2Op::create(b, loc, sum), kb.f32(M_LN2));
       storeFinalLse(batch, head, token, kb.fadd(mUse, lnSum));
     }
@@ -495,17 +490,13 @@ private:
       Value rowScale = kb.select(zeroRow, kb.f32(1), arith::DivFOp::create(b, loc, amax,
                                                                             kb.f32(largest)));
       OpBuilder::InsertionGuard gs(b);
-      inside(active);
+      kb.enterIf(active);
       Value to = kb.add(cacheAt(cacheStride[i], page, offset, head), col);
       storeVector(toCache(x, cacheElem, rowScale), arg(cache[i]), to, vectorOk[i]);
-      inside(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, member, kb.idx(0)));
+      kb.enterIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, member, kb.idx(0)));
       memref::StoreOp::create(b, loc, rowScale, arg(scale[i]),
                               ValueRange{cacheAt(scaleStride, page, offset, head)});
     }
-  }
-  void inside(Value cond) {
-    auto ifOp = scf::IfOp::create(b, loc, cond, /*withElse=*/false);
-    b.setInsertionPointToStart(ifOp.thenBlock());
   }
   /// A vector of `type` from src[from]: one load where `vectorOk`, else element by element.
   Value loadVector(Value src, Value from, Value vectorOk, VectorType type) {
