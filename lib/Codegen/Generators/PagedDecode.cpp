@@ -109,8 +109,8 @@ public:
     row0 = kb.mul(arith::RemUIOp::create(b, loc, y, rowBlocks), p.blockM);
     seqK = kb.loadIndex(arg(args.cacheSeqlens), batch);
     // fp8 caches widen exactly to the query's dtype; their per-tensor scales fold into the score
-    // scale (K) and the output (V), per-token ones into each key's scores and probabilities
-    // (keyScales).
+    // scale (K) and the output (V); per-token ones (keyScales) scale each key's scores (K) and
+    // V's rows as they widen.
     if (args.kScale.ptr && !perToken()) {
       kScale = memref::LoadOp::create(b, loc, arg(args.kScale.ptr), ValueRange{kb.idx(0)});
       vScale = memref::LoadOp::create(b, loc, arg(args.vScale), ValueRange{kb.idx(0)});
@@ -184,8 +184,9 @@ public:
   bool hasKeyScales() const override { return perToken(); }
   std::pair<Value, Value> keyScales(Value n0, Value row) override {
     // Rows past the length read the last key's slot (no other block-table entry) and scale by 0.
-    Value valid = kb.cmpLt(row, kb.sub(seqK, n0));
-    Value at = arith::MinUIOp::create(b, loc, row, kb.sub(kb.sub(seqK, n0), one()));
+    Value rowsLeft = kb.sub(seqK, n0);
+    Value valid = kb.cmpLt(row, rowsLeft);
+    Value at = arith::MinUIOp::create(b, loc, row, kb.sub(rowsLeft, one()));
     Value slot = cacheRowStart(args.kScale, n0)(at);
     auto load = [&](ArgHandle scales) {
       Value x = memref::LoadOp::create(b, loc, arg(scales), ValueRange{slot});
@@ -415,7 +416,7 @@ public:
     std::array<Value, 2> vectorOk;
     for (int i = 0; i < 2; ++i)
       vectorOk[i] = kb.andb(multiplesOf(srcStride[i], vec), multiplesOf(cacheStride[i], vec));
-    if (perToken()) return emitPerToken(page, offset, vectorOk, vec);
+    if (perToken()) return emitPerToken(token, page, offset, vectorOk, vec);
     std::array<Value, 2> scales;
     if (quantizes())
       for (int i = 0; i < 2; ++i)
@@ -426,9 +427,7 @@ public:
     Value e = loop.getInductionVar();
     Value head = kb.divui(e, headDim / vec), col = kb.mul(kb.remui(e, headDim / vec), vec);
     for (int i = 0; i < 2; ++i) {
-      Value from = kb.add(kb.add(kb.mul(token, arg(srcStride[i][0])),
-                                 kb.mul(head, arg(srcStride[i][1]))),
-                          col);
+      Value from = kb.add(rowAt(i, token, head), col);
       Value to = kb.add(cacheAt(cacheStride[i], page, offset, head), col);
       copy(arg(src[i]), from, arg(cache[i]), to, vectorOk[i], vec, scales[i]);
     }
@@ -437,6 +436,11 @@ public:
 private:
   Value arg(ArgHandle h) { return argValue(func, h); }
   bool perToken() { return op.getKvScale() == tessera::KVScale::PerToken; }
+  /// Where head `head` of new token `token`'s key (i = 0) or value (1) row starts.
+  Value rowAt(int i, Value token, Value head) {
+    return kb.add(kb.mul(token, arg(srcStride[i][0])), kb.mul(head, arg(srcStride[i][1])));
+  }
+  /// Where head `head` of slot (page, offset) starts in a cache or the per-token scales.
   Value cacheAt(ArrayRef<ArgHandle> strides, Value page, Value offset, Value head) {
     return kb.add(kb.add(kb.mul(page, arg(strides[0])), kb.mul(offset, arg(strides[1]))),
                   kb.mul(head, arg(strides[2])));
@@ -444,7 +448,7 @@ private:
 
   /// The per-token body: groups of `group` lanes (a power of two, at most a wave) take the
   /// token's heads, each lane `vec` elements of its head's row.
-  void emitPerToken(Value page, Value offset, ArrayRef<Value> vectorOk, int vec) {
+  void emitPerToken(Value token, Value page, Value offset, ArrayRef<Value> vectorOk, int vec) {
     const int64_t headDim = op.getHeadDim();
     const int group = int(llvm::PowerOf2Ceil(headDim / vec));
     const int rowsPerPass = kThreads / group;
@@ -460,12 +464,9 @@ private:
     b.setInsertionPointToStart(loop.getBody());
     Value head = kb.add(loop.getInductionVar(), kb.divui(tid, group));
     Value active = kb.andb(kb.cmpLt(head, arg(heads)), kb.cmpLt(col, kb.idx(headDim)));
-    Value token = kb.blockId(gpu::Dimension::x);
     auto type = VectorType::get({vec}, op.getDtype());
     for (int i = 0; i < 2; ++i) {
-      Value from = kb.add(kb.add(kb.mul(token, arg(srcStride[i][0])),
-                                 kb.mul(head, arg(srcStride[i][1]))),
-                          col);
+      Value from = kb.add(rowAt(i, token, head), col);
       // The lane's elements (zeros where inactive), then the row's absolute maximum.
       auto load = scf::IfOp::create(b, loc, TypeRange{type}, active, /*withElse=*/true);
       {
