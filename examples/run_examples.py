@@ -84,8 +84,11 @@ def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, fp8, r
         import ml_dtypes
         fp8_type = ml_dtypes.float8_e4m3fnuz if target == "gfx942" else ml_dtypes.float8_e4m3fn
         # Every token's key and value rows, written into their slots with their own scales.
-        slots = np.concatenate([table[b, t // block_size] * block_size + t % block_size
-                                for b, n in enumerate(lens) for t in [np.arange(n)]]).astype(np.int64)
+        slots = []
+        for b, n in enumerate(lens):
+            t = np.arange(n)
+            slots.append(table[b, t // block_size] * block_size + t % block_size)
+        slots = np.concatenate(slots).astype(np.int64)
         rows = [rng.standard_normal((len(slots), Hkv, D)).astype(np.float16) for _ in range(2)]
         k, v = (cuda(np.zeros((pages, block_size, Hkv, D), np.uint8)) for _ in range(2))
         k, v = (x.view(torch.float8_e4m3fn if gpu else fp8_type) for x in (k, v))

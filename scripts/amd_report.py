@@ -260,13 +260,14 @@ def loop_stats(items, loop):
     hot = hot_path(items, loop["start"], loop["end"]) or insts
     mat = [t for t in insts if MATRIX_RE.match(t)]
     hot_mat = [t for t in hot if MATRIX_RE.match(t)]
+    hot_loads = [n for n in map(load_bytes, hot) if n]
     return {"loop_header": loop["header"], "loop_insts": len(insts), "edge_insts": len(full) - len(insts),
             "mat": len(mat), "share": len(mat) / len(insts) if insts else 0.0,
             "mat_ops": sorted({MATRIX_RE.match(t).group(0) for t in mat}),
             "macs": sum(macs(t) for t in mat),
             "hot_insts": len(hot), "hot_mat": len(hot_mat), "hot_share": len(hot_mat) / len(hot) if hot else 0.0,
             "barriers": sum(1 for t in insts if t.startswith("s_barrier")),
-            "hot_loads": sum(1 for t in hot if load_bytes(t)), "hot_loads_16": sum(1 for t in hot if load_bytes(t) == 16),
+            "hot_loads": len(hot_loads), "hot_loads_16": hot_loads.count(16),
             "hot_barriers": sum(1 for t in hot if t.startswith("s_barrier")), "_body": insts, "_hot": hot}
 
 
@@ -554,8 +555,8 @@ def render(rows, args, meta):
            "loop instr = instructions per iteration; mat share = mat/it over loop instr; mca cyc/it "
            "= llvm-mca cycles per iteration; cyc/mat = cycles per matrix instruction; MAC/cyc = "
            "multiply-accumulates (per wave) per llvm-mca cycle on the steady-state path; 16B loads = the global/buffer "
-           "loads on the steady-state path that read 16 bytes a lane, of all its global loads (the others: block-table "
-           "entries, per-token scales, element-wise fallbacks). "
+           "loads on the steady-state path that read 16 bytes a lane, of all its global loads (the others read "
+           "block-table entries and other scalars; conditional blocks, such as prefetches, are off that path). "
            "`a / b` = over the whole iteration range (every block counted, as llvm-mca sees "
            "straight-line code) / over the steady-state path (no tail, softcap or masking blocks); "
            "one figure where both agree. Method and caveats below the tables.", ""]
