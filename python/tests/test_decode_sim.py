@@ -109,12 +109,11 @@ def cache_of(c, rng, max_blocks, pages, target):
     if c.per_token:
         fp8 = fp8_dtype(target)
         rows = [rng.standard_normal(shape) * np.exp(rng.standard_normal(shape[:3] + (1,))) for _ in range(2)]
+        tokens = [token_scales(x, fp8) for x in rows]        # shape[:3]: the cache layout's (pages, ., .)
         both = np.empty((2, pages, c.block_size, c.Hkv), np.float32).transpose(0, 1, 3, 2)   # (2, pages, Hkv, bs)
-        for i, x in enumerate(rows):
-            token = token_scales(x, fp8)                      # shape[:3]: the cache layout's (pages, ., .)
+        for i, token in enumerate(tokens):
             both[i] = token if c.layout == "HND" else token.transpose(0, 2, 1)
-        k, v = (quantized(x, np.expand_dims(both[i] if c.layout == "HND" else both[i].transpose(0, 2, 1), -1), fp8)
-                for i, x in enumerate(rows))
+        k, v = (quantized(x, token[..., None], fp8) for x, token in zip(rows, tokens))
         scales = dict(k_scale=both[0], v_scale=both[1])
     elif c.fp8:
         k, v = (quantized(rng.standard_normal(shape), s, fp8_dtype(target)) for s in (K_SCALE, V_SCALE))
@@ -193,7 +192,7 @@ class WriteCase(NamedTuple):
     shared: bool      # k_cache and v_cache are the halves of one (pages, 2, ...) buffer
     head_pad: int     # key and value rows of Hkv * (D + head_pad): a head stride off 16-byte vectors when not 0
     fp8: bool = False   # caches in the target's fp8 format: the writer quantises
-    per_token: bool = False     # fp8 with per-token scales: the writer computes and stores each row's
+    per_token: bool = False     # fp8 with per-token scales: the writer computes and stores each row's scale
 
 
 WRITE_CASES = [
