@@ -3,8 +3,9 @@
 FlashAttention-2) backends on the same keys and values laid out densely (B, Hkv, ctx, D) with enable_gqa, bf16; each
 output checked against float64 on a sample of sequences and against the peer everywhere; effective bandwidth (the
 bytes of the valid keys and values over the time per call) and time per call, table last, JSON to
-$TESSERA_BENCH_OUT. Each case also runs tessera on the same keys and values in OCP e4m3 caches (per-tensor scales
-amax / 448): time per call, GB/s of the fp8 bytes, speed-up over the bf16 cache and over cuDNN."""
+$TESSERA_BENCH_OUT. Each case also runs tessera on the same keys and values in OCP e4m3 caches, with per-tensor scales
+(amax / 448: time per call, GB/s of the fp8 bytes, speed-up over the bf16 cache and over cuDNN) and with per-token
+scales (each token's amax / 448: time per call and speed-up over the bf16 cache)."""
 import argparse
 import os
 import random
@@ -21,7 +22,7 @@ import tessera  # noqa: E402
 from _common import begin, finish, median_ms, num as _num  # noqa: E402
 from tessera import testing  # noqa: E402
 
-HQ, HKV, D = 32, 8, 128
+HQ, HKV = 32, 8
 PEERS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 SAMPLE_SEQS = 8   # sequences checked against float64 per case (first, last, random)
 
@@ -37,29 +38,34 @@ def default_cases():
     q_len 4 (speculative decode, bottom-right causal)."""
     cases = [(f"B{B} ctx{ctx}", (ctx,) * B, 1, block) for B, ctx in ((128, 8192), (8, 32768), (1, 131072))
              for block in (16, 64)]
-    return cases + [("ragged B32", ragged_lengths(), 1, 16), ("B32 ctx8192 q4", (8192,) * 32, 4, 16)]
+    cases += [("ragged B32", ragged_lengths(), 1, 16), ("B32 ctx8192 q4", (8192,) * 32, 4, 16)]
+    return [case + (0,) for case in cases]
 
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--cases", help="BxCTX:Sq:block,... e.g. 64x8192:1:16 (default: the fixed list incl. a ragged "
-                                   "batch)")
+    p.add_argument("--cases", help="BxCTX:Sq:block[:splits],... e.g. 64x8192:1:16 or 1x131072:1:16:66 (splits: "
+                                   "num_splits, default 0 = the heuristic's; default cases: the fixed list incl. a "
+                                   "ragged batch)")
+    p.add_argument("--head-dim", type=int, default=128, help="head_dim of every case")
     p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function in a round")
     p.add_argument("--rounds", type=int, default=3, help="rounds of timing, the functions alternating")
     args = p.parse_args()
     if args.cases:
         cases = []
         for spec in args.cases.split(","):
-            shape, Sq, block = spec.split(":")
+            shape, Sq, block, *splits = spec.split(":")
             B, ctx = (int(x) for x in shape.split("x"))
-            cases.append((f"B{B} ctx{ctx}" + (f" q{Sq}" if Sq != "1" else ""), (ctx,) * B, int(Sq), int(block)))
+            splits = int(splits[0]) if splits else 0
+            name = f"B{B} ctx{ctx}" + (f" q{Sq}" if Sq != "1" else "") + (f" s{splits}" if splits else "")
+            cases.append((name, (ctx,) * B, int(Sq), int(block), splits))
         args.cases = cases
     else:
         args.cases = default_cases()
     return args
 
 
-def make_inputs(lengths, Sq, block, gen):
+def make_inputs(lengths, Sq, block, D, gen):
     """q (B, Sq, HQ, D); the dense K and V (B, HKV, max_len, D) for the peer; the same keys in an NHD paged cache whose
     pages are a random permutation; block table; lengths."""
     B, longest = len(lengths), max(lengths)
@@ -122,11 +128,18 @@ def copy_ceiling_gbs(rep_ms):
     return 2 * src.numel() / (median_ms(lambda: dst.copy_(src), rep_ms) * 1e-3) / 1e9
 
 
-def run_case(name, lengths, Sq, block, rep_ms, rounds, gen, row_gen):
+def token_scales(cache):
+    """Per-token e4m3 scales of an NHD cache (num_pages, block, Hkv, D): each token row's amax / 448 (1 for a zero
+    row), laid out (num_pages, Hkv, block)."""
+    amax = cache.float().abs().amax(-1)
+    return torch.where(amax > 0, amax / 448, torch.ones_like(amax)).transpose(1, 2).contiguous()
+
+
+def run_case(name, lengths, Sq, block, splits, D, rep_ms, rounds, gen, row_gen):
     kv_bytes = 2 * sum(lengths) * HKV * D * 2   # the valid keys and values, bf16
     row = {"case": name, "B": len(lengths), "max_len": max(lengths), "Sq": Sq, "block_size": block, "Hq": HQ,
            "Hkv": HKV, "D": D, "kv_bytes": kv_bytes}
-    q, dense, caches, table, lens = make_inputs(lengths, Sq, block, gen)
+    q, dense, caches, table, lens = make_inputs(lengths, Sq, block, D, gen)
     timed, peer_out = {}, {}
     for peer in PEERS:
         fn = peer_fn(peer, q, dense, lengths, Sq)
@@ -140,7 +153,7 @@ def run_case(name, lengths, Sq, block, rep_ms, rounds, gen, row_gen):
     del dense
     out = torch.full_like(q, float("nan"))
     try:
-        plan = tessera.paged_decode_plan(q, *caches, table, lens)
+        plan = tessera.paged_decode_plan(q, *caches, table, lens, num_splits=splits)
         row["num_splits"] = plan.num_splits
 
         def run():
@@ -153,22 +166,27 @@ def run_case(name, lengths, Sq, block, rep_ms, rounds, gen, row_gen):
         timed["tessera"] = run
     except tessera.TesseraError as e:
         row["error"] = f"{type(e).__name__}: {e}"
-    # The same keys and values in OCP e4m3 caches with per-tensor scales (amax / 448, device tensors).
-    scales = {f"{n}_scale": (x.float().abs().amax() / 448).reshape(1) for n, x in zip("kv", caches)}
-    caches8 = [(x.float() / s).to(torch.float8_e4m3fn) for x, s in zip(caches, scales.values())]
-    out8 = torch.full_like(q, float("nan"))
-    try:
-        plan8 = tessera.paged_decode_plan(q, *caches8, table, lens)
+    # The same keys and values in OCP e4m3 caches: per-tensor scales (amax / 448, device tensors), then per-token.
+    tensor_scales = {f"{n}_scale": (x.float().abs().amax() / 448).reshape(1) for n, x in zip("kv", caches)}
+    token = {f"{n}_scale": token_scales(x) for n, x in zip("kv", caches)}
+    for who, scales in (("fp8", tensor_scales), ("fp8t", token)):
+        per_token = who == "fp8t"
+        caches8 = [(x.float() / (s.transpose(1, 2)[..., None] if per_token else s)).to(torch.float8_e4m3fn)
+                   for x, s in zip(caches, scales.values())]
+        out8 = torch.full_like(q, float("nan"))
+        try:
+            plan8 = tessera.paged_decode_plan(q, *caches8, table, lens, num_splits=splits,
+                                              **(scales if per_token else {}))
 
-        def run8():
-            return tessera.paged_decode(q, *caches8, table, lens, out=out8, plan=plan8, **scales)
-        run8()
-        torch.cuda.synchronize()
-        fp8 = check(out8, None, q, caches8, table, lens, row_gen, **scales)
-        row.update({f"fp8_{k}": v for k, v in fp8.items()})
-        timed["fp8"] = run8
-    except tessera.TesseraError as e:
-        row["fp8_error"] = f"{type(e).__name__}: {e}"
+            def run8(caches8=caches8, out8=out8, plan8=plan8, scales=scales):
+                return tessera.paged_decode(q, *caches8, table, lens, out=out8, plan=plan8, **scales)
+            run8()
+            torch.cuda.synchronize()
+            fp8 = check(out8, None, q, caches8, table, lens, row_gen, **scales)
+            row.update({f"{who}_{k}": v for k, v in fp8.items()})
+            timed[who] = run8
+        except tessera.TesseraError as e:
+            row[f"{who}_error"] = f"{type(e).__name__}: {e}"
     for _ in range(rounds):
         for who, fn in timed.items():
             row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
@@ -178,25 +196,26 @@ def run_case(name, lengths, Sq, block, rep_ms, rounds, gen, row_gen):
     for peer in PEERS:
         if "tessera_gbs" in row and f"{peer}_gbs" in row:
             row[f"ratio_{peer}"] = row["tessera_gbs"] / row[f"{peer}_gbs"]
-    if "fp8_us" in row:   # calls per second against bf16's (the same tokens); bytes read are half
-        row["fp8_gbs"] = row["fp8_gbs"] / 2
-        if "tessera_us" in row:
-            row["fp8_speedup"] = row["tessera_us"] / row["fp8_us"]
-        if "cudnn_us" in row:
-            row["fp8_ratio_cudnn"] = row["cudnn_us"] / row["fp8_us"]
+    for who in ("fp8", "fp8t"):
+        if f"{who}_us" in row:   # calls per second against bf16's (the same tokens); bytes read are half
+            row[f"{who}_gbs"] = row[f"{who}_gbs"] / 2
+            if "tessera_us" in row:
+                row[f"{who}_speedup"] = row["tessera_us"] / row[f"{who}_us"]
+            if "cudnn_us" in row:
+                row[f"{who}_ratio_cudnn"] = row["cudnn_us"] / row[f"{who}_us"]
     return row
 
 
 def table(meta, rows):
     ceiling = meta["copy_ceiling_gbs"]
     lines = [f"Paged decode: tessera.paged_decode (paged NHD cache) vs SDPA cuDNN and FlashAttention-2 (flash) on "
-             f"dense (B, Hkv, ctx, D) keys and values, enable_gqa, bf16, Hq{HQ}/Hkv{HKV} D{D}; GB/s = bytes of the "
-             f"valid keys and values / time per call, median of {meta['rounds']} alternating rounds' medians "
-             f"({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, {meta['date']}); "
-             f"device copy ceiling {ceiling:.0f} GB/s (read + write)",
+             f"dense (B, Hkv, ctx, D) keys and values, enable_gqa, bf16, Hq{HQ}/Hkv{HKV} D{meta['head_dim']}; GB/s = "
+             f"bytes of the valid keys and values / time per call, median of {meta['rounds']} alternating rounds' "
+             f"medians ({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, "
+             f"{meta['date']}); device copy ceiling {ceiling:.0f} GB/s (read + write)",
              f"{'case':>16} {'Sq':>2} {'block':>5} {'splits':>6} {'t us':>8} {'cudnn us':>8} {'flash us':>8} "
              f"{'t GB/s':>7} {'% copy':>6} {'cudnn':>7} {'flash':>7} {'t/cudnn':>7} {'t/flash':>7} "
-             f"{'fp8 us':>8} {'fp8 GB/s':>8} {'fp8/bf16':>8} {'fp8/cudnn':>9}  check"]
+             f"{'fp8 us':>8} {'fp8 GB/s':>8} {'fp8/bf16':>8} {'fp8/cudnn':>9} {'fp8t us':>8} {'fp8t/bf16':>9}  check"]
     for r in rows:
         if "error" in r:
             verdict = r["error"]
@@ -212,10 +231,12 @@ def table(meta, rows):
                      f"{_num(r, 'tessera_gbs', '7.0f')} {share} {_num(r, 'cudnn_gbs', '7.0f')} "
                      f"{_num(r, 'flash_gbs', '7.0f')} {_num(r, 'ratio_cudnn', '7.2f')} "
                      f"{_num(r, 'ratio_flash', '7.2f')} {_num(r, 'fp8_us', '8.1f')} {_num(r, 'fp8_gbs', '8.0f')} "
-                     f"{_num(r, 'fp8_speedup', '8.2f')} {_num(r, 'fp8_ratio_cudnn', '9.2f')}  {verdict}{notes}"
-                     + (f"; fp8 {'ok' if r['fp8_correct'] else 'WRONG ' + r['fp8_check']} (max err "
-                        f"{r['fp8_max_error_sampled']:.3g})" if "fp8_correct" in r else "")
-                     + (f"; fp8: {r['fp8_error']}" if "fp8_error" in r else ""))
+                     f"{_num(r, 'fp8_speedup', '8.2f')} {_num(r, 'fp8_ratio_cudnn', '9.2f')} "
+                     f"{_num(r, 'fp8t_us', '8.1f')} {_num(r, 'fp8t_speedup', '9.2f')}  {verdict}{notes}"
+                     + "".join((f"; {who} {'ok' if r[who + '_correct'] else 'WRONG ' + r[who + '_check']} (max err "
+                                f"{r[who + '_max_error_sampled']:.3g})" if who + "_correct" in r else "")
+                               + (f"; {who}: {r[who + '_error']}" if who + "_error" in r else "")
+                               for who in ("fp8", "fp8t")))
     return "\n".join(lines)
 
 
@@ -225,11 +246,12 @@ def main():
     if meta is None:
         return 2
     seed = int.from_bytes(os.urandom(4), "little")
-    meta.update(seed=seed, rounds=args.rounds, copy_ceiling_gbs=copy_ceiling_gbs(args.rep_ms))
+    meta.update(seed=seed, rounds=args.rounds, head_dim=args.head_dim,
+                copy_ceiling_gbs=copy_ceiling_gbs(args.rep_ms))
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
     rows = []
-    for name, lengths, Sq, block in args.cases:
-        r = run_case(name, lengths, Sq, block, args.rep_ms, args.rounds, gen, row_gen)
+    for name, lengths, Sq, block, splits in args.cases:
+        r = run_case(name, lengths, Sq, block, splits, args.head_dim, args.rep_ms, args.rounds, gen, row_gen)
         rows.append(r)
         print(f"  {name} Sq{Sq} block {block}: " + (r.get("error") or (
             f"tessera {r['tessera_us']:.1f} us {r['tessera_gbs']:.0f} GB/s, cudnn {_num(r, 'cudnn_gbs', '.0f')} GB/s, "

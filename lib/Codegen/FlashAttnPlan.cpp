@@ -112,10 +112,14 @@ int attnMergeFloats(const AttnPlan &p) {
   return (p.keyWaves - 1) * p.queryTiles() * (2 * perLane(*p.qk) + p.headTiles() * perLane(*p.pv));
 }
 
-int attnLdsBytes(const AttnPlan &p, const TargetInfo &t) {
+int attnLdsBytes(const AttnPlan &p, const TargetInfo &t, std::optional<ElemType> cacheElem) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
+  auto kvTiles = [&](ElemType e) {
+    return ldsTileBytes(t, e, p.stepKeys(), p.headDim) + ldsTileBytes(t, e, p.headDim, p.stepKeys());
+  };
   // Key-splitting waves merge in the K/V tiles' LDS, after the last tile.
-  int kv = p.kvBuffers * (tile(p.stepKeys(), p.headDim) + tile(p.headDim, p.stepKeys()));
+  int kv = cacheElem && p.kvBuffers > 1 ? kvTiles(p.elem) + p.kvBuffers * kvTiles(*cacheElem)
+                                        : p.kvBuffers * kvTiles(p.elem);
   int merge = 4 * attnMergeFloats(p) * ldsRowStride(t, 32, t.waveSize);
   return tile(p.blockM, p.headDim) + std::max(kv, merge) +
          (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN));

@@ -49,8 +49,9 @@ struct AttnPlan {
   int blockM = 0, blockN = 0, waves = 0, headDim = 0;
   bool tightRegisters = false; ///< accumulators near the budget: fence fragment loads per k-step
   int stages = 1;              ///< 2: the next K/V tile is loaded into registers during compute
-  /// 2: K and V staged [key][d] in two LDS buffers each, the next tile copied asynchronously
-  /// during compute (targets with async copies, a recipe that gathers asynchronously).
+  /// n > 1: K and V staged [key][d] in n LDS buffers each, the next n - 1 tiles copied
+  /// asynchronously during compute (targets with async copies, a recipe that gathers
+  /// asynchronously).
   int kvBuffers = 1;
   /// Waves that split each step's keys instead of the queries (decode: a KV head's group has
   /// few query rows): all waves hold the same blockM queries, wave w the keys [w * blockN,
@@ -116,8 +117,10 @@ bool planRegisterConversion(AttnPlan &p);
 bool sameQueryLanes(const AttnPlan &p);
 
 /// LDS bytes of the plan's staged tiles: Q, K, V (or V^T), P when it goes through LDS, and the
-/// merge of key-splitting waves.
-int attnLdsBytes(const AttnPlan &p, const TargetInfo &target);
+/// merge of key-splitting waves. With `cacheElem` (a narrower cache, kvBuffers > 1) its tiles
+/// land in kvBuffers staging buffers of that type and widen into one K and one V tile.
+int attnLdsBytes(const AttnPlan &p, const TargetInfo &target,
+                 std::optional<ElemType> cacheElem = std::nullopt);
 /// f32 values per lane that the waves past the first hand over when the plan's waves split the
 /// keys (AttnPlan::keyWaves): per query tile the S slots' max and sum (at most an S accumulator's
 /// elements each) and the O accumulators.

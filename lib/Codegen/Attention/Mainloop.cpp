@@ -62,9 +62,9 @@ private:
   Value perElement(ArrayRef<Value> slotValues, bool outputs);
 
   /// The K and V tiles from key n0 in registers, and their stores into LDS (V's rows times
-  /// `scales`' V scales where given).
+  /// `vScales`, one per V vector, where given).
   SmallVector<Value> loadKV(Value n0);
-  void storeKV(ArrayRef<Value> regs, ArrayRef<Value> scales = {});
+  void storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales = {});
   /// S (or S^T) of the query tile at block row `ldsQueryRow` against the staged keys: one
   /// accumulator per key tile.
   SmallVector<Value> computeScores(Value ldsQueryRow);
@@ -74,14 +74,19 @@ private:
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
                        SmallVector<Value> &alpha);
-  /// Per-key scales (hasKeyScales()), loaded a step ahead like the K/V tiles: the K and V scales
-  /// of the rows of this thread's tile vectors from key `n0` (zeros unless `any`). V's scale the
-  /// V rows as they widen (storeKV), rounded once like any dequantised cache; K's, exact on the
-  /// scores, go through m.ldsScales (storeKeyScales) to the lanes of S (readKeyScales: this
-  /// lane's keys of this wave's keys from `waveRow` on, one vector per key tile in S's order).
+  /// Per-key scales (hasKeyScales()). V's scale the V rows as they widen (storeKV), rounded
+  /// once like any dequantised cache; K's, exact on the scores, reach the lanes of S through
+  /// m.ldsScales (readKeyScales: this lane's keys of this wave's keys from `waveRow` on, one
+  /// vector per key tile in S's order, from K's row `kRow`).
+  /// With two K/V buffers each tile's scales are copied asynchronously with it
+  /// (copyScalesAsync) and V's read back per vector (readValueScales); else they are loaded a
+  /// step ahead like the K/V tiles (loadScales: the K and V scales of the rows of this thread's
+  /// tile vectors from key `n0`, zeros unless `any`) and K's stored to LDS (storeKeyScales).
+  void copyScalesAsync(Value n0, Value buffer);
+  SmallVector<Value> readValueScales(Value buffer);
   SmallVector<Value> loadScales(Value any, Value n0);
   void storeKeyScales(ArrayRef<Value> scales);
-  SmallVector<Value> readKeyScales(Value waveRow);
+  SmallVector<Value> readKeyScales(Value waveRow, Value kRow);
   SmallVector<std::pair<Value, Value>> scaleRows() {
     return kb.tileVectorStarts(p.stepKeys(), p.headDim, m.cacheElem, m.threads());
   }
@@ -131,8 +136,8 @@ void AttnRows::copyValuesAsync(Value, const LdsTile &, int) {
   llvm_unreachable("a plan with two K/V buffers needs a recipe that copies asynchronously");
 }
 
-std::pair<Value, Value> AttnRows::keyScales(Value, Value) {
-  llvm_unreachable("keyScales of rows without per-key scales");
+AttnRows::KeyScaleSlot AttnRows::keyScaleSlot(Value, Value) {
+  llvm_unreachable("keyScaleSlot of rows without per-key scales");
 }
 
 void Mainloop::allocate() {
@@ -144,7 +149,9 @@ void Mainloop::allocate() {
   assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
-  if (keyScales) ldsScales = kb.allocLds(func, b.getF32Type(), 1, p.stepKeys());
+  if (keyScales)
+    ldsScales = kb.allocLds(func, b.getF32Type(), p.kvBuffers > 1 ? 2 * p.kvBuffers : 1,
+                            p.stepKeys());
   // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
   // buffers are staging ones, each step widened into a single K and V tile.
   const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
@@ -282,7 +289,7 @@ SmallVector<Value> Mainloop::Impl::loadKV(Value n0) {
   return regs;
 }
 
-void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> scales) {
+void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales) {
   // A narrower cache format (fp8) widens exactly to the tiles' element type here, as late as
   // possible after its load; per-key V scales multiply V's rows in f32, rounded once.
   SmallVector<Value> wide;
@@ -291,9 +298,9 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> scales) {
     Value x = type.getElementType() == elem
                   ? r
                   : arith::ExtFOp::create(b, loc, type.clone(elem), r).getResult();
-    if (!scales.empty() && i >= kvSplit) {
+    if (!vScales.empty() && i >= kvSplit) {
       auto f32 = type.clone(b.getF32Type());
-      Value scale = vector::BroadcastOp::create(b, loc, f32, scales[2 * (i - kvSplit) + 1]);
+      Value scale = vector::BroadcastOp::create(b, loc, f32, vScales[i - kvSplit]);
       x = arith::TruncFOp::create(
           b, loc, type.clone(elem),
           kb.fmul(arith::ExtFOp::create(b, loc, f32, x).getResult(), scale));
@@ -315,8 +322,11 @@ SmallVector<Value> Mainloop::Impl::loadScales(Value any, Value n0) {
   b.setInsertionPointToStart(ifOp.thenBlock());
   SmallVector<Value> regs;
   for (auto [row, col] : starts) {
-    auto [k, v] = rows.keyScales(n0, row);
-    regs.append({k, v});
+    AttnRows::KeyScaleSlot slot = rows.keyScaleSlot(n0, row);
+    for (Value scales : {slot.kScales, slot.vScales}) {
+      Value x = memref::LoadOp::create(b, loc, scales, ValueRange{slot.index});
+      regs.push_back(kb.select(slot.valid, x, kb.f32(0)));
+    }
   }
   scf::YieldOp::create(b, loc, regs);
   b.setInsertionPointToStart(ifOp.elseBlock());
@@ -337,7 +347,38 @@ void Mainloop::Impl::storeKeyScales(ArrayRef<Value> scales) {
   }
 }
 
-SmallVector<Value> Mainloop::Impl::readKeyScales(Value waveRow) {
+void Mainloop::Impl::copyScalesAsync(Value n0, Value buffer) {
+  // Thread t copies K's scale of row t, thread stepKeys + t V's; rows past the keys read as 0.
+  const int keys = p.stepKeys();
+  Value tid = kb.threadId();
+  for (int first = 0; first < 2 * keys; first += m.threads()) {
+    OpBuilder::InsertionGuard g(b);
+    Value i = kb.add(tid, first);
+    if (first + m.threads() > 2 * keys) kb.enterIf(kb.cmpLt(i, kb.idx(2 * keys)));
+    Value part = kb.divui(i, keys), row = kb.remui(i, keys);
+    AttnRows::KeyScaleSlot slot = rows.keyScaleSlot(n0, row);
+    Value at = kb.ldsOffset(m.ldsScales, kb.add(kb.mul(buffer, 2), part), row);
+    Value ofV = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, part, kb.idx(1));
+    auto copy = scf::IfOp::create(b, loc, ofV, /*withElse=*/true);
+    for (auto [block, scales] : {std::pair{copy.thenBlock(), slot.vScales},
+                                 std::pair{copy.elseBlock(), slot.kScales}}) {
+      b.setInsertionPointToStart(block);
+      kb.asyncCopy(m.ldsScales.memref, at, scales, slot.index, 1,
+                   kb.select(slot.valid, kb.idx(1), kb.idx(0)));
+    }
+  }
+}
+
+SmallVector<Value> Mainloop::Impl::readValueScales(Value buffer) {
+  SmallVector<Value> out;
+  Value vRow = kb.add(kb.mul(buffer, 2), 1);
+  for (auto [row, col] : scaleRows())
+    out.push_back(memref::LoadOp::create(b, loc, m.ldsScales.memref,
+                                         ValueRange{kb.ldsOffset(m.ldsScales, vRow, row)}));
+  return out;
+}
+
+SmallVector<Value> Mainloop::Impl::readKeyScales(Value waveRow, Value kRow) {
   Value laneKey = sView.laneOffsets(kb, lane).second;
   auto type = cast<VectorType>(kb.accType(*p.qk));
   SmallVector<Value> out;
@@ -350,7 +391,7 @@ SmallVector<Value> Mainloop::Impl::readKeyScales(Value waveRow) {
       if (!scale) {
         Value key = kb.add(kb.add(waveRow, laneKey), kt * p.keyDim() + el.inner);
         scale = memref::LoadOp::create(b, loc, m.ldsScales.memref,
-                                       ValueRange{kb.ldsOffset(m.ldsScales, kb.idx(0), key)});
+                                       ValueRange{kb.ldsOffset(m.ldsScales, kRow, key)});
       }
       k[el.reg] = scale;
     }
@@ -579,21 +620,27 @@ void Mainloop::Impl::emit() {
   curK = m.ldsK, curV = m.ldsV;
   const bool staged = m.widensStaged();
   const LdsTile &asyncK = staged ? m.ldsK8 : m.ldsK, &asyncV = staged ? m.ldsV8 : m.ldsV;
-  auto copyAsync = [&](Value tile, Value which) {
-    Value n0 = kb.mul(tile, p.stepKeys());
-    rows.copyKeysAsync(n0, kb.buffer(asyncK, p.kvBuffers, which), m.threads());
-    rows.copyValuesAsync(n0, kb.buffer(asyncV, p.kvBuffers, which), m.threads());
-    kb.asyncCommit();
-  };
-  if (p.kvBuffers > 1) {
-    OpBuilder::InsertionGuard g(b);
-    auto any = scf::IfOp::create(b, loc, kb.cmpLt(tiles.lo, tiles.hi), false);
-    b.setInsertionPointToStart(any.thenBlock());
-    copyAsync(tiles.lo, kb.idx(0));
-  }
   const bool withScales = rows.hasKeyScales();
   assert(withScales == m.keyScales && "Mainloop(keyScales) and the rows must agree");
-  if (withScales)
+  // Per-key scales travel with their tiles when these are copied asynchronously.
+  const bool asyncScales = withScales && p.kvBuffers > 1;
+  // Tile `ahead` tiles past the first into its buffer, when there is one: one group of copies
+  // (empty past the last tile) per tile, so that waiting for all but the newest kvBuffers - 2
+  // groups means the oldest has landed.
+  auto copyAsync = [&](Value ahead) {
+    {
+      OpBuilder::InsertionGuard g(b);
+      Value tile = kb.add(tiles.lo, ahead);
+      kb.enterIf(kb.cmpLt(tile, tiles.hi));
+      Value n0 = kb.mul(tile, p.stepKeys()), which = kb.remui(ahead, p.kvBuffers);
+      rows.copyKeysAsync(n0, kb.buffer(asyncK, p.kvBuffers, which), m.threads());
+      rows.copyValuesAsync(n0, kb.buffer(asyncV, p.kvBuffers, which), m.threads());
+      if (asyncScales) copyScalesAsync(n0, which);
+    }
+    kb.asyncCommit();
+  };
+  for (int ahead = 0; ahead + 1 < p.kvBuffers; ++ahead) copyAsync(kb.idx(ahead));
+  if (withScales && !asyncScales)
     init.append(loadScales(kb.cmpLt(tiles.lo, tiles.hi), kb.mul(tiles.lo, p.stepKeys())));
   const size_t carried = init.size(); // the state and the scales
   if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.stepKeys())));
@@ -608,42 +655,38 @@ void Mainloop::Impl::emit() {
       which = kb.remui(kb.sub(tile, tiles.lo), p.kvBuffers);
       if (!staged)
         curK = kb.buffer(m.ldsK, p.kvBuffers, which), curV = kb.buffer(m.ldsV, p.kvBuffers, which);
-      kb.asyncWait(0);
+      kb.asyncWait(p.kvBuffers - 2);
     }
     kb.barrier(); // previous step's K/V/P reads are done (and the staged rows written)
-    SmallVector<Value> prefetched, scales, nextScales;
-    if (withScales) {
+    SmallVector<Value> prefetched, scales, vScales, nextScales;
+    if (withScales && !asyncScales) {
       auto iterArgs = loop.getRegionIterArgs();
       scales.assign(iterArgs.begin() + stateCount, iterArgs.begin() + carried);
+      for (size_t i = 1; i < scales.size(); i += 2) vScales.push_back(scales[i]);
       storeKeyScales(scales);
       Value next = kb.add(tile, 1);
       nextScales = loadScales(kb.cmpLt(next, tiles.hi), kb.mul(next, p.stepKeys()));
     }
     if (p.kvBuffers > 1) {
-      {
-        OpBuilder::InsertionGuard gn(b);
-        Value next = kb.add(tile, 1);
-        auto more = scf::IfOp::create(b, loc, kb.cmpLt(next, tiles.hi), false);
-        b.setInsertionPointToStart(more.thenBlock());
-        copyAsync(next, kb.remui(kb.sub(next, tiles.lo), p.kvBuffers));
-      }
+      // Into the buffer the previous step read (the barrier above).
+      copyAsync(kb.add(kb.sub(tile, tiles.lo), p.kvBuffers - 1));
       if (staged) { // this step's narrow tiles widened into the K and V tiles
         SmallVector<Value> narrow = kb.loadLdsTile(kb.buffer(asyncK, p.kvBuffers, which),
                                                    p.stepKeys(), p.headDim, m.threads());
         kvSplit = narrow.size();
         narrow.append(kb.loadLdsTile(kb.buffer(asyncV, p.kvBuffers, which), p.stepKeys(),
                                      p.headDim, m.threads()));
-        storeKV(narrow, scales);
+        storeKV(narrow, asyncScales ? readValueScales(which) : SmallVector<Value>());
         kb.barrier();
-      } else if (withScales) {
-        kb.barrier(); // the scales stored
+      } else {
+        assert(!withScales && "per-key scales come with a narrower cache: widened, V scaled");
       }
     } else if (p.stages > 1) {
-      storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(carried)), scales);
+      storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(carried)), vScales);
       kb.barrier();
       prefetched = loadKV(kb.add(n0, p.stepKeys()));
     } else {
-      storeKV(loadKV(n0), scales);
+      storeKV(loadKV(n0), vScales);
       kb.barrier();
     }
     Value needMask = isEdgeTile(kb, tile, walk.unmasked); // uniform
@@ -656,7 +699,8 @@ void Mainloop::Impl::emit() {
       waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
     }
     SmallVector<Value> kScales;
-    if (withScales) kScales = readKeyScales(kb.sub(waveN0, n0));
+    if (withScales)
+      kScales = readKeyScales(kb.sub(waveN0, n0), asyncScales ? kb.mul(which, 2) : kb.idx(0));
 
     auto iter = loop.getRegionIterArgs().take_front(stateCount);
     SmallVector<Value> next;

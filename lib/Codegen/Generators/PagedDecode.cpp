@@ -182,17 +182,12 @@ public:
   // The combine needs every split's LSE.
   bool wantsLse() const override { return returnLse || splitKv; }
   bool hasKeyScales() const override { return perToken(); }
-  std::pair<Value, Value> keyScales(Value n0, Value row) override {
-    // Rows past the length read the last key's slot (no other block-table entry) and scale by 0.
+  KeyScaleSlot keyScaleSlot(Value n0, Value row) override {
+    // Rows past the length point at the last key's slot (no other block-table entry).
     Value rowsLeft = kb.sub(seqK, n0);
-    Value valid = kb.cmpLt(row, rowsLeft);
     Value at = arith::MinUIOp::create(b, loc, row, kb.sub(rowsLeft, one()));
-    Value slot = cacheRowStart(args.kScale, n0)(at);
-    auto load = [&](ArgHandle scales) {
-      Value x = memref::LoadOp::create(b, loc, arg(scales), ValueRange{slot});
-      return kb.select(valid, x, kb.f32(0));
-    };
-    return {load(args.kScale.ptr), load(args.vScale)};
+    return {arg(args.kScale.ptr), arg(args.vScale), cacheRowStart(args.kScale, n0)(at),
+            kb.cmpLt(row, rowsLeft)};
   }
 
   /// This split's part of the key tiles the tokens see, those that need no mask, the scales.
@@ -479,8 +474,9 @@ private:
       }
       Value x = load.getResult(0);
       Value wide = arith::ExtFOp::create(b, loc, type.clone(f32), x);
-      Value amax = vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF,
-                                               math::AbsFOp::create(b, loc, wide));
+      // |x| as max(x, -x): math.absf becomes a libdevice call on NVIDIA, which is not linked.
+      Value magnitude = arith::MaxNumFOp::create(b, loc, wide, arith::NegFOp::create(b, loc, wide));
+      Value amax = vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXNUMF, magnitude);
       for (int mask = 1; mask < group; mask *= 2) {
         Value other = gpu::ShuffleOp::create(b, loc, amax, mask, waveSize,
                                              gpu::ShuffleMode::XOR)
@@ -580,11 +576,26 @@ private:
   ArgHandle slots, tokens, heads;
 };
 
+/// Decode is bound by the latency of its cache reads: each workgroup keeps up to this many K/V
+/// tiles in LDS, all but one in flight.
+constexpr int kMaxKvBuffers = 4;
+
+/// LDS bytes of a decode plan: its tiles (a narrower cache's staged) and the per-key scales.
+int decodeLdsBytes(const AttnPlan &p, tessera::PagedDecodeOp op, const TargetInfo &target) {
+  std::optional<ElemType> cache = toElemType(op.getKvElementType());
+  if (cache == p.elem) cache.reset();
+  int bytes = attnLdsBytes(p, target, cache);
+  if (op.getKvScale() == tessera::KVScale::PerToken)
+    bytes += ldsTileBytes(target, ElemType::F32, p.kvBuffers > 1 ? 2 * p.kvBuffers : 1,
+                          p.stepKeys());
+  return bytes;
+}
+
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
 /// before four (a KV head's group rarely has more rows). Where the target copies asynchronously
-/// and V is staged [key][d], K and V are double-buffered in LDS, the next tile copied during each
-/// step (the most keys per step LDS allows). Elsewhere at most as many keys per step as keep a
-/// thread's share of the K and V tiles to 8 vectors in registers (few threads load them).
+/// and V is staged [key][d], K and V are multi-buffered in LDS, the next tiles copied during each
+/// step (the most keys in flight that LDS allows). Elsewhere at most as many keys per step as
+/// keep a thread's share of the K and V tiles to 8 vectors in registers (few threads load them).
 AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnRequest request;
   request.headDim = int(op.getHeadDim());
@@ -601,15 +612,26 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     request.waves = {waves};
-    if (target.hasAsyncCopy)
+    if (target.hasAsyncCopy) {
+      // The most bytes in flight (tiles copied ahead x their bytes) that LDS allows, at most
+      // kMaxKvBuffers - 1 tiles ahead; then the most keys a step.
+      std::optional<AttnPlan> best;
+      int bestAhead = 0;
       for (int keys : {64, 32, 16}) {
         request.maxKeysPerStep = keys;
         request.splitKeysAcrossWaves = true;
         AttnPlanResult r = planAttention(request, target);
         if (!r.plan || r.plan->transposed || r.plan->pv->kind != AtomKind::MMASync) break;
-        r.plan->kvBuffers = 2;
-        if (attnLdsBytes(*r.plan, target) <= target.ldsBytes) return r;
+        for (int buffers = kMaxKvBuffers; buffers >= 2; --buffers) {
+          r.plan->kvBuffers = buffers;
+          if (decodeLdsBytes(*r.plan, op, target) > target.ldsBytes) continue;
+          const int ahead = (buffers - 1) * r.plan->stepKeys();
+          if (ahead > bestAhead) best = *r.plan, bestAhead = ahead;
+          break;
+        }
       }
+      if (best) return {best, ""};
+    }
     const int threads = waves * target.waveSize;
     int stepKeys = 0;
     for (int keys : {64, 32, 16})

@@ -35,11 +35,16 @@ public:
   /// wantsLse().
   virtual void storeLse(mlir::Value row, mlir::Value lse) = 0;
   virtual bool wantsLse() const = 0;
-  /// Keys with their own dequantisation scales (fp8 caches with per-token scales): (K's, V's) of
-  /// row `row` of the tile from key `n0`, finite and without a load past the valid keys. K's
+  /// Keys with their own dequantisation scales (fp8 caches with per-token scales): K's
   /// multiplies the key's scores, V's its row of V. Only when hasKeyScales().
   virtual bool hasKeyScales() const { return false; }
-  virtual std::pair<mlir::Value, mlir::Value> keyScales(mlir::Value n0, mlir::Value row);
+  /// Where the scales of row `row` of the tile from key `n0` are: K's and V's memrefs, one
+  /// element index into both that is in bounds even for rows past the keys, and whether the row
+  /// is a key (the scales of the others count as 0).
+  struct KeyScaleSlot {
+    mlir::Value kScales, vScales, index, valid;
+  };
+  virtual KeyScaleSlot keyScaleSlot(mlir::Value n0, mlir::Value row);
 };
 
 /// What the loop walks: the key tiles, those of them that need no mask, the rule the others are
@@ -80,7 +85,8 @@ private:
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
   mlir::Type elem, cacheElem;
   bool keyScales;
-  /// ldsScales: the K scales of the step's keys (per-key scales).
+  /// ldsScales (per-key scales): the K scales of the step's keys; with two K/V buffers each
+  /// buffer's K and V scales, copied asynchronously with its tiles (row 2 b: K's, 2 b + 1: V's).
   LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge, ldsScales;
 };
 
