@@ -118,9 +118,12 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
                  llvm::function_ref<Value(Value)> queryOf) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
-  auto masked = scf::IfOp::create(b, loc, TypeRange{scores.getType()}, needMask, true);
   OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(masked.thenBlock());
+  scf::IfOp masked;
+  if (needMask) {
+    masked = scf::IfOp::create(b, loc, TypeRange{scores.getType()}, needMask, true);
+    b.setInsertionPointToStart(masked.thenBlock());
+  }
   auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
   Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
   Value negInf = kb.f32(-INFINITY), out = scores;
@@ -130,6 +133,7 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
     Value x = vector::ExtractOp::create(b, loc, out, el.reg);
     out = vector::InsertOp::create(b, loc, kb.select(ok, x, negInf), out, el.reg);
   }
+  if (!needMask) return out;
   scf::YieldOp::create(b, loc, out);
   b.setInsertionPointToStart(masked.elseBlock());
   scf::YieldOp::create(b, loc, scores);

@@ -435,55 +435,38 @@ protected:
   }
 
   /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
-  ///   P = exp2(scaled(S) - lse shift), masked to 0 where invisible (on edge tiles),
-  ///   dS = P (dP - Delta), times the soft cap's derivative.
+  ///   P = exp2(scaled(S) - lse shift), masked to 0 where invisible (`masked`),
+  ///   dS = P (dP - Delta), times the soft cap's derivative (`capped`).
   /// `query0`/`key0` are the tile's first query and key in the item, `local0` its first query
-  /// in `stats`. Returns {P, dS}.
+  /// in `stats`. Returns {P, dS}. Branch-free: attn::scoreVariants chooses the variant.
   std::pair<Value, Value> scoreGradient(Value s, Value dp, const AccView &view, Value query0,
                                         Value key0, Value local0, const StatsTile &stats,
-                                        Value needMask) {
+                                        bool masked, bool capped) {
     auto vecType = cast<VectorType>(s.getType());
     Value firstLocal = kb.add(local0, view.laneOffsets(kb, lane).first);
-    auto gradient = [&](bool capped) -> SmallVector<Value> {
-      Value scores = kb.fmul(s, splat(scaleLog2, vecType)), slope;
-      // The cap's derivative from the unmasked logits: masking first would give 1 - inf^2.
-      if (capped) {
-        attn::CappedScores c = attn::capScores(kb, scores, cap);
-        scores = c.scores, slope = c.slope;
-      }
-      Value masked = attn::maskScores(kb, *visibility, view, lane, scores, query0, key0, needMask);
-      // The statistics read after the scores: read first, they would all be live at once.
-      SmallVector<Value> shifts, deltas;
-      for (const attn::AccElement &el : view.elements()) {
-        Value local = kb.add(firstLocal, el.query);
-        shifts.push_back(memref::LoadOp::create(b, loc, stats.memref,
-                                                ValueRange{stats.at(kb, Stat::LseShift, local)}));
-        deltas.push_back(memref::LoadOp::create(b, loc, stats.memref,
-                                                ValueRange{stats.at(kb, Stat::Delta, local)}));
-      }
-      Value shift = vector::FromElementsOp::create(b, loc, vecType, shifts);
-      Value delta = vector::FromElementsOp::create(b, loc, vecType, deltas);
-      Value prob = softmax.probabilityFromLse(masked, shift);
-      Value ds = kb.fmul(prob, kb.fsub(dp, delta));
-      return {prob, slope ? kb.fmul(ds, slope) : ds};
-    };
-    if (!cap) {
-      SmallVector<Value> out = gradient(false);
-      return {out[0], out[1]};
+    Value scores = kb.fmul(s, splat(scaleLog2, vecType)), slope;
+    // The cap's derivative from the unmasked logits: masking first would give 1 - inf^2.
+    if (capped) {
+      attn::CappedScores c = attn::capScores(kb, scores, cap);
+      scores = c.scores, slope = c.slope;
     }
-    // One uniform branch on the run-time cap: a call without it runs the uncapped code.
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType, vecType}, attn::softcapOn(kb, cap),
-                                  /*withElse=*/true);
-    {
-      OpBuilder::InsertionGuard g(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, loc, gradient(true));
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, loc, gradient(false));
+    if (masked)
+      scores = attn::maskScores(kb, *visibility, view, lane, scores, query0, key0, Value());
+    // The statistics read after the scores: read first, they would all be live at once.
+    SmallVector<Value> shifts, deltas;
+    for (const attn::AccElement &el : view.elements()) {
+      Value local = kb.add(firstLocal, el.query);
+      shifts.push_back(memref::LoadOp::create(b, loc, stats.memref,
+                                              ValueRange{stats.at(kb, Stat::LseShift, local)}));
+      deltas.push_back(memref::LoadOp::create(b, loc, stats.memref,
+                                              ValueRange{stats.at(kb, Stat::Delta, local)}));
     }
-    return {ifOp.getResult(0), ifOp.getResult(1)};
+    Value shift = vector::FromElementsOp::create(b, loc, vecType, shifts);
+    Value delta = vector::FromElementsOp::create(b, loc, vecType, deltas);
+    Value prob = softmax.probabilityFromLse(scores, shift);
+    Value ds = kb.fmul(prob, kb.fsub(dp, delta));
+    return {prob, slope ? kb.fmul(ds, slope) : ds};
   }
-
   /// Stores accumulator `acc` (seen through `view`) into an LDS tile indexed [query][key]
   /// (`transposed`: [key][query]) at the tile's origin; the lane's elements that are contiguous
   /// along the tile's rows as one vector store.
@@ -626,16 +609,20 @@ public:
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
         SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&now.q}, blk.cols, p.headDim);
         SmallVector<Value> dp = blockProduct({&ldsV}, blk.rows, {&now.dO}, blk.cols, p.headDim);
-        for (size_t i = 0; i < blk.rows.size(); ++i)
-          for (size_t j = 0; j < blk.cols.size(); ++j) {
-            Value keyRow = blk.rows[i], queryCol = blk.cols[j];
-            size_t at = i * blk.cols.size() + j;
-            auto [prob, ds] = scoreGradient(s[at], dp[at], view, kb.add(q0, queryCol),
-                                            kb.add(k0, keyRow), queryCol, now.stats, needMask);
-            storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
-            storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
-            if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
-          }
+        attn::scoreVariants(kb, needMask, cap, {}, [&](bool masked, bool capped) {
+          for (size_t i = 0; i < blk.rows.size(); ++i)
+            for (size_t j = 0; j < blk.cols.size(); ++j) {
+              Value keyRow = blk.rows[i], queryCol = blk.cols[j];
+              size_t at = i * blk.cols.size() + j;
+              auto [prob, ds] =
+                  scoreGradient(s[at], dp[at], view, kb.add(q0, queryCol), kb.add(k0, keyRow),
+                                queryCol, now.stats, masked, capped);
+              storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
+              storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
+              if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
+            }
+          return SmallVector<Value>();
+        });
       });
       kb.barrier();
       SmallVector<Value> acc(loop.getRegionIterArgs());
@@ -772,15 +759,18 @@ public:
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
         SmallVector<Value> s = blockProduct({&ldsQ}, blk.rows, {&ldsK}, blk.cols, p.headDim);
         SmallVector<Value> dp = blockProduct({&ldsDO}, blk.rows, {&ldsV}, blk.cols, p.headDim);
-        for (size_t i = 0; i < blk.rows.size(); ++i)
-          for (size_t j = 0; j < blk.cols.size(); ++j) {
-            Value queryRow = blk.rows[i], keyCol = blk.cols[j];
-            size_t at = i * blk.cols.size() + j;
-            Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, queryRow),
-                                     kb.add(n0, keyCol), queryRow, stats, needMask)
-                           .second;
-            storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
-          }
+        attn::scoreVariants(kb, needMask, cap, {}, [&](bool masked, bool capped) {
+          for (size_t i = 0; i < blk.rows.size(); ++i)
+            for (size_t j = 0; j < blk.cols.size(); ++j) {
+              Value queryRow = blk.rows[i], keyCol = blk.cols[j];
+              size_t at = i * blk.cols.size() + j;
+              Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, queryRow),
+                                       kb.add(n0, keyCol), queryRow, stats, masked, capped)
+                             .second;
+              storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
+            }
+          return SmallVector<Value>();
+        });
       });
       kb.barrier();
       SmallVector<Value> acc(steps.getRegionIterArgs());

@@ -578,7 +578,7 @@ private:
 
 /// Decode is bound by the latency of its cache reads: each workgroup keeps up to this many K/V
 /// tiles in LDS, all but one in flight.
-constexpr int kMaxKvBuffers = 4;
+constexpr int kMaxKvBuffers = 2;
 
 /// LDS bytes of a decode plan: its tiles (a narrower cache's staged) and the per-key scales.
 int decodeLdsBytes(const AttnPlan &p, tessera::PagedDecodeOp op, const TargetInfo &target) {

@@ -66,9 +66,10 @@ private:
 };
 
 /// `scores` (an accumulator of lane `lane` seen through `view`, whose tile starts at query
-/// `query0` and key `key0`) with every invisible (query, key) set to -inf when `needMask` (uniform:
-/// an edge tile), else as it is. `queryOf`, when given, maps the tile's row index (query0 + the
-/// element's query offset) to the query Visibility knows (packed rows: a row's token).
+/// `query0` and key `key0`) with every invisible (query, key) set to -inf when `needMask`
+/// (uniform: an edge tile; null: always), else as it is. `queryOf`, when given, maps the tile's
+/// row index (query0 + the element's query offset) to the query Visibility knows (packed rows: a
+/// row's token).
 mlir::Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
                        mlir::Value lane, mlir::Value scores, mlir::Value query0, mlir::Value key0,
                        mlir::Value needMask,
