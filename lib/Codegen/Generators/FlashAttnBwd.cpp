@@ -759,18 +759,28 @@ public:
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
         SmallVector<Value> s = blockProduct({&ldsQ}, blk.rows, {&ldsK}, blk.cols, p.headDim);
         SmallVector<Value> dp = blockProduct({&ldsDO}, blk.rows, {&ldsV}, blk.cols, p.headDim);
-        attn::scoreVariants(kb, needMask, cap, {}, [&](bool masked, bool capped) {
-          for (size_t i = 0; i < blk.rows.size(); ++i)
-            for (size_t j = 0; j < blk.cols.size(); ++j) {
-              Value queryRow = blk.rows[i], keyCol = blk.cols[j];
-              size_t at = i * blk.cols.size() + j;
-              Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, queryRow),
-                                       kb.add(n0, keyCol), queryRow, stats, masked, capped)
-                             .second;
-              storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
-            }
-          return SmallVector<Value>();
-        });
+        auto gradient = [&](size_t i, size_t j, bool masked, bool capped) {
+          Value queryRow = blk.rows[i], keyCol = blk.cols[j];
+          size_t at = i * blk.cols.size() + j;
+          Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, queryRow), kb.add(n0, keyCol),
+                                   queryRow, stats, masked, capped)
+                         .second;
+          storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
+        };
+        // One variant for all of the wave's tiles; on AMD one per tile: the scalar registers
+        // (106) do not hold the offsets of all of them at once (SGPR spills, amd-report.md).
+        const bool perTile = t.isAMD();
+        for (size_t i = 0; i < (perTile ? blk.rows.size() : 1); ++i)
+          for (size_t j = 0; j < (perTile ? blk.cols.size() : 1); ++j)
+            attn::scoreVariants(kb, needMask, cap, {}, [&](bool masked, bool capped) {
+              if (perTile) {
+                gradient(i, j, masked, capped);
+              } else {
+                for (size_t ii = 0; ii < blk.rows.size(); ++ii)
+                  for (size_t jj = 0; jj < blk.cols.size(); ++jj) gradient(ii, jj, masked, capped);
+              }
+              return SmallVector<Value>();
+            });
       });
       kb.barrier();
       SmallVector<Value> acc(steps.getRegionIterArgs());

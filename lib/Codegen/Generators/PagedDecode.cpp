@@ -576,8 +576,8 @@ private:
   ArgHandle slots, tokens, heads;
 };
 
-/// Decode is bound by the latency of its cache reads: each workgroup keeps up to this many K/V
-/// tiles in LDS, all but one in flight.
+/// K/V tile buffers a decode workgroup may keep in LDS, all but one in flight. Three or four
+/// measured no faster than two on the H200 (bench/NOTES.md).
 constexpr int kMaxKvBuffers = 2;
 
 /// LDS bytes of a decode plan: its tiles (a narrower cache's staged) and the per-key scales.
