@@ -78,7 +78,7 @@ private:
   /// once like any dequantised cache; K's, exact on the scores, reach the lanes of S through
   /// m.ldsScales (readKeyScales: this lane's keys of this wave's keys from `waveRow` on, one
   /// vector per key tile in S's order, from K's row `kRow`).
-  /// With two K/V buffers each tile's scales are copied asynchronously with it
+  /// With K/V buffers in LDS (kvBuffers > 1) each tile's scales are copied asynchronously with it
   /// (copyScalesAsync) and V's read back per vector (readValueScales); else they are loaded a
   /// step ahead like the K/V tiles (loadScales: the K and V scales of the rows of this thread's
   /// tile vectors from key `n0`, zeros unless `any`) and K's stored to LDS (storeKeyScales).
@@ -130,10 +130,10 @@ Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Locatio
 Mainloop::~Mainloop() = default;
 
 void AttnRows::copyKeysAsync(Value, const LdsTile &, int) {
-  llvm_unreachable("a plan with two K/V buffers needs a recipe that copies asynchronously");
+  llvm_unreachable("a plan with K/V buffers in LDS needs a recipe that copies asynchronously");
 }
 void AttnRows::copyValuesAsync(Value, const LdsTile &, int) {
-  llvm_unreachable("a plan with two K/V buffers needs a recipe that copies asynchronously");
+  llvm_unreachable("a plan with K/V buffers in LDS needs a recipe that copies asynchronously");
 }
 
 AttnRows::KeyScaleSlot AttnRows::keyScaleSlot(Value, Value) {

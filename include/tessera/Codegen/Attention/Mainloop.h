@@ -23,7 +23,7 @@ public:
   virtual llvm::SmallVector<mlir::Value> loadQueries(int threads) = 0;
   virtual llvm::SmallVector<mlir::Value> loadKeys(mlir::Value n0, int threads) = 0;
   virtual llvm::SmallVector<mlir::Value> loadValues(mlir::Value n0, int threads) = 0;
-  /// With AttnPlan::kvBuffers = 2: the K (V) tile from key n0 copied asynchronously into `dst`
+  /// With AttnPlan::kvBuffers > 1: the K (V) tile from key n0 copied asynchronously into `dst`
   /// (KernelBuilder::copyGlobalRowsToLdsAsync), landing at the mainloop's asyncWait.
   virtual void copyKeysAsync(mlir::Value n0, const LdsTile &dst, int threads);
   virtual void copyValuesAsync(mlir::Value n0, const LdsTile &dst, int threads);
