@@ -115,7 +115,8 @@ int attnMergeFloats(const AttnPlan &p) {
 int attnLdsBytes(const AttnPlan &p, const TargetInfo &t, std::optional<ElemType> cacheElem) {
   auto tile = [&](int rows, int cols) { return ldsTileBytes(t, p.elem, rows, cols); };
   auto kvTiles = [&](ElemType e) {
-    return ldsTileBytes(t, e, p.stepKeys(), p.headDim) + ldsTileBytes(t, e, p.headDim, p.stepKeys());
+    return ldsTileBytes(t, e, p.stepKeys(), p.headDim) +
+           ldsTileBytes(t, e, p.headDim, p.stepKeys());
   };
   // Key-splitting waves merge in the K/V tiles' LDS, after the last tile.
   int kv = cacheElem && p.kvBuffers > 1 ? kvTiles(p.elem) + p.kvBuffers * kvTiles(*cacheElem)

@@ -121,6 +121,10 @@ bool sameQueryLanes(const AttnPlan &p);
 /// land in kvBuffers staging buffers of that type and widen into one K and one V tile.
 int attnLdsBytes(const AttnPlan &p, const TargetInfo &target,
                  std::optional<ElemType> cacheElem = std::nullopt);
+/// Rows of stepKeys() f32 per-key scales the mainloop keeps in LDS: with K/V buffers in LDS
+/// (kvBuffers > 1) K's and V's of each buffer's tile (row 2 b: K's, 2 b + 1: V's), else the
+/// step's K scales.
+inline int attnKeyScaleRows(const AttnPlan &p) { return p.kvBuffers > 1 ? 2 * p.kvBuffers : 1; }
 /// f32 values per lane that the waves past the first hand over when the plan's waves split the
 /// keys (AttnPlan::keyWaves): per query tile the S slots' max and sum (at most an S accumulator's
 /// elements each) and the O accumulators.

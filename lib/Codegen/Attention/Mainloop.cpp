@@ -149,9 +149,7 @@ void Mainloop::allocate() {
   assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
-  if (keyScales)
-    ldsScales = kb.allocLds(func, b.getF32Type(), p.kvBuffers > 1 ? 2 * p.kvBuffers : 1,
-                            p.stepKeys());
+  if (keyScales) ldsScales = kb.allocLds(func, b.getF32Type(), attnKeyScaleRows(p), p.stepKeys());
   // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
   // buffers are staging ones, each step widened into a single K and V tile.
   const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
@@ -358,13 +356,13 @@ void Mainloop::Impl::copyScalesAsync(Value n0, Value buffer) {
     Value part = kb.divui(i, keys), row = kb.remui(i, keys);
     AttnRows::KeyScaleSlot slot = rows.keyScaleSlot(n0, row);
     Value at = kb.ldsOffset(m.ldsScales, kb.add(kb.mul(buffer, 2), part), row);
+    Value count = kb.select(slot.valid, kb.idx(1), kb.idx(0));
     Value ofV = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, part, kb.idx(1));
     auto copy = scf::IfOp::create(b, loc, ofV, /*withElse=*/true);
     for (auto [block, scales] : {std::pair{copy.thenBlock(), slot.vScales},
                                  std::pair{copy.elseBlock(), slot.kScales}}) {
       b.setInsertionPointToStart(block);
-      kb.asyncCopy(m.ldsScales.memref, at, scales, slot.index, 1,
-                   kb.select(slot.valid, kb.idx(1), kb.idx(0)));
+      kb.asyncCopy(m.ldsScales.memref, at, scales, slot.index, 1, count);
     }
   }
 }

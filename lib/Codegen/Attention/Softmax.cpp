@@ -34,28 +34,21 @@ Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
   return ifOp.getResult(0);
 }
 
-SmallVector<Value> scoreVariants(KernelBuilder &kb, Value needMask, Value cap, TypeRange types,
-                                 function_ref<SmallVector<Value>(bool, bool)> body) {
+void scoreVariants(KernelBuilder &kb, Value needMask, Value cap,
+                   function_ref<void(bool, bool)> body) {
   OpBuilder &b = kb.builder();
-  Location loc = kb.location();
-  // scf.if on `on`, each side yielding what `side(true/false)` returns.
-  auto branch = [&](Value on, function_ref<SmallVector<Value>(bool)> side) {
-    auto ifOp = scf::IfOp::create(b, loc, types, on, /*withElse=*/true);
+  // side(true) in the then-branch of `if (on)`, side(false) in its else-branch.
+  auto branch = [&](Value on, function_ref<void(bool)> side) {
+    auto ifOp = scf::IfOp::create(b, kb.location(), on, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard g(b);
-    for (bool taken : {true, false}) {
-      Block *block = taken ? ifOp.thenBlock() : ifOp.elseBlock();
-      b.setInsertionPointToEnd(block);
-      if (!block->empty() && block->back().hasTrait<OpTrait::IsTerminator>())
-        b.setInsertionPoint(&block->back());
-      SmallVector<Value> out = side(taken);
-      if (types.empty()) continue; // the builder's own terminator
-      scf::YieldOp::create(b, loc, out);
-    }
-    return SmallVector<Value>(ifOp.getResults());
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    side(true);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    side(false);
   };
-  return branch(needMask, [&](bool masked) {
+  branch(needMask, [&](bool masked) {
     if (!cap) return body(masked, false);
-    return branch(softcapOn(kb, cap), [&](bool capped) { return body(masked, capped); });
+    branch(softcapOn(kb, cap), [&](bool capped) { body(masked, capped); });
   });
 }
 

@@ -609,7 +609,7 @@ public:
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
         SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&now.q}, blk.cols, p.headDim);
         SmallVector<Value> dp = blockProduct({&ldsV}, blk.rows, {&now.dO}, blk.cols, p.headDim);
-        attn::scoreVariants(kb, needMask, cap, {}, [&](bool masked, bool capped) {
+        attn::scoreVariants(kb, needMask, cap, [&](bool masked, bool capped) {
           for (size_t i = 0; i < blk.rows.size(); ++i)
             for (size_t j = 0; j < blk.cols.size(); ++j) {
               Value keyRow = blk.rows[i], queryCol = blk.cols[j];
@@ -621,7 +621,6 @@ public:
               storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
               if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
             }
-          return SmallVector<Value>();
         });
       });
       kb.barrier();
@@ -769,18 +768,18 @@ public:
         };
         // One variant for all of the wave's tiles; on AMD one per tile: the scalar registers
         // (106) do not hold the offsets of all of them at once (SGPR spills, amd-report.md).
-        const bool perTile = t.isAMD();
-        for (size_t i = 0; i < (perTile ? blk.rows.size() : 1); ++i)
-          for (size_t j = 0; j < (perTile ? blk.cols.size() : 1); ++j)
-            attn::scoreVariants(kb, needMask, cap, {}, [&](bool masked, bool capped) {
-              if (perTile) {
+        if (!t.isAMD()) {
+          attn::scoreVariants(kb, needMask, cap, [&](bool masked, bool capped) {
+            for (size_t i = 0; i < blk.rows.size(); ++i)
+              for (size_t j = 0; j < blk.cols.size(); ++j) gradient(i, j, masked, capped);
+          });
+        } else {
+          for (size_t i = 0; i < blk.rows.size(); ++i)
+            for (size_t j = 0; j < blk.cols.size(); ++j)
+              attn::scoreVariants(kb, needMask, cap, [&](bool masked, bool capped) {
                 gradient(i, j, masked, capped);
-              } else {
-                for (size_t ii = 0; ii < blk.rows.size(); ++ii)
-                  for (size_t jj = 0; jj < blk.cols.size(); ++jj) gradient(ii, jj, masked, capped);
-              }
-              return SmallVector<Value>();
-            });
+              });
+        }
       });
       kb.barrier();
       SmallVector<Value> acc(steps.getRegionIterArgs());

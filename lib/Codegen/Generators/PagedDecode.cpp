@@ -576,25 +576,21 @@ private:
   ArgHandle slots, tokens, heads;
 };
 
-/// K/V tile buffers a decode workgroup may keep in LDS, all but one in flight. Three or four
-/// measured no faster than two on the H200 (bench/NOTES.md).
-constexpr int kMaxKvBuffers = 2;
-
 /// LDS bytes of a decode plan: its tiles (a narrower cache's staged) and the per-key scales.
 int decodeLdsBytes(const AttnPlan &p, tessera::PagedDecodeOp op, const TargetInfo &target) {
   std::optional<ElemType> cache = toElemType(op.getKvElementType());
   if (cache == p.elem) cache.reset();
   int bytes = attnLdsBytes(p, target, cache);
   if (op.getKvScale() == tessera::KVScale::PerToken)
-    bytes += ldsTileBytes(target, ElemType::F32, p.kvBuffers > 1 ? 2 * p.kvBuffers : 1,
-                          p.stepKeys());
+    bytes += ldsTileBytes(target, ElemType::F32, attnKeyScaleRows(p), p.stepKeys());
   return bytes;
 }
 
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
 /// before four (a KV head's group rarely has more rows). Where the target copies asynchronously
-/// and V is staged [key][d], K and V are multi-buffered in LDS, the next tiles copied during each
-/// step (the most keys in flight that LDS allows). Elsewhere at most as many keys per step as
+/// and V is staged [key][d], K and V are double-buffered in LDS, the next tile copied during each
+/// step (the most keys per step LDS allows; three or four buffers, more tiles in flight,
+/// measured no faster on the H200, bench/NOTES.md). Elsewhere at most as many keys per step as
 /// keep a thread's share of the K and V tiles to 8 vectors in registers (few threads load them).
 AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnRequest request;
@@ -612,26 +608,15 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     request.waves = {waves};
-    if (target.hasAsyncCopy) {
-      // The most bytes in flight (tiles copied ahead x their bytes) that LDS allows, at most
-      // kMaxKvBuffers - 1 tiles ahead; then the most keys a step.
-      std::optional<AttnPlan> best;
-      int bestAhead = 0;
+    if (target.hasAsyncCopy)
       for (int keys : {64, 32, 16}) {
         request.maxKeysPerStep = keys;
         request.splitKeysAcrossWaves = true;
         AttnPlanResult r = planAttention(request, target);
         if (!r.plan || r.plan->transposed || r.plan->pv->kind != AtomKind::MMASync) break;
-        for (int buffers = kMaxKvBuffers; buffers >= 2; --buffers) {
-          r.plan->kvBuffers = buffers;
-          if (decodeLdsBytes(*r.plan, op, target) > target.ldsBytes) continue;
-          const int ahead = (buffers - 1) * r.plan->stepKeys();
-          if (ahead > bestAhead) best = *r.plan, bestAhead = ahead;
-          break;
-        }
+        r.plan->kvBuffers = 2;
+        if (decodeLdsBytes(*r.plan, op, target) <= target.ldsBytes) return r;
       }
-      if (best) return {best, ""};
-    }
     const int threads = waves * target.waveSize;
     int stepKeys = 0;
     for (int keys : {64, 32, 16})

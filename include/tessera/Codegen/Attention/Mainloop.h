@@ -85,8 +85,8 @@ private:
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
   mlir::Type elem, cacheElem;
   bool keyScales;
-  /// ldsScales (per-key scales): the K scales of the step's keys; with two K/V buffers each
-  /// buffer's K and V scales, copied asynchronously with its tiles (row 2 b: K's, 2 b + 1: V's).
+  /// ldsScales (per-key scales): attnKeyScaleRows rows, copied asynchronously with the K/V
+  /// tiles where these are.
   LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge, ldsScales;
 };
 

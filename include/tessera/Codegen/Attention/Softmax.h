@@ -15,12 +15,11 @@ mlir::Value scaledScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLo
                          mlir::Value cap);
 
 /// body(masked, capped) in uniform branches on `needMask` (an edge tile) and, when `cap` is
-/// given, on whether the soft cap is on at run time; returns the results (`types`) of the
-/// variant taken. Each variant is branch-free across all the tiles it handles: a branch per
-/// tile keeps the scheduler from overlapping one tile's exponentials and reads with the next's.
-llvm::SmallVector<mlir::Value>
-scoreVariants(KernelBuilder &kb, mlir::Value needMask, mlir::Value cap, mlir::TypeRange types,
-              llvm::function_ref<llvm::SmallVector<mlir::Value>(bool masked, bool capped)> body);
+/// given, on whether the soft cap is on at run time. Each variant is branch-free across all the
+/// tiles it handles: a branch per tile keeps the scheduler from overlapping one tile's
+/// exponentials and reads with the next's.
+void scoreVariants(KernelBuilder &kb, mlir::Value needMask, mlir::Value cap,
+                   llvm::function_ref<void(bool masked, bool capped)> body);
 
 /// Whether the soft cap is on: cap > 0 at run time.
 mlir::Value softcapOn(KernelBuilder &kb, mlir::Value cap);
