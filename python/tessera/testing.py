@@ -18,21 +18,34 @@ class Tolerance(NamedTuple):
                 f"same-precision max error {self.reference_error:.3g}")
 
 
-def check_tolerance(out64, ref64, same64, scale64, factor=2.0, floor=1e-5):
+def check_tolerance(out64, ref64, same64, scale64, factor=2.0, floor=1e-5, unit_roundoff=0.0):
     """Elementwise |out - ref| <= factor * max|same - ref| + floor * scale, on float64 numpy arrays or torch tensors.
 
     ref64: the float64 result from the same (rounded) inputs; same64: a straightforward
     same-precision implementation (fp32 accumulation, rounded to the output dtype); scale64: the
     magnitude the floor scales with (|A|·|B| for a GEMM: it grows with K like any accumulation
     error). factor is 2 for forward kernels, 3 for backward. NaN never passes.
+    unit_roundoff: that of the output dtype (output_roundoff); max|same - ref| is then taken as at least
+    unit_roundoff * max|ref|, what rounding the largest element alone may cost: where few elements reach the
+    largest magnitudes, one draw of `same` can round them all favourably and would leave a bound no correctly
+    rounded output is sure to meet.
     """
     empty = 0 in tuple(same64.shape)
     reference_error = 0.0 if empty else float(abs(same64 - ref64).max())
+    if unit_roundoff and not empty:
+        reference_error = max(reference_error, unit_roundoff * float(abs(ref64).max()))
     err = abs(out64 - ref64)
     bad = ~(err <= factor * reference_error + floor * scale64)
     failing, nan = int(bad.sum()), int((out64 != out64).sum())
     max_error = 0.0 if empty else float(err.max())
     return Tolerance(failing == 0, failing, nan, max_error, reference_error)
+
+
+def output_roundoff(dtype):
+    """The unit roundoff (half an ulp of 1) of an output dtype: 2^-11 for f16, 2^-8 for bf16, 2^-24 for f32; 0 for
+    float64 (a reference passed as the output)."""
+    from ._arrays import dtype_name
+    return {"f16": 2.0**-11, "bf16": 2.0**-8, "f32": 2.0**-24}.get(dtype_name(dtype), 0.0)
 
 
 # ---- Attention: a float64 (or same-precision) reference over numpy arrays or torch tensors -------------------------
@@ -349,7 +362,8 @@ class AttentionCheck(NamedTuple):
 def check_attention(out, ref, same, lse=None, factor=2.0, floor=1e-5):
     """The tolerance rule of CORRECTNESS.md for an attention output (and LSE) against the float64 reference
     `ref` and the same-precision `same` (AttentionResults from attention_reference on the same inputs).
-    O: |out - ref| <= factor * max|same - ref| + floor * o_abs; rows without a visible key must be exactly 0.
+    O: |out - ref| <= factor * max|same - ref| + floor * o_abs, max|same - ref| at least the unit roundoff of out's
+    dtype times max|ref| (check_tolerance); rows without a visible key must be exactly 0.
     LSE: -inf exactly where the reference is -inf; elsewhere the same rule with floor * max(1, |ref|).
     NaN never passes. `out` (and `lse`) in layout of the reference (the varlen ones for varlen)."""
     ops = _Ops(ref.o)
@@ -359,7 +373,7 @@ def check_attention(out, ref, same, lse=None, factor=2.0, floor=1e-5):
     if ref_nan:     # NaN logits also read as rows without a visible key below: say where they come from
         problems.append(f"the reference has {ref_nan} NaN elements: the inputs hold NaN (or values their dtype "
                         "cannot represent) where the kernel reads them")
-    o_tol = check_tolerance(out64, ref.o, same.o, ref.o_abs, factor, floor)
+    o_tol = check_tolerance(out64, ref.o, same.o, ref.o_abs, factor, floor, output_roundoff(out.dtype))
     if not o_tol.ok:
         problems.append(f"O: {o_tol}")
     # Fully masked rows: O exactly 0 (ref.lse is (..., Hq, Sq); O rows are (..., Sq, Hq, D)).
@@ -399,14 +413,15 @@ class BackwardCheck(NamedTuple):
 def check_attention_backward(grads, ref, same, factor=3.0, floor=1e-5):
     """The tolerance rule of CORRECTNESS.md for attention gradients `grads` = (dq, dk, dv) against the float64
     reference `ref` and the same-precision `same` (AttentionGradients of attention_backward_reference), each judged
-    on its own: |g - ref| <= factor * max|same - ref| + floor * magnitude (factor 3 for a backward); where the
+    on its own: |g - ref| <= factor * max|same - ref| + floor * magnitude (factor 3 for a backward; max|same - ref|
+    at least the unit roundoff of g's dtype times max|ref|, as check_attention's); where the
     magnitude is exactly 0 (no visible pair reaches the element: fully masked query rows, keys no query sees) the
     gradient must be exactly 0. NaN never passes."""
     ops = _Ops(ref.dq)
     tolerances, problems = [], []
     for name, got, r, sm, magnitude in zip(("dq", "dk", "dv"), grads, ref[:3], same[:3], ref[3:]):
         got64 = ops.cast(got, "f64")
-        tol = check_tolerance(got64, r, sm, magnitude, factor, floor)
+        tol = check_tolerance(got64, r, sm, magnitude, factor, floor, output_roundoff(got.dtype))
         tolerances.append(tol)
         if not tol.ok:
             problems.append(f"{name}: {tol}")

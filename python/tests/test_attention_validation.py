@@ -439,6 +439,26 @@ def test_check_attention_catches_what_it_must():
     assert not check.ok and "the reference has" in str(check) and "inputs hold NaN" in str(check)
 
 
+def test_check_attention_bounds_a_lucky_same_precision_draw_by_the_output_rounding():
+    """The decode case that once failed: one large element (17.3) that the same-precision draw rounded to its nearer
+    f16 neighbour and a kernel, 0.0003 away before rounding, to the other: its error (0.011) was 2.4x the draw's max
+    (0.0046), within half an f16 ulp at 17.3 of the draw's. The bound counts the output rounding of the largest
+    element (unit roundoff x max|ref|); an error of a few ulps still fails, and f32 outputs get no such allowance."""
+    ref_o = np.array([17.307858892674968, 3.0, -2.0, 0.5])
+    same_o = np.array([17.3125, 3.0, -2.0, 0.5])
+    ref = testing.AttentionResult(ref_o.reshape(1, 1, 1, 4), np.zeros((1, 1, 1)), np.abs(ref_o).reshape(1, 1, 1, 4))
+    same = testing.AttentionResult(same_o.reshape(1, 1, 1, 4), np.zeros((1, 1, 1)), np.zeros((1, 1, 1, 4)))
+    out = same.o.astype(np.float16)
+    out[0, 0, 0, 0] = np.float16(17.296875)         # the other f16 neighbour of 17.3079
+    check = testing.check_attention(out, ref, same)
+    assert check.ok and check.o.reference_error == pytest.approx(17.307858892674968 * 2.0**-11)
+    assert not testing.check_attention(out.astype(np.float32), ref, same).ok
+    out[0, 0, 0, 0] = np.float16(17.28125)          # an ulp further
+    assert not testing.check_attention(out, ref, same).ok
+    assert testing.output_roundoff(np.float16) == 2.0**-11 and testing.output_roundoff("bf16") == 2.0**-8
+    assert testing.output_roundoff(np.float64) == 0.0
+
+
 # ---- The default kernels ------------------------------------------------------------------------------------------
 ALL_VARIANTS = {(d, D, m, v) for d in support.DTYPES for D in (32, 64, 96, 128, 256)
                 for m in support.ATTN_MASKS.values() for v in (False, True)}
