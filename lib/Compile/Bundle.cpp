@@ -251,6 +251,19 @@ std::string printKernelIR(gpu::GPUModuleOp module) {
 
 } // namespace
 
+/// Appends and loads what a kernel's lowering pipeline depends on, as running it first would.
+static void loadLoweringDialects(MLIRContext *context, const TargetInfo &target) {
+  OpPassManager lowering(gpu::GPUModuleOp::getOperationName());
+  if (target.isAMD())
+    buildROCDLLoweringPipeline(lowering, target.chip);
+  else
+    buildNVVMLoweringPipeline(lowering);
+  DialectRegistry registry;
+  lowering.getDependentDialects(registry);
+  context->appendDialectRegistry(registry);
+  for (StringRef name : registry.getDialectNames()) context->getOrLoadDialect(name);
+}
+
 LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringRef outDir) {
   Location loc = module.getLoc();
   PassManager generate(module.getContext());
@@ -273,9 +286,10 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
   };
 
   // Each kernel is lowered from a copy in a module of its own, the kernels in parallel: one
-  // kernel's lowering and code generation share nothing with another's. The first compiles
-  // alone (it loads the dialects the lowering needs, which is not thread-safe), and lld's hsaco
-  // links run after all of them, one at a time (lld resets the process's llvm::cl options).
+  // kernel's lowering and code generation share nothing with another's once the dialects the
+  // lowering needs are loaded (loading is not thread-safe). lld's hsaco links run after all of
+  // them, one at a time (lld resets the process's llvm::cl options).
+  loadLoweringDialects(module.getContext(), target);
   struct Job {
     gpu::GPUFuncOp func;
     std::string kernelIR;
@@ -309,10 +323,7 @@ LogicalResult compileToBundle(ModuleOp module, const TargetInfo &target, StringR
                                   : compileNVPTXModule(lowered, target);
     return success(succeeded(job.compiled));
   };
-  if (!jobs.empty() &&
-      (failed(compile(jobs.front())) ||
-       failed(failableParallelForEach(module.getContext(), llvm::drop_begin(jobs), compile))))
-    return fail();
+  if (failed(failableParallelForEach(module.getContext(), jobs, compile))) return fail();
 
   std::vector<json::Object> kernels;
   SmallVector<gpu::GPUFuncOp> kernelFuncs;

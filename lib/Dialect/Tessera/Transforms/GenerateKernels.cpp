@@ -130,12 +130,13 @@ struct GenerateKernelsPass
       return signalPassFailure();
     }
     if (failed(tessera::generateKernels(module, *info))) return signalPassFailure();
-    // Fold the generators' constants and shared index math so the kernel IR reads cleanly.
-    OpPassManager cleanup(gpu::GPUModuleOp::getOperationName());
-    cleanup.addPass(createCanonicalizerPass());
-    cleanup.addPass(createCSEPass());
-    for (gpu::GPUModuleOp gpuModule : module.getOps<gpu::GPUModuleOp>())
-      if (failed(runPipeline(cleanup, gpuModule))) return signalPassFailure();
+    // Fold the generators' constants and shared index math so the kernel IR reads cleanly; as a
+    // nested pipeline the kernels' modules are cleaned in parallel.
+    OpPassManager cleanup(ModuleOp::getOperationName());
+    OpPassManager &perKernel = cleanup.nest<gpu::GPUModuleOp>();
+    perKernel.addPass(createCanonicalizerPass());
+    perKernel.addPass(createCSEPass());
+    if (failed(runPipeline(cleanup, module))) return signalPassFailure();
   }
 };
 } // namespace
