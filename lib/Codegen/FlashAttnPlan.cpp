@@ -196,17 +196,21 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
 AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
   AtomChoice choice = chooseAtoms(target, r.elem);
   const std::vector<const MMAAtom *> &atoms = choice.atoms;
+  const ElemType pvElem = r.pvElem.value_or(r.elem);
+  AtomChoice pvChoice = pvElem == r.elem ? choice : chooseAtoms(target, pvElem);
+  if (!pvChoice) choice.failure = pvChoice.failure;
   Verdict closest{Check::AtomShape, "none: " + choice.failure};
   bool seen = false;
   for (PRoute wanted : {PRoute::Registers, PRoute::Lds})
     for (const MMAAtom *qk : atoms)
-      for (const MMAAtom *pv : atoms)
+      for (const MMAAtom *pv : pvChoice.atoms)
         for (bool transposed : {true, false})
           for (int waves : r.waves)
             for (int blockN : {64, 32, 16}) {
               if (blockN > r.maxKeysPerStep) continue;
               AttnPlan p;
-              p.qk = qk, p.pv = pv, p.transposed = transposed, p.elem = r.elem;
+              p.qk = qk, p.pv = pv, p.transposed = transposed;
+              p.elem = r.elem, p.pvElem = pvElem;
               p.headDim = r.headDim;
               p.waves = r.tile ? r.tile->waves : waves;
               p.blockN = r.tile ? r.tile->n : blockN;

@@ -506,9 +506,11 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
 }
 
 SmallVector<std::pair<Value, Value>>
-KernelBuilder::tileVectorStarts(int rows, int cols, Type elemType, int threads) {
+KernelBuilder::tileVectorStarts(int rows, int cols, Type elemType, int threads,
+                                int vectorBytes) {
   SmallVector<std::pair<Value, Value>> out;
-  for (const TileVector &t : tileVectors(*this, rows, cols, vectorElems(elemType), threads)) {
+  const int vec = vectorBytes * 8 / elemType.getIntOrFloatBitWidth();
+  for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
     if (!t.partial) {
       out.push_back({t.row, t.col});
       continue;
@@ -519,9 +521,10 @@ KernelBuilder::tileVectorStarts(int rows, int cols, Type elemType, int threads) 
   return out;
 }
 
-SmallVector<Value> KernelBuilder::loadLdsTile(const LdsTile &src, int rows, int cols, int threads) {
+SmallVector<Value> KernelBuilder::loadLdsTile(const LdsTile &src, int rows, int cols, int threads,
+                                              int vectorBytes) {
   Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();
-  const int vec = vectorElems(elemType);
+  const int vec = vectorBytes * 8 / elemType.getIntOrFloatBitWidth();
   auto type = VectorType::get({vec}, elemType);
   SmallVector<Value> out;
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
@@ -529,7 +532,7 @@ SmallVector<Value> KernelBuilder::loadLdsTile(const LdsTile &src, int rows, int 
     Value row = t.partial ? select(inTile(*this, t), t.row, idx(0)) : t.row;
     out.push_back(vector::LoadOp::create(b, loc, type, src.memref,
                                          ValueRange{ldsOffset(src, row, t.col)}, false,
-                                         llvm::Align(16)));
+                                         llvm::Align(vectorBytes)));
   }
   return out;
 }

@@ -57,7 +57,8 @@ struct AttnPlan {
   /// few query rows): all waves hold the same blockM queries, wave w the keys [w * blockN,
   /// (w + 1) * blockN) of the step's stepKeys(); their softmax states merge after the loop.
   int keyWaves = 1;
-  ElemType elem = ElemType::F16;
+  ElemType elem = ElemType::F16;   ///< Q's and K's in the QK product
+  ElemType pvElem = ElemType::F16; ///< P's and V's in the PV product
 
   bool pInRegisters() const { return pRoute == PRoute::Registers; }
   int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
@@ -79,6 +80,9 @@ struct AttnPlan {
 struct AttnRequest {
   int headDim = 0;
   ElemType elem = ElemType::F16;
+  /// The PV product's input type where it differs from the queries' (an fp8 cache with bf16
+  /// queries: V widens to f16 in one conversion, and P keeps three more bits).
+  std::optional<ElemType> pvElem;
   bool slidingWindow = false, softcap = false;
   /// Wave counts to try, in order: each wave owns one atom tile of queries per step (decode
   /// asks for fewer: a KV head's group has few query rows).

@@ -244,13 +244,15 @@ public:
                                                 int threads);
   void storeLdsTile(llvm::ArrayRef<mlir::Value> vectors, const LdsTile &dst, int rows, int cols,
                     bool transpose, int threads);
-  /// This thread's 16-byte vectors of an LDS tile, as loadGlobalTile deals them.
-  llvm::SmallVector<mlir::Value> loadLdsTile(const LdsTile &src, int rows, int cols, int threads);
-  /// Where each of this thread's 16-byte vectors of a rows x cols tile of `elemType` starts, in
-  /// the order loadGlobalTile and loadLdsTile deal them: (row, col), or (0, cols) for a vector
-  /// this thread does not have.
+  /// This thread's vectors of `vectorBytes` of an LDS tile, as loadGlobalTile deals its 16-byte
+  /// ones (thread t the vectors t, t + threads, ...).
+  llvm::SmallVector<mlir::Value> loadLdsTile(const LdsTile &src, int rows, int cols, int threads,
+                                             int vectorBytes = 16);
+  /// Where each of this thread's vectors of `vectorBytes` of a rows x cols tile of `elemType`
+  /// starts, in the order loadGlobalTile and loadLdsTile deal them: (row, col), or (0, cols) for
+  /// a vector this thread does not have.
   llvm::SmallVector<std::pair<mlir::Value, mlir::Value>>
-  tileVectorStarts(int rows, int cols, mlir::Type elemType, int threads);
+  tileVectorStarts(int rows, int cols, mlir::Type elemType, int threads, int vectorBytes = 16);
   /// loadGlobalTile over rows that are not evenly spaced (a gather: paged caches, packed query
   /// heads): row r starts at element rowStart(r) of `memref`, which is emitted only inside the
   /// branches that load row r (r < validRows), so it may read an index table no further than the

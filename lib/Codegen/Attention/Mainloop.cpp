@@ -35,7 +35,7 @@ class Mainloop::Impl {
 public:
   Impl(Mainloop &m, AttnRows &rows, const KeyWalk &walk)
       : m(m), p(m.p), t(m.t), b(m.b), loc(m.loc), kb(b, loc, t), rows(rows), walk(walk),
-        elem(m.elem), sView(p.qk->c, axis()), oView(p.pv->c, axis()), softmax(kb) {}
+        elem(m.elem), pvElem(m.pvElem), sView(p.qk->c, axis()), oView(p.pv->c, axis()), softmax(kb) {}
 
   void emit();
 
@@ -90,6 +90,12 @@ private:
   SmallVector<std::pair<Value, Value>> scaleRows() {
     return kb.tileVectorStarts(p.stepKeys(), p.headDim, m.cacheElem, m.threads());
   }
+  /// Bytes of the narrow vectors a thread widens from the staging tiles: those that widen into
+  /// one 16-byte vector, so each quarter-warp's stores cover every LDS bank once (a 16-byte
+  /// narrow vector widens into two, and the lanes' first halves share banks).
+  int stagedVectorBytes() const {
+    return 16 * m.cacheElem.getIntOrFloatBitWidth() / elem.getIntOrFloatBitWidth();
+  }
   /// tiles[i] * by[i] (as is without `by`).
   SmallVector<Value> scaled(ArrayRef<Value> tiles, ArrayRef<Value> by);
   /// O (this query tile's head tiles) += P V.
@@ -112,7 +118,7 @@ private:
   KernelBuilder kb;
   AttnRows &rows;
   const KeyWalk &walk;
-  Type elem;
+  Type elem, pvElem;
   AccView sView, oView;
   OnlineSoftmax softmax;
   Value lane, waveQ0;
@@ -125,6 +131,7 @@ private:
 Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Location loc,
                    gpu::GPUFuncOp func, Type elem, Type cacheElem, bool keyScales)
     : p(p), t(t), b(b), loc(loc), func(func), elem(elem), cacheElem(cacheElem ? cacheElem : elem),
+      pvElem(p.pvElem == p.elem ? elem : toMlirType(b.getContext(), p.pvElem)),
       keyScales(keyScales) {}
 
 Mainloop::~Mainloop() = default;
@@ -148,7 +155,7 @@ void Mainloop::allocate() {
   assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
   assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
-  if (!p.pInRegisters()) ldsP = kb.allocLds(func, elem, p.blockM, p.blockN);
+  if (!p.pInRegisters()) ldsP = kb.allocLds(func, pvElem, p.blockM, p.blockN);
   if (keyScales) ldsScales = kb.allocLds(func, b.getF32Type(), attnKeyScaleRows(p), p.stepKeys());
   // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
   // buffers are staging ones, each step widened into a single K and V tile.
@@ -156,8 +163,8 @@ void Mainloop::allocate() {
   const int keys = p.stepKeys();
   if (p.keyWaves == 1) {
     ldsK = kb.allocLds(func, elem, tileBuffers * keys, p.headDim);
-    ldsV = vNatural() ? kb.allocLds(func, elem, tileBuffers * keys, p.headDim)
-                      : kb.allocLds(func, elem, p.headDim, keys);
+    ldsV = vNatural() ? kb.allocLds(func, pvElem, tileBuffers * keys, p.headDim)
+                      : kb.allocLds(func, pvElem, p.headDim, keys);
     return;
   }
   // Key-splitting waves: the K/V tiles and the waves' merge (used after the last tile) share
@@ -176,9 +183,9 @@ void Mainloop::allocate() {
   };
   place(&ldsK, elem, tileBuffers * keys, p.headDim);
   if (vNatural())
-    place(&ldsV, elem, tileBuffers * keys, p.headDim);
+    place(&ldsV, pvElem, tileBuffers * keys, p.headDim);
   else
-    place(&ldsV, elem, p.headDim, keys);
+    place(&ldsV, pvElem, p.headDim, keys);
   if (widensStaged()) {
     place(&ldsK8, cacheElem, p.kvBuffers * keys, p.headDim);
     place(&ldsV8, cacheElem, p.kvBuffers * keys, p.headDim);
@@ -273,9 +280,9 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
         value = kb.select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
                           own.elem[0] ? value : fromPartner);
     }
-    elems.push_back(kb.convert(value, elem));
+    elems.push_back(kb.convert(value, pvElem));
   }
-  auto type = VectorType::get({int64_t(elems.size())}, elem);
+  auto type = VectorType::get({int64_t(elems.size())}, pvElem);
   return vector::FromElementsOp::create(b, loc, type, elems);
 }
 
@@ -293,14 +300,15 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales) {
   SmallVector<Value> wide;
   for (auto [i, r] : llvm::enumerate(regs)) {
     auto type = cast<VectorType>(r.getType());
-    Value x = type.getElementType() == elem
+    Type to = i < kvSplit ? elem : pvElem;
+    Value x = type.getElementType() == to
                   ? r
-                  : arith::ExtFOp::create(b, loc, type.clone(elem), r).getResult();
+                  : arith::ExtFOp::create(b, loc, type.clone(to), r).getResult();
     if (!vScales.empty() && i >= kvSplit) {
       auto f32 = type.clone(b.getF32Type());
       Value scale = vector::BroadcastOp::create(b, loc, f32, vScales[i - kvSplit]);
       x = arith::TruncFOp::create(
-          b, loc, type.clone(elem),
+          b, loc, type.clone(to),
           kb.fmul(arith::ExtFOp::create(b, loc, f32, x).getResult(), scale));
     }
     wide.push_back(x);
@@ -370,7 +378,8 @@ void Mainloop::Impl::copyScalesAsync(Value n0, Value buffer) {
 SmallVector<Value> Mainloop::Impl::readValueScales(Value buffer) {
   SmallVector<Value> out;
   Value vRow = kb.add(kb.mul(buffer, 2), 1);
-  for (auto [row, col] : scaleRows())
+  for (auto [row, col] : kb.tileVectorStarts(p.stepKeys(), p.headDim, m.cacheElem, m.threads(),
+                                             stagedVectorBytes()))
     out.push_back(memref::LoadOp::create(b, loc, m.ldsScales.memref,
                                          ValueRange{kb.ldsOffset(m.ldsScales, vRow, row)}));
   return out;
@@ -472,7 +481,7 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
       for (const AccElement &el : sView.elements()) {
         Value row = kb.add(kb.add(ldsQueryRow, laneQuery), el.query);
         Value col = kb.add(laneKey, kt * p.keyDim() + el.inner);
-        memref::StoreOp::create(b, loc, kb.convert(extract(probs[kt], el.reg), elem),
+        memref::StoreOp::create(b, loc, kb.convert(extract(probs[kt], el.reg), pvElem),
                                 m.ldsP.memref, ValueRange{kb.ldsOffset(m.ldsP, row, col)});
       }
     kb.barrier();
@@ -669,11 +678,12 @@ void Mainloop::Impl::emit() {
       // Into the buffer the previous step read (the barrier above).
       copyAsync(kb.add(kb.sub(tile, tiles.lo), p.kvBuffers - 1));
       if (staged) { // this step's narrow tiles widened into the K and V tiles
+        const int bytes = stagedVectorBytes();
         SmallVector<Value> narrow = kb.loadLdsTile(kb.buffer(asyncK, p.kvBuffers, which),
-                                                   p.stepKeys(), p.headDim, m.threads());
+                                                   p.stepKeys(), p.headDim, m.threads(), bytes);
         kvSplit = narrow.size();
         narrow.append(kb.loadLdsTile(kb.buffer(asyncV, p.kvBuffers, which), p.stepKeys(),
-                                     p.headDim, m.threads()));
+                                     p.headDim, m.threads(), bytes));
         storeKV(narrow, asyncScales ? readValueScales(which) : SmallVector<Value>());
         kb.barrier();
       } else {

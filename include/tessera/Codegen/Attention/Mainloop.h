@@ -57,8 +57,9 @@ struct KeyWalk {
 
 class Mainloop {
 public:
-  /// `elem`: the tiles' element type (the queries'); `cacheElem`: K's and V's in memory when
-  /// narrower (fp8 caches), widened exactly to `elem` on the way to the K and V tiles.
+  /// `elem`: the tiles' element type (the queries'), but P's and V's are the plan's pvElem;
+  /// `cacheElem`: K's and V's in memory when narrower (fp8 caches), widened exactly on the way
+  /// to the K and V tiles.
   /// `keyScales`: the rows will have per-key scales (AttnRows::hasKeyScales), staged in LDS.
   Mainloop(const AttnPlan &p, const TargetInfo &t, mlir::OpBuilder &b, mlir::Location loc,
            mlir::gpu::GPUFuncOp func, mlir::Type elem, mlir::Type cacheElem = {},
@@ -83,7 +84,7 @@ private:
   /// Two K/V buffers of a narrower cache: its tiles are copied asynchronously into staging
   /// buffers (ldsK8, ldsV8) and widened into one K and one V tile each step.
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
-  mlir::Type elem, cacheElem;
+  mlir::Type elem, cacheElem, pvElem;
   bool keyScales;
   /// ldsScales (per-key scales): attnKeyScaleRows rows, copied asynchronously with the K/V
   /// tiles where these are.
