@@ -34,6 +34,7 @@ class Case(NamedTuple):
     num_splits: int = 1
     fp8: bool = False           # caches in the target's fp8 format (fp8_format), per-tensor scales
     per_token: bool = False     # fp8 with per-token scales (num_pages, Hkv, block_size)
+    wide_queries: bool = False  # query rows scaled by 2^-60 .. 2^60 (past f16's range both ways), one all zero
 
     def directive(self, target):
         granularity = "per_token" if self.per_token else "per_tensor"
@@ -69,6 +70,9 @@ CASES = [
     Case("fp8-per-token-d96-b1-sq3-hnd-softcap", "f16", 96, 1, (9, 20), Sq=3, Hkv=1, layout="HND", softcap=5.0,
          fp8=True, per_token=True),
     Case("fp8-per-token-b64-gqa8-split2", "f16", 64, 64, (130, 3), Hkv=1, num_splits=2, fp8=True, per_token=True),
+    Case("fp8-bf16-query-rows-of-any-magnitude", "bf16", 128, 16, (20, 37), num_splits=2, fp8=True, wide_queries=True),
+    Case("fp8-per-token-bf16-query-rows-of-any-magnitude", "bf16", 64, 16, (33,), Sq=3, fp8=True, per_token=True,
+         wide_queries=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
 
@@ -159,7 +163,11 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     max_blocks = max(1, -(-max(c.lens) // c.block_size)) + 1
     k, v, table, scales = cache_of(c, rng, max_blocks, pages=3 * len(c.lens) * max_blocks, target=target)
     lens = np.array(c.lens, np.int32)
-    q = rng.standard_normal((len(c.lens), c.Sq, c.Hq, c.D)).astype(support.numpy_dtype(c.dtype))
+    q = rng.standard_normal((len(c.lens), c.Sq, c.Hq, c.D))
+    if c.wide_queries:
+        q *= 2.0 ** rng.choice([-60, -30, -14, 0, 14, 20, 60], size=q.shape[:3])[..., None]
+        q[0, 0, 0] = 0
+    q = q.astype(support.numpy_dtype(c.dtype))
     options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, **scales)
 
     def run(k, v, table, **poisoned):
