@@ -389,8 +389,8 @@ def split_count(workgroups, context, processors):
 
 def resident_per_processor(kernel, dev):
     """How many workgroups of `kernel` one multiprocessor holds at once, from its manifest entry: on NVIDIA by its
-    registers (allocated per warp in units of 256), threads (2048), shared memory (228 KiB, 1 KiB reserved per
-    workgroup) and 32 workgroups; on AMD its waves per SIMD over four SIMDs; 1 on the simulator. The decode
+    registers (allocated per warp in units of 256 from one of the four sub-partitions' 16384, as cuda_occupancy.h
+    counts them), threads (2048), shared memory (228 KiB, 1 KiB reserved per workgroup) and 32 workgroups; on AMD its waves per SIMD over four SIMDs; 1 on the simulator. The decode
     workgroups are small: several share a multiprocessor, and the split count fills them all."""
     info = kernel.info
     threads = math.prod(info.get("block", [1]))
@@ -401,7 +401,7 @@ def resident_per_processor(kernel, dev):
         warps = -(-threads // 32)
         per_warp = -(-regs["regs"] * 32 // 256) * 256
         lds = info.get("lds_bytes", 0) + info.get("dynamic_lds_bytes", 0)
-        limits = [65536 // (per_warp * warps), 2048 // threads, 32]
+        limits = [4 * (16384 // per_warp) // warps, 2048 // threads, 32]
         if lds:
             limits.append(233472 // (lds + 1024))
         return max(1, min(limits))

@@ -638,6 +638,11 @@ def test_check_attention_judges_paged_decode_outputs():
 @pytest.mark.parametrize("info, backend, arch, resident", [
     # sm_90: 202 registers x 64 threads (13312 a workgroup of 2 warps), 16 KiB of shared memory: 4 by registers
     ({"block": [64, 1, 1], "registers": {"regs": 202}, "lds_bytes": 16384}, "cuda", "sm_90", 4),
+    # 200 registers: 6400 a warp, two per sub-partition of 16384: 8 warps, 4 workgroups (not 65536 // 12800 = 5: with
+    # five counted, the heuristic chose 9 splits at B8 ctx32768, 576 workgroups in two waves, 1.6x the time on the H200)
+    ({"block": [64, 1, 1], "registers": {"regs": 200}, "lds_bytes": 37888}, "cuda", "sm_90", 4),
+    # 128 registers x 128 threads: 4096 a warp, four per sub-partition: 16 warps, 4 workgroups
+    ({"block": [128, 1, 1], "registers": {"regs": 128}, "lds_bytes": 0}, "cuda", "sm_90", 4),
     # 255 registers x 256 threads: one
     ({"block": [256, 1, 1], "registers": {"regs": 255}, "lds_bytes": 0}, "cuda", "sm_90", 1),
     # shared memory bound: 100 KiB each, two fit in 228 KiB
