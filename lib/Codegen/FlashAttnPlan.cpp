@@ -122,8 +122,10 @@ int attnLdsBytes(const AttnPlan &p, const TargetInfo &t, std::optional<ElemType>
   int kv = cacheElem && p.kvBuffers > 1 ? kvTiles(p.elem) + p.kvBuffers * kvTiles(*cacheElem)
                                         : p.kvBuffers * kvTiles(p.elem);
   int merge = 4 * attnMergeFloats(p) * ldsRowStride(t, 32, t.waveSize);
+  int queryMax =
+      p.scaledQueries() ? ldsTileBytes(t, ElemType::F32, p.blockM, p.queryVectorsPerRow()) : 0;
   return tile(p.blockM, p.headDim) + std::max(kv, merge) +
-         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN));
+         (p.pInRegisters() ? 0 : tile(p.blockM, p.blockN)) + queryMax;
 }
 
 namespace {
@@ -194,10 +196,10 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
 } // namespace
 
 AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
-  AtomChoice choice = chooseAtoms(target, r.elem);
+  const ElemType qkElem = r.qkElem.value_or(r.elem), pvElem = r.pvElem.value_or(r.elem);
+  AtomChoice choice = chooseAtoms(target, qkElem);
   const std::vector<const MMAAtom *> &atoms = choice.atoms;
-  const ElemType pvElem = r.pvElem.value_or(r.elem);
-  AtomChoice pvChoice = pvElem == r.elem ? choice : chooseAtoms(target, pvElem);
+  AtomChoice pvChoice = pvElem == qkElem ? choice : chooseAtoms(target, pvElem);
   if (!pvChoice) choice.failure = pvChoice.failure;
   Verdict closest{Check::AtomShape, "none: " + choice.failure};
   bool seen = false;
@@ -210,7 +212,7 @@ AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
               if (blockN > r.maxKeysPerStep) continue;
               AttnPlan p;
               p.qk = qk, p.pv = pv, p.transposed = transposed;
-              p.elem = r.elem, p.pvElem = pvElem;
+              p.elem = qkElem, p.pvElem = pvElem, p.queryElem = r.elem;
               p.headDim = r.headDim;
               p.waves = r.tile ? r.tile->waves : waves;
               p.blockN = r.tile ? r.tile->n : blockN;

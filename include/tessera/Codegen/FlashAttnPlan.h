@@ -57,8 +57,9 @@ struct AttnPlan {
   /// few query rows): all waves hold the same blockM queries, wave w the keys [w * blockN,
   /// (w + 1) * blockN) of the step's stepKeys(); their softmax states merge after the loop.
   int keyWaves = 1;
-  ElemType elem = ElemType::F16;   ///< Q's and K's in the QK product
-  ElemType pvElem = ElemType::F16; ///< P's and V's in the PV product
+  ElemType elem = ElemType::F16;      ///< Q's and K's in the QK product
+  ElemType pvElem = ElemType::F16;    ///< P's and V's in the PV product
+  ElemType queryElem = ElemType::F16; ///< the queries' own
 
   bool pInRegisters() const { return pRoute == PRoute::Registers; }
   int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
@@ -74,15 +75,20 @@ struct AttnPlan {
   const OperandLayout &pOperandLayout() const { return transposed ? pv->b : pv->a; }
   /// P needs cross-lane shuffles on its way to the PV atom.
   bool pShuffles() const;
+  /// The queries enter the QK product in another type (bf16 queries on f16 with an fp8 cache):
+  /// each row scaled by a power of two into that type's range, the scores scaled back.
+  bool scaledQueries() const { return queryElem != elem; }
+  /// The 16-byte vectors of a query row (the row maxima of scaled queries are reduced over them).
+  int queryVectorsPerRow() const { return headDim * elemTypeBits(queryElem) / 128; }
 };
 
 /// What a flash_attn directive asks of the plan.
 struct AttnRequest {
   int headDim = 0;
   ElemType elem = ElemType::F16;
-  /// The PV product's input type where it differs from the queries' (an fp8 cache with bf16
-  /// queries: V widens to f16 in one conversion, and P keeps three more bits).
-  std::optional<ElemType> pvElem;
+  /// The products' input types where they differ from the queries' (an fp8 cache with bf16
+  /// queries: K and V widen to f16 in one conversion, to bf16 in four on NVIDIA).
+  std::optional<ElemType> qkElem, pvElem;
   bool slidingWindow = false, softcap = false;
   /// Wave counts to try, in order: each wave owns one atom tile of queries per step (decode
   /// asks for fewer: a KV head's group has few query rows).

@@ -68,8 +68,19 @@ private:
   /// S (or S^T) of the query tile at block row `ldsQueryRow` against the staged keys: one
   /// accumulator per key tile.
   SmallVector<Value> computeScores(Value ldsQueryRow);
-  /// Scaled, capped, and masked on edge tiles (`needMask`).
-  SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value rowBase, Value n0);
+  /// Scaled by `scaleLog2` (a scalar, or per element), capped, and masked on edge tiles
+  /// (`needMask`).
+  SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value rowBase, Value n0,
+                                Value scaleLog2);
+  /// Scaled queries (AttnPlan::scaledQueries): this thread's query vectors each times the power
+  /// of two that puts its row's largest magnitude in [2^14, 2^15), in the tiles' type (f16 holds
+  /// every bf16 value from 2^-14 of that up exactly, so only magnitudes below 2^-28 of the row's
+  /// largest lose bits); and per query tile, the score scale times each S element's inverse
+  /// power (exact).
+  SmallVector<Value> scaleQueries(ArrayRef<Value> vectors);
+  Value rowMax(Value row);
+  std::pair<Value, Value> rowPowers(Value max);
+  Value queryTileScale(Value ldsQueryRow);
   /// One online-softmax step of a query tile: the new state, the probabilities, the rescale
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
@@ -129,10 +140,10 @@ private:
 };
 
 Mainloop::Mainloop(const AttnPlan &p, const TargetInfo &t, OpBuilder &b, Location loc,
-                   gpu::GPUFuncOp func, Type elem, Type cacheElem, bool keyScales)
-    : p(p), t(t), b(b), loc(loc), func(func), elem(elem), cacheElem(cacheElem ? cacheElem : elem),
-      pvElem(p.pvElem == p.elem ? elem : toMlirType(b.getContext(), p.pvElem)),
-      keyScales(keyScales) {}
+                   gpu::GPUFuncOp func, Type queryElem, Type cacheElem, bool keyScales)
+    : p(p), t(t), b(b), loc(loc), func(func), queryElem(queryElem),
+      elem(toMlirType(b.getContext(), p.elem)), cacheElem(cacheElem ? cacheElem : elem),
+      pvElem(toMlirType(b.getContext(), p.pvElem)), keyScales(keyScales) {}
 
 Mainloop::~Mainloop() = default;
 
@@ -150,6 +161,8 @@ AttnRows::KeyScaleSlot AttnRows::keyScaleSlot(Value, Value) {
 void Mainloop::allocate() {
   KernelBuilder kb(b, loc, t);
   ldsQ = kb.allocLds(func, elem, p.blockM, p.headDim);
+  if (p.scaledQueries())
+    ldsQueryMax = kb.allocLds(func, b.getF32Type(), p.blockM, p.queryVectorsPerRow());
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging.
   assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
@@ -414,6 +427,78 @@ SmallVector<Value> Mainloop::Impl::scaled(ArrayRef<Value> tiles, ArrayRef<Value>
   return out;
 }
 
+Value Mainloop::Impl::rowMax(Value row) {
+  Value max;
+  for (int j = 0; j < p.queryVectorsPerRow(); ++j) {
+    Value x = memref::LoadOp::create(
+        b, loc, m.ldsQueryMax.memref, ValueRange{kb.ldsOffset(m.ldsQueryMax, row, kb.idx(j))});
+    max = max ? arith::MaximumFOp::create(b, loc, max, x).getResult() : x;
+  }
+  return max;
+}
+
+std::pair<Value, Value> Mainloop::Impl::rowPowers(Value max) {
+  // max = 2^(E - 127) x 1.m: 2^(141 - E) puts it in [2^14, 2^15); at most 2^126, so that the
+  // inverse is a normal f32. A zero, infinite or NaN row keeps its values (power 1).
+  auto i32 = b.getI32Type();
+  auto c = [&](int v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
+  Value bits = arith::BitcastOp::create(b, loc, i32, max);
+  Value biased = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, bits, c(23)), c(255));
+  Value e = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, c(141), biased), c(126));
+  Value keep = arith::OrIOp::create(
+      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, biased, c(255)),
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bits, c(0)));
+  e = arith::SelectOp::create(b, loc, keep, c(0), e);
+  auto power = [&](Value exponent) {
+    Value biasedExponent = arith::AddIOp::create(b, loc, exponent, c(127));
+    Value field = arith::ShLIOp::create(b, loc, biasedExponent, c(23));
+    return arith::BitcastOp::create(b, loc, b.getF32Type(), field).getResult();
+  };
+  return {power(e), power(arith::SubIOp::create(b, loc, c(0), e))};
+}
+
+SmallVector<Value> Mainloop::Impl::scaleQueries(ArrayRef<Value> vectors) {
+  auto starts = kb.tileVectorStarts(p.blockM, p.headDim, m.queryElem, m.threads());
+  const int vec = 128 / m.queryElem.getIntOrFloatBitWidth();
+  auto f32 = [&](Value v) {
+    auto type = cast<VectorType>(v.getType()).clone(b.getF32Type());
+    return arith::ExtFOp::create(b, loc, type, v).getResult();
+  };
+  // Each vector's largest magnitude into its own slot (NaN kept: maximumf).
+  for (auto [v, start] : llvm::zip(vectors, starts)) {
+    auto [row, col] = start;
+    OpBuilder::InsertionGuard g(b);
+    kb.enterIf(kb.cmpLt(col, kb.idx(p.headDim)));
+    Value x = f32(v);
+    Value abs = arith::MaximumFOp::create(b, loc, x, arith::NegFOp::create(b, loc, x));
+    Value max = vector::ReductionOp::create(b, loc, vector::CombiningKind::MAXIMUMF, abs);
+    memref::StoreOp::create(b, loc, max, m.ldsQueryMax.memref,
+                            ValueRange{kb.ldsOffset(m.ldsQueryMax, row, kb.divui(col, vec))});
+  }
+  kb.barrier();
+  SmallVector<Value> out;
+  for (auto [v, start] : llvm::zip(vectors, starts)) {
+    Value x = f32(v);
+    Value power = rowPowers(rowMax(start.first)).first;
+    Value scale = vector::BroadcastOp::create(b, loc, x.getType(), power);
+    auto type = cast<VectorType>(v.getType()).clone(m.elem);
+    out.push_back(arith::TruncFOp::create(b, loc, type, kb.fmul(x, scale)));
+  }
+  return out;
+}
+
+Value Mainloop::Impl::queryTileScale(Value ldsQueryRow) {
+  Value laneQuery = sView.laneOffsets(kb, lane).first;
+  SmallVector<Value> perSlot(slots());
+  for (const attn::AccElement &el : sView.elements()) {
+    Value &slot = perSlot[slotOf(el.reg)];
+    if (slot) continue;
+    Value row = kb.add(kb.add(ldsQueryRow, laneQuery), el.query);
+    slot = kb.fmul(rowPowers(rowMax(row)).second, walk.scaleLog2);
+  }
+  return perElement(perSlot, /*outputs=*/false);
+}
+
 SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
   const MMAAtom &qk = *p.qk;
   SmallVector<Value> s(p.keyTiles(), kb.zero(kb.accType(qk)));
@@ -436,9 +521,9 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
 }
 
 SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMask,
-                                              Value rowBase, Value n0) {
+                                              Value rowBase, Value n0, Value scaleLog2) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
-    Value sc = scaledScores(kb, s[kt], walk.scaleLog2, walk.cap);
+    Value sc = scaledScores(kb, s[kt], scaleLog2, walk.cap);
     s[kt] = maskScores(kb, *walk.visibility, sView, lane, sc, rowBase,
                        kb.add(n0, kt * p.keyDim()), needMask,
                        [&](Value row) { return rows.queryOf(row); });
@@ -606,8 +691,9 @@ void Mainloop::Impl::emit() {
   else
     waveQ0 = kb.mul(kb.waveId(), p.waveQueries());
   // The block's rows, staged once.
-  kb.storeLdsTile(rows.loadQueries(m.threads()), m.ldsQ, p.blockM, p.headDim,
-                  /*transpose=*/false, m.threads());
+  SmallVector<Value> queries = rows.loadQueries(m.threads());
+  if (p.scaledQueries()) queries = scaleQueries(queries);
+  kb.storeLdsTile(queries, m.ldsQ, p.blockM, p.headDim, /*transpose=*/false, m.threads());
 
   // Loop-carried state: S-slot statistics (max, partial sum) per query tile, O accumulators.
   const int nSlots = slots(), qTiles = p.queryTiles(), hTiles = p.headTiles();
@@ -651,6 +737,11 @@ void Mainloop::Impl::emit() {
     init.append(loadScales(kb.cmpLt(tiles.lo, tiles.hi), kb.mul(tiles.lo, p.stepKeys())));
   const size_t carried = init.size(); // the state and the scales
   if (p.stages > 1) init.append(loadKV(kb.mul(tiles.lo, p.stepKeys())));
+  // The score scale per query tile: per element where the queries were scaled per row.
+  SmallVector<Value> tileScales(qTiles, walk.scaleLog2);
+  if (p.scaledQueries())
+    for (int qt = 0; qt < qTiles; ++qt)
+      tileScales[qt] = queryTileScale(kb.add(waveQ0, qt * p.queryDim()));
   auto loop = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
   {
     OpBuilder::InsertionGuard g(b);
@@ -715,8 +806,8 @@ void Mainloop::Impl::emit() {
     SmallVector<Value> oNext(iter.begin() + 2 * qTiles, iter.end());
     for (int qt = 0; qt < qTiles; ++qt) {
       Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
-      SmallVector<Value> s =
-          scoreTiles(scaled(computeScores(ldsQueryRow), kScales), needMask, ldsQueryRow, waveN0);
+      SmallVector<Value> s = scoreTiles(scaled(computeScores(ldsQueryRow), kScales), needMask,
+                                        ldsQueryRow, waveN0, tileScales[qt]);
       SmallVector<Value> probs, alpha;
       RowState state = softmaxStep(s, {iter[2 * qt], iter[2 * qt + 1]}, probs, alpha);
       next.push_back(state.max);

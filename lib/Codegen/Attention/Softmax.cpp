@@ -14,6 +14,7 @@ namespace tessera::attn {
 
 /// `scalar` broadcast to the shape of `like` (a no-op for scalars).
 static Value splatLike(KernelBuilder &kb, Value scalar, Value like) {
+  if (scalar.getType() == like.getType()) return scalar;
   if (auto vt = dyn_cast<VectorType>(like.getType()))
     return vector::BroadcastOp::create(kb.builder(), kb.location(), vt, scalar);
   return scalar;

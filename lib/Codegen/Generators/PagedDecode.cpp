@@ -598,12 +598,14 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   request.elem = *toElemType(op.getDtype());
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();
-  // An fp8 cache with per-tensor scales and bf16 queries: P V in f16, where V widens exactly in
-  // one conversion (to bf16 it takes four on NVIDIA) and P keeps three more bits. Per-token
-  // scales multiply V before its product, which f16's range could not always hold.
-  if (op.getKvElementType().getIntOrFloatBitWidth() < 16 && request.elem == ElemType::BF16 &&
-      op.getKvScale() == tessera::KVScale::PerTensor)
-    request.pvElem = ElemType::F16;
+  // An fp8 cache with bf16 queries: the products on f16, where K and V widen exactly in one
+  // conversion (to bf16 it takes four on NVIDIA): the queries scaled per row into f16's range
+  // (Mainloop), P rounded to f16 (three more bits). Per-token scales multiply V before its
+  // product, which f16's range could not always hold: P V stays bf16 there.
+  if (op.getKvElementType().getIntOrFloatBitWidth() < 16 && request.elem == ElemType::BF16) {
+    request.qkElem = ElemType::F16;
+    if (op.getKvScale() == tessera::KVScale::PerTensor) request.pvElem = ElemType::F16;
+  }
   if (auto tile = op.getTileAttr()) {
     request.tile = AttnRequest::Tile{int(tile.getM()), int(tile.getN()), int(tile.getWaves()),
                                      int(tile.getStages())};

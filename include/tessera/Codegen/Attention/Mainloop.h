@@ -57,12 +57,12 @@ struct KeyWalk {
 
 class Mainloop {
 public:
-  /// `elem`: the tiles' element type (the queries'), but P's and V's are the plan's pvElem;
-  /// `cacheElem`: K's and V's in memory when narrower (fp8 caches), widened exactly on the way
-  /// to the K and V tiles.
+  /// `queryElem`: the queries' type; the tiles' are the plan's (elem for Q and K, pvElem for P
+  /// and V; AttnPlan::scaledQueries). `cacheElem`: K's and V's in memory when narrower (fp8
+  /// caches), widened exactly on the way to the K and V tiles.
   /// `keyScales`: the rows will have per-key scales (AttnRows::hasKeyScales), staged in LDS.
   Mainloop(const AttnPlan &p, const TargetInfo &t, mlir::OpBuilder &b, mlir::Location loc,
-           mlir::gpu::GPUFuncOp func, mlir::Type elem, mlir::Type cacheElem = {},
+           mlir::gpu::GPUFuncOp func, mlir::Type queryElem, mlir::Type cacheElem = {},
            bool keyScales = false);
   ~Mainloop();
   /// Allocates the LDS tiles: first in the kernel (they are workgroup attributions).
@@ -84,11 +84,11 @@ private:
   /// Two K/V buffers of a narrower cache: its tiles are copied asynchronously into staging
   /// buffers (ldsK8, ldsV8) and widened into one K and one V tile each step.
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
-  mlir::Type elem, cacheElem, pvElem;
+  mlir::Type queryElem, elem, cacheElem, pvElem;
   bool keyScales;
   /// ldsScales (per-key scales): attnKeyScaleRows rows, copied asynchronously with the K/V
-  /// tiles where these are.
-  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge, ldsScales;
+  /// tiles where these are. ldsQueryMax (scaled queries): each query vector's largest magnitude.
+  LdsTile ldsQ, ldsK, ldsV, ldsP, ldsK8, ldsV8, ldsMerge, ldsScales, ldsQueryMax;
 };
 
 } // namespace tessera::attn

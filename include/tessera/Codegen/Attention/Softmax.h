@@ -10,7 +10,8 @@ namespace tessera::attn {
 
 /// Scores in the log2 domain: s * scale * log2(e), or with a soft cap (cap > 0 at run time)
 /// cap * tanh(s * scale / cap) * log2(e), tanh from exp2 (no device library). `acc` is a vector
-/// of f32 scores; `cap` is null when the directive has no softcap.
+/// of f32 scores; `scaleLog2` a scalar or one per score (queries scaled per row); `cap` is null
+/// when the directive has no softcap.
 mlir::Value scaledScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2,
                          mlir::Value cap);
 
