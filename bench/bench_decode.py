@@ -48,6 +48,8 @@ def parse_args():
                                    "num_splits, default 0 = the heuristic's; default cases: the fixed list incl. a "
                                    "ragged batch)")
     p.add_argument("--head-dim", type=int, default=128, help="head_dim of every case")
+    p.add_argument("--kv-layout", choices=("NHD", "HND"), default="NHD",
+                   help="the paged caches' layout: NHD (num_pages, block, Hkv, D) or HND (num_pages, Hkv, block, D)")
     p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function in a round")
     p.add_argument("--rounds", type=int, default=3, help="rounds of timing, the functions alternating")
     args = p.parse_args()
@@ -65,19 +67,20 @@ def parse_args():
     return args
 
 
-def make_inputs(lengths, Sq, block, D, gen):
-    """q (B, Sq, HQ, D); the dense K and V (B, HKV, max_len, D) for the peer; the same keys in an NHD paged cache whose
-    pages are a random permutation; block table; lengths."""
+def make_inputs(lengths, Sq, block, D, gen, layout):
+    """q (B, Sq, HQ, D); the dense K and V (B, HKV, max_len, D) for the peer; the same keys in a paged cache of
+    `layout` whose pages are a random permutation; block table; lengths."""
     B, longest = len(lengths), max(lengths)
     blocks = -(-longest // block)
     q = torch.randn(B, Sq, HQ, D, device="cuda", generator=gen).bfloat16()
     dense = [torch.randn(B, HKV, blocks * block, D, device="cuda", generator=gen).bfloat16() for _ in range(2)]
     table = torch.randperm(B * blocks, device="cuda", generator=gen).int().view(B, blocks)
     caches = []
-    for x in dense:   # page table[b, j] holds tokens j*block .. of sequence b: (B, blocks, block, HKV, D) by page
-        cache = torch.empty(B * blocks, block, HKV, D, dtype=torch.bfloat16, device="cuda")
-        cache[table.flatten().long()] = x.view(B, HKV, blocks, block, D).permute(0, 2, 3, 1, 4).reshape(-1, block,
-                                                                                                          HKV, D)
+    page = (block, HKV, D) if layout == "NHD" else (HKV, block, D)
+    order = (0, 2, 3, 1, 4) if layout == "NHD" else (0, 2, 1, 3, 4)
+    for x in dense:   # page table[b, j] holds tokens j*block .. of sequence b
+        cache = torch.empty(B * blocks, *page, dtype=torch.bfloat16, device="cuda")
+        cache[table.flatten().long()] = x.view(B, HKV, blocks, block, D).permute(*order).reshape(-1, *page)
         caches.append(cache)
     lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
     return q, dense, caches, table, lens
@@ -100,7 +103,7 @@ def peer_fn(backend, q, dense, lengths, Sq):
     return run
 
 
-def check(out, peer_out, q, caches, table, lens, gen, **scales):
+def check(out, peer_out, q, caches, table, lens, gen, layout, **scales):
     """The tolerance rule of CORRECTNESS.md on a sample of sequences (float64 and same-precision paged references),
     no NaN/Inf anywhere, and agreement with the peer everywhere: both within the bound of the reference means
     |tessera - peer| <= 2 x bound, plus one output ulp for their rounding (as bench_attn)."""
@@ -108,8 +111,8 @@ def check(out, peer_out, q, caches, table, lens, gen, **scales):
     picked = sorted({0, B - 1, *torch.randint(0, B, (SAMPLE_SEQS - 2,), generator=gen).tolist()})
     rows = torch.tensor(picked, device="cuda")
     sample_args = (q[rows], *caches, table[rows], lens[rows])
-    ref = testing.paged_decode_reference(*sample_args, **scales)
-    same = testing.paged_decode_reference(*sample_args, precision="same", **scales)
+    ref = testing.paged_decode_reference(*sample_args, kv_layout=layout, **scales)
+    same = testing.paged_decode_reference(*sample_args, kv_layout=layout, precision="same", **scales)
     sample = testing.check_attention(out[rows], ref, same)
     bound = 2 * sample.o.reference_error + 1e-5 * float(ref.o_abs.max())
     finite = bool(torch.isfinite(out).all())
@@ -128,18 +131,19 @@ def copy_ceiling_gbs(rep_ms):
     return 2 * src.numel() / (median_ms(lambda: dst.copy_(src), rep_ms) * 1e-3) / 1e9
 
 
-def token_scales(cache):
-    """Per-token e4m3 scales of an NHD cache (num_pages, block, Hkv, D): each token row's amax / 448 (1 for a zero
-    row), laid out (num_pages, Hkv, block)."""
+def token_scales(cache, layout):
+    """Per-token e4m3 scales of a cache of `layout`: each token row's amax / 448 (1 for a zero row), laid out
+    (num_pages, Hkv, block)."""
     amax = cache.float().abs().amax(-1)
-    return torch.where(amax > 0, amax / 448, torch.ones_like(amax)).transpose(1, 2).contiguous()
+    amax = amax.transpose(1, 2) if layout == "NHD" else amax
+    return torch.where(amax > 0, amax / 448, torch.ones_like(amax)).contiguous()
 
 
-def run_case(name, lengths, Sq, block, splits, D, rep_ms, rounds, gen, row_gen):
+def run_case(name, lengths, Sq, block, splits, D, layout, rep_ms, rounds, gen, row_gen):
     kv_bytes = 2 * sum(lengths) * HKV * D * 2   # the valid keys and values, bf16
     row = {"case": name, "B": len(lengths), "max_len": max(lengths), "Sq": Sq, "block_size": block, "Hq": HQ,
            "Hkv": HKV, "D": D, "kv_bytes": kv_bytes}
-    q, dense, caches, table, lens = make_inputs(lengths, Sq, block, D, gen)
+    q, dense, caches, table, lens = make_inputs(lengths, Sq, block, D, gen, layout)
     timed, peer_out = {}, {}
     for peer in PEERS:
         fn = peer_fn(peer, q, dense, lengths, Sq)
@@ -153,36 +157,38 @@ def run_case(name, lengths, Sq, block, splits, D, rep_ms, rounds, gen, row_gen):
     del dense
     out = torch.full_like(q, float("nan"))
     try:
-        plan = tessera.paged_decode_plan(q, *caches, table, lens, num_splits=splits)
+        plan = tessera.paged_decode_plan(q, *caches, table, lens, kv_layout=layout, num_splits=splits)
         row["num_splits"] = plan.num_splits
 
         def run():
-            return tessera.paged_decode(q, *caches, table, lens, out=out, plan=plan)
+            return tessera.paged_decode(q, *caches, table, lens, kv_layout=layout, out=out, plan=plan)
         run()
         torch.cuda.synchronize()
         checked_against = next((p for p in PEERS if p in peer_out), None)
-        row.update(check(out, peer_out.get(checked_against), q, caches, table, lens, row_gen),
+        row.update(check(out, peer_out.get(checked_against), q, caches, table, lens, row_gen, layout),
                    checked_against=checked_against)
         timed["tessera"] = run
     except tessera.TesseraError as e:
         row["error"] = f"{type(e).__name__}: {e}"
     # The same keys and values in OCP e4m3 caches: per-tensor scales (amax / 448, device tensors), then per-token.
     tensor_scales = {f"{n}_scale": (x.float().abs().amax() / 448).reshape(1) for n, x in zip("kv", caches)}
-    token = {f"{n}_scale": token_scales(x) for n, x in zip("kv", caches)}
+    token = {f"{n}_scale": token_scales(x, layout) for n, x in zip("kv", caches)}
     for who, scales in (("fp8", tensor_scales), ("fp8t", token)):
         per_token = who == "fp8t"
-        caches8 = [(x.float() / (s.transpose(1, 2)[..., None] if per_token else s)).to(torch.float8_e4m3fn)
+        by_token = (lambda s: (s.transpose(1, 2) if layout == "NHD" else s)[..., None]) if per_token else (lambda s: s)
+        caches8 = [(x.float() / by_token(s)).to(torch.float8_e4m3fn)
                    for x, s in zip(caches, scales.values())]
         out8 = torch.full_like(q, float("nan"))
         try:
-            plan8 = tessera.paged_decode_plan(q, *caches8, table, lens, num_splits=splits,
+            plan8 = tessera.paged_decode_plan(q, *caches8, table, lens, kv_layout=layout, num_splits=splits,
                                               **(scales if per_token else {}))
 
             def run8(caches8=caches8, out8=out8, plan8=plan8, scales=scales):
-                return tessera.paged_decode(q, *caches8, table, lens, out=out8, plan=plan8, **scales)
+                return tessera.paged_decode(q, *caches8, table, lens, kv_layout=layout, out=out8, plan=plan8,
+                                            **scales)
             run8()
             torch.cuda.synchronize()
-            fp8 = check(out8, None, q, caches8, table, lens, row_gen, **scales)
+            fp8 = check(out8, None, q, caches8, table, lens, row_gen, layout, **scales)
             row.update({f"{who}_{k}": v for k, v in fp8.items()})
             timed[who] = run8
         except tessera.TesseraError as e:
@@ -208,8 +214,8 @@ def run_case(name, lengths, Sq, block, splits, D, rep_ms, rounds, gen, row_gen):
 
 def table(meta, rows):
     ceiling = meta["copy_ceiling_gbs"]
-    lines = [f"Paged decode: tessera.paged_decode (paged NHD cache) vs SDPA cuDNN and FlashAttention-2 (flash) on "
-             f"dense (B, Hkv, ctx, D) keys and values, enable_gqa, bf16, Hq{HQ}/Hkv{HKV} D{meta['head_dim']}; GB/s = "
+    lines = [f"Paged decode: tessera.paged_decode (paged {meta['kv_layout']} cache) vs SDPA cuDNN and FlashAttention-2 "
+             f"(flash) on dense (B, Hkv, ctx, D) keys and values, enable_gqa, bf16, Hq{HQ}/Hkv{HKV} D{meta['head_dim']}; GB/s = "
              f"bytes of the valid keys and values / time per call, median of {meta['rounds']} alternating rounds' "
              f"medians ({meta['gpu']}, torch {meta['torch']}, cuDNN {meta['cudnn']}, commit {meta['commit']}, "
              f"{meta['date']}); device copy ceiling {ceiling:.0f} GB/s (read + write)",
@@ -246,12 +252,13 @@ def main():
     if meta is None:
         return 2
     seed = int.from_bytes(os.urandom(4), "little")
-    meta.update(seed=seed, rounds=args.rounds, head_dim=args.head_dim,
+    meta.update(seed=seed, rounds=args.rounds, head_dim=args.head_dim, kv_layout=args.kv_layout,
                 copy_ceiling_gbs=copy_ceiling_gbs(args.rep_ms))
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)
     rows = []
     for name, lengths, Sq, block, splits in args.cases:
-        r = run_case(name, lengths, Sq, block, splits, args.head_dim, args.rep_ms, args.rounds, gen, row_gen)
+        r = run_case(name, lengths, Sq, block, splits, args.head_dim, args.kv_layout, args.rep_ms, args.rounds, gen,
+                     row_gen)
         rows.append(r)
         print(f"  {name} Sq{Sq} block {block}: " + (r.get("error") or (
             f"tessera {r['tessera_us']:.1f} us {r['tessera_gbs']:.0f} GB/s, cudnn {_num(r, 'cudnn_gbs', '.0f')} GB/s, "

@@ -18,10 +18,17 @@
 // CHECK: scf.if
 // CHECK: memref.load %arg3
 // CHECK: amdgpu.mfma
+// The combine: a workgroup of four waves per (head, token) row; they read four splits a turn
+// (the loads ahead of their use), weights of 0 drop their terms by selects, the waves' sums meet
+// in LDS.
 // CHECK-LABEL: gpu.func @pd_combine(
-// CHECK-SAME: tessera.grid = "[{{.}}\22ceil_div\22, {{.}}\22mul\22, \22Hq\22, \22Sq\22], 4], \22B\22, {{.}}\22min\22, {{.}}\22div\22, \22num_splits\22, 2], 1]]"
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: tessera.grid = "[{{.}}\22mul\22, \22Hq\22, \22Sq\22], \22B\22, {{.}}\22min\22, {{.}}\22div\22, \22num_splits\22, 2], 1]]"
 // CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"pd", 1>
-// CHECK: math.exp2
+// CHECK: gpu.shuffle  xor
+// CHECK: scf.for
+// CHECK-COUNT-4: math.exp2
+// CHECK: gpu.barrier
 // The cache writer: a plain kernel (no kernel set), one workgroup per new token; a negative slot
 // writes nothing; 16-byte vectors where the strides allow, else element by element.
 // CHECK-LABEL: gpu.func @pd_cache_write(
