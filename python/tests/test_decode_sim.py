@@ -1,7 +1,7 @@
 """tessera.paged_decode on the simulator (numpy arrays, device='sim:<target>') against the float64 reference with
 CORRECTNESS.md's rule (2x the same-precision error, NaN never passes): small caches on gfx942, gfx950, gfx1100 and
 sm_90 with block sizes 1, 16 and 64, NHD and HND, 1, 3 and 8 query tokens (bottom-right causal), GQA 4:1 and 8:1 and
-MQA, head_dim 32, 64, 96, 128 and 256, a window, a soft cap, 1, 3 and more splits than key tiles, zero and one-token
+MQA, head_dim 32, 64, 96, 128 and 256, a window, a soft cap, 1, 3, 37 and more splits than key tiles, zero and one-token
 sequences; fp8 caches with per-tensor scales; contiguous caches. Poison: unused page slots and
 unreferenced pages hold NaN and block-table entries past each sequence -1 or INT32_MAX, and the output must equal,
 bit for bit, the run on a clean cache. The bundles are compiled by the build's tessera-compile from directives
@@ -60,6 +60,8 @@ CASES = [
     Case("b1-sq3-gqa8", "f16", 64, 1, (9, 20), Sq=3, Hkv=1),
     Case("b64-hnd-window-softcap", "bf16", 64, 64, (130, 64, 3), layout="HND", window_left=40, softcap=6.0),
     Case("b16-empty-and-more-splits-than-tiles", "f16", 64, 16, (0, 5, 70), Sq=3, num_splits=9),
+    # 37 splits: every combine wave takes several turns, the last one past the splits, most splits empty.
+    Case("b16-37-splits", "f16", 64, 16, (0, 2400, 45), num_splits=37),
     Case("d256-sq3-split2", "f16", 256, 16, (33, 48), Sq=3, Hq=4, Hkv=2, num_splits=2),
     Case("d96-b16-gqa4-split2", "f16", 96, 16, (50, 17), num_splits=2),
     Case("d32-b64-sq8-mqa", "f16", 32, 64, (70, 8), Sq=8, Hq=4, Hkv=1),
