@@ -1,6 +1,7 @@
 """Where the runtime library and the bundles are: TESSERA_HOME, the dist/ holding this package, or a source tree's build/ and dist/."""
 import os
 import re
+import shutil
 from pathlib import Path
 
 from ._errors import BundleNotFoundError, LibraryNotFoundError
@@ -89,3 +90,20 @@ def find_bundle(arch, simulated=False):
         f"no bundle for target {arch} (bundles found for: {', '.join(sorted(found)) or 'none'}; searched "
         f"{', '.join(map(str, bundle_dirs()))}; build one with scripts/make_dist.sh or set "
         "TESSERA_HOME / TESSERA_BUNDLE_PATH)")
+
+
+COMPILER = "tessera-compile"
+
+
+def compiler():
+    """Path of tessera-compile, or None: TESSERA_COMPILER when set (the only candidate then), else bin/ of every
+    root (a build tree has one), else PATH."""
+    env = os.environ.get("TESSERA_COMPILER")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    for root in homes():
+        path = root / "bin" / COMPILER
+        if path.is_file():
+            return path
+    found = shutil.which(COMPILER)
+    return Path(found) if found else None
