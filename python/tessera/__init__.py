@@ -1,7 +1,7 @@
 """Tessera Python API: GEMM, attention (forward, backward, autograd) and paged decode on torch CUDA tensors (or numpy arrays on the simulator) through libtessera_runtime."""
 from ._device import Bundle, Device, Kernel, KernelSet, device
 from ._errors import (ArgumentError, BackendUnavailableError, BundleNotFoundError, CodeObjectCorruptError,
-                      CodeObjectMissingError, DriverError, InputError, InternalError, InvalidArgumentError,
+                      CodeObjectMissingError, CompileError, DriverError, InputError, InternalError, InvalidArgumentError,
                       KernelNotFoundError, LibraryNotFoundError, ManifestError, TargetMismatchError, TesseraError)
 from ._attention import flash_attn, flash_attn_varlen
 from ._attention_bwd import flash_attn_bwd, flash_attn_varlen_bwd
@@ -19,5 +19,6 @@ __all__ = [
     "Bundle", "Kernel", "KernelSet", "runtime_library", "find_bundle", "bundle_dirs",
     "available_targets", "TesseraError", "InputError", "LibraryNotFoundError", "BundleNotFoundError",
     "InvalidArgumentError", "BackendUnavailableError", "DriverError", "TargetMismatchError", "ManifestError",
-    "CodeObjectMissingError", "CodeObjectCorruptError", "KernelNotFoundError", "ArgumentError", "InternalError",
+    "CodeObjectMissingError", "CodeObjectCorruptError", "CompileError", "KernelNotFoundError", "ArgumentError",
+    "InternalError",
 ]

@@ -5,7 +5,7 @@ import operator
 import sys
 from typing import NamedTuple
 
-from . import _arrays, _launch, _paths
+from . import _arrays, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
 HEAD_DIMS = (32, 64, 96, 128, 256)
@@ -201,7 +201,8 @@ def find_kernel(bundle, p, pack=1):
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn kernel with "
-                                  f"{wanted} (flash_attn kernels: {', '.join(names) or 'none'})")
+                                  f"{wanted} (flash_attn kernels: {', '.join(names) or 'none'}); this directive "
+                                  f"compiles one: {directive_for(p)}")
     return min(fits)[2]
 
 
@@ -235,7 +236,23 @@ def pack_for(p, packs):
     return best if best > 1 and fill(1) < 0.9 * fill(best) else 1
 
 
-def kernel_for(bundle, p):
+def directive_for(p):
+    """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
+    `fa_<dtype>_d<D>_<mask>` kernels have)."""
+    short = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}[p.mask]
+    name = f"fa_{p.dtype}_d{p.D}_{short}" + ("_varlen" if p.varlen else "")
+    attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *FEATURES,
+                  *(["varlen"] if p.varlen else [])]
+    return f"tessera.flash_attn @{name} {{{', '.join(attributes)}}}"
+
+
+def kernel_for(dev, p):
+    """The device bundle's kernel for p (in_bundle), or where it has none the one directive_for(p) compiles on
+    demand (_ondemand)."""
+    return _ondemand.lookup(dev, None, lambda bundle: in_bundle(bundle, p), directive_for(p))
+
+
+def in_bundle(bundle, p):
     """find_kernel(bundle, p, pack_for(...)), remembered per bundle and variant: a bundle's kernels never change,
     and scanning them costs more per call than a short kernel runs. A missing variant is not remembered (each call
     raises)."""
@@ -325,15 +342,14 @@ def _run(p, dev, kernel, infos, lse, signature=None):
 
 def _finish(p, dev, infos, out, lse, device_arrays, signature=None):
     """Common tail: kernel choice, outputs, empty sizes, launch. Returns O or (O, LSE)."""
-    bundle = dev.bundle()
-    kernel = kernel_for(bundle, p)
+    kernel = kernel_for(dev, p)
     q = infos["q"]
     if out is None:
         out = _arrays.empty(q, p.out_shape, p.dtype)
         infos["o"] = _arrays.describe(out, "out")
     else:
         infos["o"] = device_arrays["out"]
-    kernel = with_tma_fallback(bundle, kernel, p, infos)
+    kernel = with_tma_fallback(kernel.bundle, kernel, p, infos)
     lse_info = device_arrays.get("lse")
     if p.return_lse and lse is None:
         lse = _arrays.empty(q, p.lse_shape, "f32")

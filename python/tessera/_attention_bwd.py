@@ -4,7 +4,7 @@ torch.autograd.Functions through which autograd records tessera.flash_attn / fla
 import functools
 import sys
 
-from . import _arrays, _attention, _launch
+from . import _arrays, _attention, _launch, _ondemand
 from ._errors import InputError, KernelNotFoundError
 
 FEATURES = ("sliding_window", "softcap")   # unit attributes a kernel set may have beyond what a call needs
@@ -59,10 +59,12 @@ def find_kernel_set(bundle, p, deterministic):
     return min(fits)[2]
 
 
-def kernel_set_for(bundle, p, deterministic):
-    """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
+def kernel_set_for(dev, p, deterministic):
+    """find_kernel_set on the device's bundle, remembered per bundle and variant; where the bundle lacks it, the set
+    directive_for compiles on demand (_ondemand)."""
     key = ("flash_attn_bwd", *variant(p, deterministic).values(), *_needed(p).values())
-    return bundle.remember(key, lambda: find_kernel_set(bundle, p, deterministic))
+    return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, p, deterministic),
+                            directive_for(variant(p, deterministic)))
 
 
 # ---- Checks, empty sizes, launch ----------------------------------------------------------------
@@ -128,7 +130,7 @@ def _backward(p, infos, cus, grads, deterministic, device):
             _attention._check_output(who, name, info, shapes[name], p.dtype)
     arrays = [(n, i) for n, i in {**infos, **cus, **grads}.items() if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=GRADIENTS, aligned=_ALIGNED)
-    kernel_set = kernel_set_for(dev.bundle(), p, bool(deterministic))
+    kernel_set = kernel_set_for(dev, p, bool(deterministic))
     # Nothing visible: the gradients are zeros, filled here (the kernels would need every empty case right: dK, dV
     # for keys no query sees, dQ when Sk = 0). New varlen gradients start at zero too: rows outside every sequence
     # belong to no kernel, and their gradient is 0.
@@ -225,7 +227,7 @@ def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, de
     else:
         p = _attention.dense_plan(who, infos, **options, return_lse=True)
     dev = _launch.runtime_device(who, list({**infos, **cus}.items()), device, aligned=("q", "k", "v"))
-    kernel_set_for(dev.bundle(), p, deterministic)
+    kernel_set_for(dev, p, deterministic)
     if signature is not None:
         if len(_READY) >= _READY_MAX:
             _READY.clear()

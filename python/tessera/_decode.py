@@ -7,7 +7,7 @@ import operator
 import sys
 from typing import NamedTuple
 
-from . import _arrays, _attention, _launch
+from . import _arrays, _attention, _launch, _ondemand
 from ._errors import InputError, KernelNotFoundError
 
 LAYOUTS = {"NHD": "(num_pages, block_size, Hkv, D)", "HND": "(num_pages, Hkv, block_size, D)"}
@@ -339,11 +339,12 @@ def find_kernel_set(bundle, call):
     return min(fits)[-1]
 
 
-def kernel_set_for(bundle, call):
-    """find_kernel_set, remembered per bundle and variant (a missing variant raises on every call)."""
+def kernel_set_for(dev, call):
+    """find_kernel_set on the device's bundle, remembered per bundle and variant; where the bundle lacks it, the set
+    directive_for(call) compiles on demand (_ondemand)."""
     key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.D, call.block_size, call.masks(),
            *call.needed().values())
-    return bundle.remember(key, lambda: find_kernel_set(bundle, call))
+    return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, call), directive_for(call))
 
 
 # ---- Splits -------------------------------------------------------------------------------------
@@ -588,7 +589,7 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
                                 return_lse, num_splits)
     if plan is None:
-        kernel_set = kernel_set_for(dev.bundle(), call)
+        kernel_set = kernel_set_for(dev, call)
         splits = num_splits_for(call, kernel_set, dev)
     else:
         kernel_set, splits = _check_plan(who, plan, call, dev)
@@ -649,7 +650,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
                                 num_splits)
-    kernel_set = kernel_set_for(dev.bundle(), call)
+    kernel_set = kernel_set_for(dev, call)
     splits = num_splits_for(call, kernel_set, dev)
     if not call.empty():
         # Nothing is launched: the sizes count, not the pointers (q's stands in for each) or o's strides (q's).
@@ -723,11 +724,13 @@ def _check_cache_write(who, infos, kv_layout, k_scale, v_scale):
     return key.dtype, kv_dtype, kv_scale, D, num_tokens, num_pages, block_size, Hkv
 
 
-def cache_writer(bundle, dtype, kv_dtype, kv_scale, D, block_size):
+def cache_writer(dev, dtype, kv_dtype, kv_scale, D, block_size):
     """The `<set>_cache_write` kernel of a paged_decode kernel set of this dtype, cache format (and scale
-    granularity), head_dim and block_size (any mask and features: the writer only copies or quantises);
-    KernelNotFoundError names the directive that would add one."""
-    def find():
+    granularity), head_dim and block_size (any mask and features: the writer only copies or quantises); where the
+    device's bundle has none, the set the named directive compiles on demand (_ondemand)."""
+    call = Call(dtype, kv_dtype, D, 0, 1, 0, 0, block_size, 0, "NHD", CAUSAL, 1.0, -1, 0.0, False, 0, kv_scale)
+
+    def find(bundle):
         for s in bundle.kernel_sets.values():
             a = s.attributes
             if (s.directive == "paged_decode" and a.get("dtype") == dtype and a.get("kv_dtype", dtype) == kv_dtype and
@@ -735,14 +738,14 @@ def cache_writer(bundle, dtype, kv_dtype, kv_scale, D, block_size):
                     a.get("block_size") == block_size and f"{s.name}_cache_write" in bundle.kernels):
                 return bundle.kernels[f"{s.name}_cache_write"]
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
-        call = Call(dtype, kv_dtype, D, 0, 1, 0, 0, block_size, 0, "NHD", CAUSAL, 1.0, -1, 0.0, False, 0, kv_scale)
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
                                   f"dtype={dtype}" +
                                   (f" kv_dtype={kv_dtype} kv_scale={kv_scale}" if kv_dtype in FP8 else "") +
                                   f" head_dim={D} block_size={block_size}, whose cache writer this call "
                                   f"needs (paged_decode kernel sets: {', '.join(names) or 'none'}); this directive "
                                   f"compiles one: {directive_for(call)}")
-    return bundle.remember(("paged_cache_write", dtype, kv_dtype, kv_scale, D, block_size), find)
+    return _ondemand.lookup(dev, ("paged_cache_write", dtype, kv_dtype, kv_scale, D, block_size), find,
+                            directive_for(call))
 
 
 def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="NHD", k_scale=None, v_scale=None,
@@ -771,7 +774,7 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
     per_token = kv_scale == "per_token"     # the writer computes and stores each written slot's scales
     dev = _launch.runtime_device(who, list(infos.items()) + scales, device,
                                  outputs=("k_cache", "v_cache") + (("k_scale", "v_scale") if per_token else ()))
-    kernel = cache_writer(dev.bundle(), dtype, kv_dtype, kv_scale, D, block_size)
+    kernel = cache_writer(dev, dtype, kv_dtype, kv_scale, D, block_size)
     if num_tokens == 0 or 0 in infos["k_cache"].shape:
         return
     if kv_dtype in FP8:

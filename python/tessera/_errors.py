@@ -55,6 +55,10 @@ class InternalError(TesseraError):
 
 
 # Raised by the Python layer itself.
+class CompileError(TesseraError):
+    """tessera-compile failed (or did not run) on a directive compiled on demand; the message carries its log."""
+
+
 class LibraryNotFoundError(TesseraError):
     """libtessera_runtime.so was not found (see TESSERA_HOME)."""
 

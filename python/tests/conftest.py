@@ -1,10 +1,17 @@
 """pytest setup: the tessera package next to the tests comes first on sys.path; the exact-fp32-matmul fixture of the GPU references."""
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# No kernels on demand unless a test asks for them (test_ondemand.py): a missing variant raises, naming its directive,
+# and nothing is written to the user's cache.
+os.environ["TESSERA_COMPILER"] = str(Path(tempfile.gettempdir()) / "tessera-tests-no-compiler")
+os.environ["TESSERA_CACHE_DIR"] = tempfile.mkdtemp(prefix="tessera-tests-cache-")
 
 
 @pytest.fixture(scope="module")

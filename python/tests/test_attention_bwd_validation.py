@@ -286,7 +286,8 @@ def test_kernel_set_choice_matches_exactly_and_prefers_fewest_features(fake_sim)
 def test_missing_variants_name_the_directive_that_adds_them(fake_sim):
     fake, dev, launched = fake_sim
     directive = (r"this directive compiles one: tessera.flash_attn_bwd @fa_bwd_f16_d64_tl {dtype = f16, head_dim = 64, "
-                 r"mask = #tessera.mask<causal_top_left>, sliding_window, softcap}$")
+                 r"mask = #tessera.mask<causal_top_left>, sliding_window, softcap}; no tessera-compile to build it "
+                 r"on demand")
     with pytest.raises(tessera.KernelNotFoundError, match=r"has no flash_attn_bwd kernel set with dtype=f16 "
                                                           r"head_dim=64 mask=causal_top_left varlen=False "
                                                           r"deterministic=False \(flash_attn_bwd kernel sets: b_none, "

@@ -297,7 +297,7 @@ def test_causal_tiles_claimed_per_stream():
     if bundle.target == "sm_90a":   # the test exercised the counter: the kernel has one
         p = _attention.Plan("t", False, "bf16", 128, 4, 2048, 2048, 8, 8, "causal_bottom_right", 128 ** -0.5,
                             (-1, -1), 0.0, False, shape, (4, 8, 2048))
-        assert "tile_counter" in dict(_attention.kernel_for(bundle, p).args)
+        assert "tile_counter" in dict(_attention.in_bundle(bundle, p).args)
 
 
 @pytest.mark.parametrize("D,causal,window", [(128, False, (-1, -1)), (128, True, (-1, -1)), (64, True, (-1, -1)),
@@ -401,7 +401,7 @@ def test_hopper_lane_serves_head_dim_64_and_128():
     for Sq, pack in ((1, 8), (16, 8), (1000, 1)):
         gqa = _attention.Plan("t", False, "bf16", 128, 1, Sq, 777, 16, 2, "causal_bottom_right", 0.088, (-1, -1),
                               0.0, True, (1, Sq, 16, 128), (1, 16, Sq))
-        chosen = _attention.kernel_for(bundle, gqa)
+        chosen = _attention.in_bundle(bundle, gqa)
         assert chosen.attributes.get("pack_gqa", 1) == pack and chosen.info.get("tensor_maps"), (Sq, chosen.name)
     q = rand((1, 300, 4, 64 + 4), "f16")[..., :64]      # a 136-byte head stride: not for TMA
     infos = {n: _arrays_describe(q, n) for n in "qkvo"}

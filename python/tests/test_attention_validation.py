@@ -285,8 +285,8 @@ def test_kernel_choice_is_remembered_per_bundle(fake_sim, monkeypatch, tmp_path)
 
     support.write_bundle(tmp_path / "other", "gfx942", [entries["fa_f16_d64_none"]])
     p = scans[0]
-    assert _attention.kernel_for(dev.bundle(tmp_path / "other"), p).name == "fa_f16_d64_none"
-    assert _attention.kernel_for(dev.bundle(), p).name == "fa_f16_d64_none_plain"
+    assert _attention.in_bundle(dev.bundle(tmp_path / "other"), p).name == "fa_f16_d64_none"
+    assert _attention.in_bundle(dev.bundle(), p).name == "fa_f16_d64_none_plain"
 
 
 def test_gqa_packing_rule():
@@ -325,13 +325,13 @@ def test_gqa_packed_kernel_launched_only_where_it_packs(fake_sim, tmp_path):
                                  ("fallback", 3, "fa_f16_d64_none_lse")):
         p = _attention.Plan("t", False, "f16", 64, 1, Sq, 50, 8, 2, "none", 1.0, (-1, -1), 0.0, True,
                             (1, Sq, 8, 64), (1, 8, Sq))
-        assert _attention.kernel_for(dev.bundle(tmp_path / folder), p).name == expected, (folder, Sq)
+        assert _attention.in_bundle(dev.bundle(tmp_path / folder), p).name == expected, (folder, Sq)
     bundle = dev.bundle(tmp_path / "packs")
     q, k, v = qkv(Sq=3, Sk=50, Hq=8, Hkv=2)
     tessera.flash_attn(q, k, v, return_lse=True, device=dev)   # the default bundle: no packed kernel
     name, grid, _ = _one_launch(fake, entries)
     assert name == "fa_f16_d64_none_lse" and grid == (1, 8, 1)
-    kernel = _attention.kernel_for(bundle, p._replace(Sq=3))
+    kernel = _attention.in_bundle(bundle, p._replace(Sq=3))
     assert kernel.grid(**{**{n: 1 for n in kernel.settable}, "Sq": 3, "Hq": 8}) == (1, 2, 1)
 
 

@@ -386,13 +386,15 @@ def test_missing_variants_name_the_directive_that_adds_them(fake_sim):
                                                           r"tessera.paged_decode @pd_f16_d64_b32 \{dtype = f16, "
                                                           r"head_dim = 64, block_size = 32, mask = "
                                                           r"#tessera.mask<causal_bottom_right>, sliding_window, "
-                                                          r"softcap, return_lse, split_kv\}$"):
+                                                          r"softcap, return_lse, split_kv\}; no tessera-compile "
+                                                          r"to build it on demand"):
         tessera.paged_decode(*decode_args(block_size=32), device=dev)
     with pytest.raises(tessera.KernelNotFoundError, match=r"head_dim=32 block_size=16 mask=none or "
                                                           r"causal_bottom_right sliding_window \(.*"
                                                           r"@pd_f16_d32_b16_none \{dtype = f16, head_dim = 32, "
                                                           r"block_size = 16, mask = #tessera.mask<none>, "
-                                                          r"sliding_window, softcap, return_lse, split_kv\}$"):
+                                                          r"sliding_window, softcap, return_lse, split_kv\}; "
+                                                          r"no tessera-compile"):
         tessera.paged_decode(*decode_args(D=32), causal=False, window_left=2, num_splits=1, device=dev)
     with pytest.raises(tessera.KernelNotFoundError, match=r"mask=none split_kv \(.*@pd_f16_d64_b16_none \{"):
         tessera.paged_decode(*decode_args(Sq=2), causal=False, device=dev)   # two tokens: the mask matters
