@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Assembles dist/ for a GPU machine: runtime library, the default GEMM, attention and decode bundles per target (and the
-# directives they come from), Python package, tests and the scripts they use, benchmarks, GPU check.
+# directives they come from), Python package, tests and the scripts they use, benchmarks, GPU check; and a wheel of the
+# package carrying the runtime library and the bundles (wheels/, installable offline; TESSERA_DIST_WHEEL=0 skips it).
 # Usage: scripts/make_dist.sh BUILD_DIR DIST_DIR   (BUILD_DIR built: tessera_runtime, tessera-compile;
 #        TesseraRuntimeGpuTests is copied when built). TESSERA_DIST_TARGETS overrides the targets;
 #        TESSERA_DIST_KERNEL_IR=1 also keeps the kernel IR and the sim plugin (the simulator's inputs; ~10x larger).
@@ -106,6 +107,25 @@ cp "$root/scripts/gpu_check.sh" "$root/scripts/amd_report.py" "$dist/scripts/"
 # The directives of the default bundles: what the tests check the bundles against.
 cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" \
   "$root/examples/decode_fp8.mlir" "$dist/examples/"
+
+# The wheel: the package with the runtime and the bundles inside it (tessera/_dist/, found before anything but
+# TESSERA_HOME and TESSERA_BUILD_DIR), tagged for this platform since it carries a native library.
+if [ "${TESSERA_DIST_WHEEL:-1}" = 1 ]; then
+  wheel_src=$stage/wheel-src
+  mkdir -p "$wheel_src"
+  cp "$root/python/pyproject.toml" "$root/python/README.md" "$wheel_src/"
+  cp -r "$dist/python/tessera" "$wheel_src/"
+  mkdir -p "$wheel_src/tessera/_dist/lib"
+  cp "$dist/lib/"*.so "$wheel_src/tessera/_dist/lib/"
+  cp -r "$dist/bundles" "$wheel_src/tessera/_dist/"
+  platform=$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_platform().replace('-', '_'))")
+  if ! (cd "$wheel_src" && /usr/bin/python3 -c "from setuptools import setup; setup()" -q bdist_wheel \
+        --plat-name "$platform" -d "$dist/wheels" >"$stage/wheel.log" 2>&1); then
+    cat "$stage/wheel.log" >&2
+    echo "error: building the wheel failed (setuptools and wheel: python3-pip brings both)" >&2
+    exit 1
+  fi
+fi
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$root" diff --quiet HEAD -- 2>/dev/null || commit="$commit+dirty"

@@ -14,15 +14,16 @@ def homes():
     """Candidate roots in search order; a root may hold lib/libtessera_runtime.so and bundles/<target>/.
 
     TESSERA_HOME, when set, is the only root. Otherwise: TESSERA_BUILD_DIR when set (a build
-    tree), the folder two levels above the package (dist/ for dist/python/tessera; the checkout
-    for python/tessera), then the checkout's build/ and dist/.
+    tree), the package's own _dist/ (a wheel from scripts/make_dist.sh carries the runtime and
+    the bundles there), the folder two levels above the package (dist/ for dist/python/tessera;
+    the checkout for python/tessera), then the checkout's build/ and dist/.
     """
     env = os.environ.get("TESSERA_HOME")
     if env:
         return [Path(env)]
     up = _PACKAGE_DIR.parent.parent
     build = os.environ.get("TESSERA_BUILD_DIR")
-    return ([Path(build)] if build else []) + [up, up / "build", up / "dist"]
+    return ([Path(build)] if build else []) + [_PACKAGE_DIR / "_dist", up, up / "build", up / "dist"]
 
 
 def runtime_library():

@@ -1,6 +1,7 @@
 """scripts/make_dist.sh's dist/ works where docs/gpu.md says it does: copied alone to another folder, its pytest suite
 collects without an error and runs to the end (on a machine without a GPU its GPU tests skip with their reason), and
-it carries what its tests read. Needs a build tree (the compiler makes the bundles); skipped inside a dist."""
+it carries what its tests read; its wheel installs offline and finds the runtime and the bundles inside itself.
+Needs a build tree (the compiler makes the bundles); skipped inside a dist."""
 import os
 import shutil
 import subprocess
@@ -56,3 +57,22 @@ def test_copied_dist_runs_its_tests_without_failures(copied_dist):
     r = _pytest_in(copied_dist)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
     assert "passed" in r.stdout.splitlines()[-1], r.stdout[-2000:]
+
+
+def test_wheel_installs_offline_with_the_runtime_and_bundles(copied_dist, tmp_path):
+    """dist/wheels/ holds a platform wheel carrying the runtime and the bundles; installed with no index into a
+    folder, the package finds both inside itself with no TESSERA_* variable, from any working directory."""
+    [wheel] = (copied_dist / "wheels").glob("tessera-*.whl")
+    assert "-py3-none-linux_" in wheel.name, wheel.name   # a platform tag: it carries a native library
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site),
+                        str(wheel)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
+    env.update(PYTHONPATH=str(site), PATH="/usr/bin:/bin")
+    r = subprocess.run([sys.executable, "-m", "tessera"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    inside = site / "tessera" / "_dist"
+    assert f"runtime: {inside / 'lib' / 'libtessera_runtime.so'}" in r.stdout, r.stdout
+    assert f"{TARGET}: {inside / 'bundles' / TARGET} (" in r.stdout, r.stdout
