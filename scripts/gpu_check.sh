@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check: runtime C++ GPU tests, every pytest test (GPU ones included), then the GEMM and attention benchmarks; logs and JSON to $TESSERA_BENCH_OUT (else $OUT, else ./bench-out).
+# GPU check: runtime C++ GPU tests, every pytest test (GPU ones included), then the GEMM and attention benchmarks; logs and JSON to $TESSERA_BENCH_OUT (else ./bench-out).
 # Needs no compiler: run it from a checkout holding dist/ (scripts/gpu_check.sh) or from inside a copied dist/ (dist/scripts/gpu_check.sh).
 # Environment: TESSERA_HOME (dist folder, default: the one this script is in or <checkout>/dist), PYTHON (default python3),
 #              TESSERA_BENCH_ARGS (extra bench_gemm.py arguments, e.g. "--shapes 4096x4096x4096"),
@@ -20,7 +20,7 @@ if [ ! -f "$dist/lib/libtessera_runtime.so" ]; then
   exit 2
 fi
 export TESSERA_HOME=$dist
-out=${TESSERA_BENCH_OUT:-${OUT:-$PWD/bench-out}}
+out=${TESSERA_BENCH_OUT:-$PWD/bench-out}
 mkdir -p "$out"
 export TESSERA_BENCH_OUT=$out
 python=${PYTHON:-python3}
