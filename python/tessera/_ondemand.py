@@ -116,8 +116,12 @@ def _intact(entry):
 
 
 def _build(compiler, target, directive, cache, entry):
-    cache.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{entry.name[:16]}-", dir=cache))
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{entry.name[:16]}-", dir=cache))
+    except OSError as e:
+        raise CompileError(f"cannot write the cache of kernels compiled on demand, {cache} ({e}); set "
+                           "TESSERA_CACHE_DIR to a writable folder") from None
     try:
         (work / "directive.mlir").write_text(directive + "\n")
         try:

@@ -1,7 +1,8 @@
 """Kernels on demand (_ondemand.py) on the simulator: with no bundle at all, a paged_decode call (and a flash_attn
 forward and backward) compiles its directive with tessera-compile into the cache and runs it (right against
 float64); a second process finds the entry and compiles nothing; a corrupted entry is detected and built again; two
-processes racing on an empty cache both run and leave one entry; without a compiler the error names the directive.
+processes racing on an empty cache both run and leave one entry; an unwritable cache and a missing compiler are clear
+errors, the latter naming the directive.
 The compiler is the build's, behind a script that counts its runs."""
 import os
 import subprocess
@@ -111,6 +112,16 @@ def test_racing_processes_share_one_entry(setup):
     results = [r.communicate(timeout=600) for r in runs]
     assert [out.strip() for out, _ in results] == ["ok", "ok"], results
     assert len(entries(tmp_path / "cache")) == 1
+
+
+def test_an_unwritable_cache_is_a_clear_error(setup):
+    tmp_path, env, log = setup
+    (tmp_path / "file").write_text("")
+    env["TESSERA_CACHE_DIR"] = str(tmp_path / "file" / "cache")
+    out, err = call(tmp_path, env)
+    assert (f"CompileError: cannot write the cache of kernels compiled on demand, {tmp_path / 'file' / 'cache'} "
+            in err and "set TESSERA_CACHE_DIR to a writable folder" in err), err
+    assert compiles(log) == 0
 
 
 def test_without_a_compiler_the_error_names_the_directive(setup):
