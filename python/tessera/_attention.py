@@ -8,6 +8,7 @@ from typing import NamedTuple
 from . import _arrays, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
+SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}   # in default kernel names
 HEAD_DIMS = (32, 64, 96, 128, 256)
 DTYPES = ("f16", "bf16")
 ALIGNS = {"bottom_right": "causal_bottom_right", "top_left": "causal_top_left"}
@@ -239,8 +240,7 @@ def pack_for(p, packs):
 def directive_for(p):
     """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
     `fa_<dtype>_d<D>_<mask>` kernels have)."""
-    short = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}[p.mask]
-    name = f"fa_{p.dtype}_d{p.D}_{short}" + ("_varlen" if p.varlen else "")
+    name = f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + ("_varlen" if p.varlen else "")
     attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *FEATURES,
                   *(["varlen"] if p.varlen else [])]
     return f"tessera.flash_attn @{name} {{{', '.join(attributes)}}}"

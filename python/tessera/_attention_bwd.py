@@ -8,7 +8,6 @@ from . import _arrays, _attention, _launch, _ondemand
 from ._errors import InputError, KernelNotFoundError
 
 FEATURES = ("sliding_window", "softcap")   # unit attributes a kernel set may have beyond what a call needs
-SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}
 _ARGS = {"q": "q", "k": "k", "v": "v", "out": "o", "dout": "do", "lse": "lse"}   # the caller's names -> the ABI's
 GRADIENTS = ("dq", "dk", "dv")
 _STRIDED = ("q", "k", "v", "o", "do", "dq", "dk", "dv")        # the ABI's tensors with stride arguments
@@ -28,7 +27,7 @@ def _needed(p):
 def directive_for(v):
     """The directive that compiles a kernel set of variant v (a `variant` dict), with every runtime feature so that
     it serves any window and softcap, as the default forward kernels do."""
-    name = f"fa_bwd_{v['dtype']}_d{v['head_dim']}_{SHORT_MASKS[v['mask']]}"
+    name = f"fa_bwd_{v['dtype']}_d{v['head_dim']}_{_attention.SHORT_MASKS[v['mask']]}"
     name += ("_varlen" if v["varlen"] else "") + ("_det" if v["deterministic"] else "")
     attributes = [f"dtype = {v['dtype']}", f"head_dim = {v['head_dim']}", f"mask = #tessera.mask<{v['mask']}>",
                   *FEATURES, *(a for a in ("varlen", "deterministic") if v[a])]

@@ -26,7 +26,7 @@ COMPILE_TIMEOUT_S = 600
 _lock = threading.Lock()
 _identities = {}   # compiler path -> identity text
 _verified = {}     # entry folder -> its bundle folder, checked once per process
-_chosen = {}       # (device, search path, cache, compiler, key) -> the kernel or kernel set found
+_chosen = {}       # (device, search path, cache, compiler, key) -> the kernel or kernel set found (no device bundle)
 
 
 def cache_dir():
@@ -34,31 +34,39 @@ def cache_dir():
 
 
 def lookup(device, key, find_in, directive):
-    """find_in(bundle) on the device's bundle (remembered per bundle and key; with key None, find_in remembers what
-    it needs itself). Where that bundle lacks the variant (find_in raises KernelNotFoundError) or the device has no
-    bundle: with a compiler, find_in on the bundle that `directive` compiles for the device's target (cached on
-    disk); without one the error says what is missing and names the directive."""
+    """find_in(bundle) on the device's bundle; where that bundle lacks the variant (find_in raises
+    KernelNotFoundError) or the device has no bundle: with a compiler, find_in on the bundle that `directive`
+    compiles for the device's target (cached on disk); without one the error says what is missing and names the
+    directive. The choice, either way, is remembered per device bundle and key (with key None, find_in remembers
+    what it needs itself); an error is not."""
     try:
         bundle = device.bundle()
     except BundleNotFoundError as e:
-        bundle, missing = None, e
-    if bundle is not None:
+        return _built(device, None, e, key, find_in, directive)
+
+    def choose():
         try:
-            return find_in(bundle) if key is None else bundle.remember(key, lambda: find_in(bundle))
+            return find_in(bundle)
         except KernelNotFoundError as e:
-            missing = e
+            return _built(device, bundle, e, key, find_in, directive)
+    return choose() if key is None else bundle.remember(key, choose)
+
+
+def _built(device, bundle, missing, key, find_in, directive):
+    """find_in on the bundle `directive` compiles (lookup), or `missing` raised with what is lacking."""
     compiler = _paths.compiler()
     if compiler is None:
         note = NO_COMPILER + (f"; this directive compiles it: {directive}" if bundle is None else "")
         raise type(missing)(f"{missing.message}; {note}") from None
-    memo = (device, _paths.search_path(), str(cache_dir()), str(compiler), key)
+    # With a device bundle the choice is remembered there (lookup); without one, here.
+    memo = (device, _paths.search_path(), str(cache_dir()), str(compiler), key) if bundle is None else None
     with _lock:
         if key is not None and memo in _chosen:
             return _chosen[memo]
     target = bundle.target if bundle is not None else device.arch
     built = device.bundle(compiled_bundle(compiler, target, directive))
     chosen = find_in(built)
-    if key is not None:
+    if key is not None and memo is not None:
         with _lock:
             _chosen[memo] = chosen
     return chosen
