@@ -9,7 +9,15 @@ from ._decode import paged_cache_write, paged_decode, paged_decode_plan
 from ._gemm import gemm
 from ._lib import library_path as runtime_library
 from ._paths import available_targets, bundle_dirs, find_bundle
-from . import testing
+from . import _arrays, testing
+
+try:
+    import torch as _torch
+except ImportError:
+    _torch = None
+if _torch is not None and hasattr(_torch.library, "custom_op"):   # torch >= 2.4
+    from . import _torch_ops
+    _arrays.torch_ops = _torch_ops
 
 __version__ = "0.1.0"
 

@@ -22,6 +22,15 @@ class ArrayInfo(NamedTuple):
     itemsize: int
 
 
+torch_ops = None   # the _torch_ops module once tessera registered its torch operators (torch importable)
+
+
+def compiling():
+    """True while torch.compile traces a call: the entry points then call their torch operators (_torch_ops), which
+    torch.compile can put in a graph, instead of launching."""
+    return torch_ops is not None and torch_ops.is_compiling()
+
+
 def _torch():
     return sys.modules.get("torch")
 

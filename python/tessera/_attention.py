@@ -466,6 +466,9 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     runs tessera.flash_attn_bwd (deterministic: its deterministic kernels); the LSE output is not differentiable.
     """
     who = "tessera.flash_attn"
+    if _arrays.compiling():
+        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+        return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
     if records_grad((q, k, v)):   # before the repeat path: a remembered launch would bypass autograd
         from . import _attention_bwd
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
@@ -549,9 +552,12 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     Differentiable as flash_attn is (its backward: tessera.flash_attn_varlen_bwd).
     """
     who = "tessera.flash_attn_varlen"
+    options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+    if _arrays.compiling():
+        return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+                                                 options, return_lse, deterministic, out, lse)
     if records_grad((q, k, v)):
         from . import _attention_bwd
-        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                        options, return_lse, deterministic, out, lse, device)
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))

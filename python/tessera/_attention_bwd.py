@@ -186,6 +186,10 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
     KernelNotFoundError naming the directive that would add the missing kernel set).
     """
     who = "tessera.flash_attn_bwd"
+    if _arrays.compiling():
+        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+        return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (), options, deterministic,
+                                                     (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     p = _attention.dense_plan(who, infos, causal, causal_align, scale, window, softcap, True)   # True: LSE given
     return _backward(p, infos, {}, grads, deterministic, device)
@@ -199,6 +203,10 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
     zero (rows outside every sequence get 0); given ones keep those rows.
     """
     who = "tessera.flash_attn_varlen_bwd"
+    if _arrays.compiling():
+        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+        return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
+                                                     max_seqlen_q, max_seqlen_k), options, deterministic, (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     cus = _attention._describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
@@ -258,7 +266,7 @@ def _refuse_create_graph(who):
                          "lost")
 
 
-def _kernel_ready(dout, out):
+def kernel_ready(dout, out):
     """The upstream gradient as the kernels read it: autograd may hand one the kernels cannot (o.sum() gives an
     expanded one, stride 0 on head_dim); a copy in out's layout then."""
     if dout.dtype == out.dtype and (dout.shape[-1] <= 1 or dout.stride(-1) == 1) and \
@@ -288,7 +296,7 @@ def _functions():
             _refuse_create_graph("tessera.flash_attn")
             q, k, v, out, lse = ctx.saved_tensors
             options, deterministic, device = ctx.call
-            grads = flash_attn_bwd(q, k, v, out, _kernel_ready(dout, out), lse, **options,
+            grads = flash_attn_bwd(q, k, v, out, kernel_ready(dout, out), lse, **options,
                                    deterministic=deterministic, device=device)
             return (*grads, None, None, None)
 
@@ -308,7 +316,7 @@ def _functions():
             _refuse_create_graph("tessera.flash_attn_varlen")
             q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
             max_seqlen_q, max_seqlen_k, options, deterministic, device = ctx.call
-            grads = flash_attn_varlen_bwd(q, k, v, out, _kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k,
+            grads = flash_attn_varlen_bwd(q, k, v, out, kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k,
                                           max_seqlen_q, max_seqlen_k, **options, deterministic=deterministic,
                                           device=device)
             return (*grads, *[None] * 7)

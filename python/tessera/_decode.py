@@ -582,6 +582,10 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     float32 (K's into the score scale, V's into the output).
     """
     who = "tessera.paged_decode"
+    if _arrays.compiling():
+        return _arrays.torch_ops.call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal,
+                                                   softmax_scale, k_scale, v_scale, window_left, softcap, num_splits,
+                                                   out, return_lse, plan)
     if block_table is None:
         _contiguous_scales(who, k_scale, v_scale)
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
@@ -765,6 +769,9 @@ def paged_cache_write(key, value, k_cache, v_cache, slot_mapping, *, kv_layout="
     current stream (asynchronous, capturable); numpy arrays on device='sim:<target>' (caches updated in place,
     their slots checked first). Every check comes before any device work (InputError)."""
     who = "tessera.paged_cache_write"
+    if _arrays.compiling():
+        return _arrays.torch_ops.call_paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout, k_scale,
+                                                        v_scale)
     names = ("key", "value", "k_cache", "v_cache", "slot_mapping")
     infos = _attention._describe_all(who, zip(names, (key, value, k_cache, v_cache, slot_mapping)))
     dtype, kv_dtype, kv_scale, D, num_tokens, _, block_size, _ = _check_cache_write(who, infos, kv_layout, k_scale,

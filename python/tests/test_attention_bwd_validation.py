@@ -165,10 +165,10 @@ def test_kernel_ready_upstream_gradient():
     out's layout; usable ones are passed as they are."""
     out = torch.empty(2, 3, 4, 64, dtype=torch.bfloat16)
     usable = torch.randn(2, 4, 3, 64).bfloat16().transpose(1, 2)
-    assert _attention_bwd._kernel_ready(usable, out) is usable
+    assert _attention_bwd.kernel_ready(usable, out) is usable
     for dout in (torch.ones((), dtype=torch.bfloat16).expand(out.shape), torch.randn(out.shape),
                  torch.randn(out.numel() + 1).bfloat16()[1:].view(out.shape)):
-        ready = _attention_bwd._kernel_ready(dout, out)
+        ready = _attention_bwd.kernel_ready(dout, out)
         assert ready.dtype == out.dtype and ready.stride() == out.stride() and torch.equal(ready, dout.bfloat16())
 
 

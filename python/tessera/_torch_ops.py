@@ -1,0 +1,240 @@
+"""torch.ops.tessera.*: the attention forward and backward, paged decode and the cache writer as PyTorch custom
+operators (torch.library.custom_op), with fake implementations for torch.compile's tracing and the forward's
+autograd formula.
+
+tessera.flash_attn and the other entry points call these operators while torch.compile traces (so a compiled model
+has no graph break and AOTAutograd differentiates through the forward); eager calls keep the direct path, whose
+repeat cache costs less host time than an operator dispatch. Every operator runs the same checks and kernels as the
+eager call it wraps, on torch's current stream (capturable in a CUDA graph)."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _arrays, _attention, _attention_bwd, _decode
+from ._errors import InputError
+
+# ---- Attention forward and backward --------------------------------------------------------------
+
+
+def _options(causal, causal_align, scale, window_left, window_right, softcap):
+    return dict(causal=causal, causal_align=causal_align, scale=scale, window=(window_left, window_right),
+                softcap=softcap)
+
+
+@torch.library.custom_op("tessera::flash_attn", mutates_args=())
+def flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool, causal_align: str, scale: Optional[float],
+               window_left: int, window_right: int, softcap: float, return_lse: bool,
+               deterministic: bool) -> tuple[Tensor, Tensor]:
+    """tessera.flash_attn: (O, LSE); LSE is empty (0,) unless return_lse (the backward needs it). deterministic
+    chooses the backward's kernels."""
+    with torch.no_grad():
+        result = _attention.flash_attn(q, k, v, **_options(causal, causal_align, scale, window_left, window_right,
+                                                           softcap), return_lse=return_lse)
+    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
+
+
+@flash_attn.register_fake
+def _(q, k, v, causal, causal_align, scale, window_left, window_right, softcap, return_lse, deterministic):
+    B, Sq, Hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32)
+
+
+@torch.library.custom_op("tessera::flash_attn_varlen", mutates_args=())
+def flash_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
+                      max_seqlen_k: int, causal: bool, causal_align: str, scale: Optional[float], window_left: int,
+                      window_right: int, softcap: float, return_lse: bool,
+                      deterministic: bool) -> tuple[Tensor, Tensor]:
+    """tessera.flash_attn_varlen: (O, LSE (Hq, total_q) or empty)."""
+    with torch.no_grad():
+        result = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                              **_options(causal, causal_align, scale, window_left, window_right,
+                                                         softcap), return_lse=return_lse)
+    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
+
+
+@flash_attn_varlen.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window_left,
+      window_right, softcap, return_lse, deterministic):
+    total_q, Hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((Hq, total_q) if return_lse else (0,), dtype=torch.float32)
+
+
+@torch.library.custom_op("tessera::flash_attn_bwd", mutates_args=())
+def flash_attn_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool,
+                   causal_align: str, scale: Optional[float], window_left: int, window_right: int, softcap: float,
+                   deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """tessera.flash_attn_bwd: (dq, dk, dv)."""
+    with torch.no_grad():
+        return _attention_bwd.flash_attn_bwd(q, k, v, out, _attention_bwd.kernel_ready(dout, out), lse,
+                                             **_options(causal, causal_align, scale, window_left, window_right,
+                                                        softcap), deterministic=deterministic)
+
+
+@flash_attn_bwd.register_fake
+def _(dout, q, k, v, out, lse, causal, causal_align, scale, window_left, window_right, softcap, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+@torch.library.custom_op("tessera::flash_attn_varlen_bwd", mutates_args=())
+def flash_attn_varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+                          cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
+                          causal: bool, causal_align: str, scale: Optional[float], window_left: int,
+                          window_right: int, softcap: float, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """tessera.flash_attn_varlen_bwd: (dq, dk, dv)."""
+    with torch.no_grad():
+        return _attention_bwd.flash_attn_varlen_bwd(q, k, v, out, _attention_bwd.kernel_ready(dout, out), lse,
+                                                    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                                    **_options(causal, causal_align, scale, window_left,
+                                                               window_right, softcap), deterministic=deterministic)
+
+
+@flash_attn_varlen_bwd.register_fake
+def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align, scale,
+      window_left, window_right, softcap, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _no_lse(who, lse, out):
+    if lse.numel() == 0 and out.numel() != 0:
+        raise InputError(f"{who}: the backward needs the forward's LSE; call the operator with return_lse=True "
+                         "when its inputs require grad (tessera.flash_attn does)")
+
+
+def _save(ctx, inputs, output):
+    q, k, v, *options = inputs
+    ctx.save_for_backward(q, k, v, *output)
+    ctx.options = options
+
+
+def _save_varlen(ctx, inputs, output):
+    q, k, v, cu_seqlens_q, cu_seqlens_k, *options = inputs
+    ctx.save_for_backward(q, k, v, *output, cu_seqlens_q, cu_seqlens_k)
+    ctx.options = options
+
+
+def _flash_attn_grad(ctx, dout, _dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    causal, causal_align, scale, window_left, window_right, softcap, _, deterministic = ctx.options
+    _no_lse("tessera::flash_attn", lse, out)
+    grads = torch.ops.tessera.flash_attn_bwd(dout, q, k, v, out, lse, causal, causal_align, scale, window_left,
+                                             window_right, softcap, deterministic)
+    return (*grads, *[None] * 8)
+
+
+def _flash_attn_varlen_grad(ctx, dout, _dlse):
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+    max_q, max_k, causal, causal_align, scale, window_left, window_right, softcap, _, deterministic = \
+        ctx.options
+    _no_lse("tessera::flash_attn_varlen", lse, out)
+    grads = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_q,
+                                                    max_k, causal, causal_align, scale, window_left, window_right,
+                                                    softcap, deterministic)
+    return (*grads, *[None] * 12)
+
+
+flash_attn.register_autograd(_flash_attn_grad, setup_context=_save)
+flash_attn_varlen.register_autograd(_flash_attn_varlen_grad, setup_context=_save_varlen)
+
+
+def call_flash_attn(q, k, v, varlen_args, options, return_lse, deterministic, out, lse):
+    """tessera.flash_attn (varlen_args empty) or flash_attn_varlen through the operators, as torch.compile traces it:
+    the LSE is computed whenever autograd records the call (its backward needs it); out= and lse= are filled by
+    copies."""
+    left, right = options["window"]
+    records = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    args = (options["causal"], options["causal_align"], options["scale"], int(left), int(right),
+            float(options["softcap"]), bool(return_lse or records), bool(deterministic))
+    if varlen_args:
+        o, l = torch.ops.tessera.flash_attn_varlen(q, k, v, *varlen_args, *args)
+    else:
+        o, l = torch.ops.tessera.flash_attn(q, k, v, *args)
+    if out is not None:
+        o = out.copy_(o)
+    if lse is not None:
+        l = lse.copy_(l)
+    return (o, l) if return_lse else o
+
+
+def call_flash_attn_bwd(q, k, v, out, dout, lse, varlen_args, options, deterministic, grads):
+    """tessera.flash_attn_bwd / flash_attn_varlen_bwd through the operators; dq=, dk=, dv= are filled by copies."""
+    left, right = options["window"]
+    args = (options["causal"], options["causal_align"], options["scale"], int(left), int(right),
+            float(options["softcap"]), bool(deterministic))
+    if varlen_args:
+        result = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, *varlen_args, *args)
+    else:
+        result = torch.ops.tessera.flash_attn_bwd(dout, q, k, v, out, lse, *args)
+    return tuple(r if g is None else g.copy_(r) for r, g in zip(result, grads))
+
+
+# ---- Paged decode and the cache writer ----------------------------------------------------------
+
+
+def _scale_pair(value):
+    """An fp8 scale as the operators take it: (tensor, None) or (None, number)."""
+    return (value, None) if isinstance(value, Tensor) else (None, None if value is None else float(value))
+
+
+def _scale(tensor, value):
+    return tensor if tensor is not None else value
+
+
+@torch.library.custom_op("tessera::paged_decode", mutates_args=())
+def paged_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Optional[Tensor], cache_seqlens: Tensor,
+                 kv_layout: str, causal: bool, softmax_scale: Optional[float], k_scale: Optional[Tensor],
+                 v_scale: Optional[Tensor], k_scale_value: Optional[float], v_scale_value: Optional[float],
+                 window_left: int, softcap: float, num_splits: int, return_lse: bool) -> tuple[Tensor, Tensor]:
+    """tessera.paged_decode: (O, LSE (B, Hq, Sq) or empty). An fp8 cache's scale is a tensor (k_scale) or a number
+    (k_scale_value)."""
+    result = _decode.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout=kv_layout,
+                                  causal=causal, softmax_scale=softmax_scale,
+                                  k_scale=_scale(k_scale, k_scale_value), v_scale=_scale(v_scale, v_scale_value),
+                                  window_left=window_left, softcap=softcap, num_splits=num_splits,
+                                  return_lse=return_lse)
+    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
+
+
+@paged_decode.register_fake
+def _(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale, v_scale,
+      k_scale_value, v_scale_value, window_left, softcap, num_splits, return_lse):
+    B, Sq, Hq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32)
+
+
+def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale,
+                      v_scale, window_left, softcap, num_splits, out, return_lse, plan):
+    """tessera.paged_decode through the operator, as torch.compile traces it: a plan contributes its num_splits (the
+    compiled graph's own workspaces come from torch's allocator); out= is filled by a copy."""
+    if plan is not None:
+        num_splits = plan.num_splits
+    (k_tensor, k_value), (v_tensor, v_value) = _scale_pair(k_scale), _scale_pair(v_scale)
+    o, lse = torch.ops.tessera.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, bool(causal),
+                                            softmax_scale, k_tensor, v_tensor, k_value, v_value, int(window_left),
+                                            float(softcap), int(num_splits), bool(return_lse))
+    if out is not None:
+        o = out.copy_(o)
+    return (o, lse) if return_lse else o
+
+
+@torch.library.custom_op("tessera::paged_cache_write", mutates_args=("k_cache", "v_cache", "k_scale", "v_scale"))
+def paged_cache_write(key: Tensor, value: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor,
+                      kv_layout: str, k_scale: Optional[Tensor], v_scale: Optional[Tensor],
+                      k_scale_value: Optional[float], v_scale_value: Optional[float]) -> None:
+    """tessera.paged_cache_write: writes the caches (and per-token scales) in place."""
+    _decode.paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout=kv_layout,
+                              k_scale=_scale(k_scale, k_scale_value), v_scale=_scale(v_scale, v_scale_value))
+
+
+@paged_cache_write.register_fake
+def _(key, value, k_cache, v_cache, slot_mapping, kv_layout, k_scale, v_scale, k_scale_value, v_scale_value):
+    return None
+
+
+def call_paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout, k_scale, v_scale):
+    (k_tensor, k_value), (v_tensor, v_value) = _scale_pair(k_scale), _scale_pair(v_scale)
+    torch.ops.tessera.paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout, k_tensor, v_tensor,
+                                        k_value, v_value)
+
+
+is_compiling = torch.compiler.is_compiling
