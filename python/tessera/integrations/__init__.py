@@ -1,0 +1,1 @@
+"""Tessera inside other frameworks: `tessera.integrations.transformers` (Hugging Face Transformers)."""
