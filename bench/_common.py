@@ -86,8 +86,16 @@ def finish(name, meta, rows, table_text):
     only if every row was checked correct."""
     out_dir = Path(os.environ.get("TESSERA_BENCH_OUT", "bench-out"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {out_dir / f'{name}.json'}")
+    json_path = out_dir / f"{name}.json"
+    json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {json_path}")
+    try:
+        from plot import plot_file      # bench/plot.py, beside this file
+        png = plot_file(json_path)
+        if png:
+            print(f"wrote {png}")
+    except ImportError as e:
+        print(f"no plot ({e}): install matplotlib, or run bench/plot.py on the JSON elsewhere")
     print(table_text)
     return 0 if all(r.get("correct") for r in rows) else 1
 

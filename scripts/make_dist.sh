@@ -101,7 +101,7 @@ done
 
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
-cp "$root/bench/_common.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$root/bench/bench_decode.py" \
+cp "$root/bench/_common.py" "$root/bench/plot.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$root/bench/bench_decode.py" \
   "$dist/bench/"
 cp "$root/scripts/gpu_check.sh" "$root/scripts/amd_report.py" "$dist/scripts/"
 # The directives of the default bundles: what the tests check the bundles against.

@@ -7,7 +7,7 @@ SUDO=""
 PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools lld-22 liblld-22-dev llvm-22-tools
   cmake ninja-build ccache g++ libgtest-dev nlohmann-json3-dev
-  python3 python3-numpy python3-pytest python3-pip
+  python3 python3-numpy python3-pytest python3-pip python3-matplotlib
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -2,7 +2,7 @@
 Llama-architecture model with GQA, a Mistral-style one with a sliding window shorter than the sequence and a
 Gemma-2-style one with logit softcapping, sliding layers and its own query scaling. Logits and parameter gradients
 against the same weights with attn_implementation="sdpa" ("eager" for Gemma-2, which has no SDPA path) by the tolerance rule of CORRECTNESS.md (the float32 model
-the reference, bf16 SDPA the same-precision implementation), with and without left padding; greedy generate()
+the reference, bf16 SDPA the same-precision implementation), plain, left-padded and packed rows; greedy generate()
 with the default DynamicCache (flash_attn) and a StaticCache (paged_decode, counted) choosing at every step a token
 that SDPA, teacher-forced on the same sequence, ranks first within the numerical tolerance. Skipped without torch,
 transformers or a CUDA GPU."""
@@ -48,14 +48,19 @@ def models(name, dtype=torch.bfloat16):
     return ours, *twins
 
 
-def batch(padded):
-    """Token ids (2, 64) and the 2-D mask: the second row left-padded by 19 tokens when `padded`."""
+def batch(kind):
+    """Token ids, the 2-D mask (None: none given) and position ids (None: the model's own) of a batch: "plain" (2, 64),
+    "padded" (the second row left-padded by 19 tokens) or "packed" (one row of two documents, 40 and 24 tokens,
+    whose position ids restart at 0: the varlen path, as transformers packs training rows)."""
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, COMMON["vocab_size"], (2, 64), generator=gen).to(DEVICE)
     mask = torch.ones_like(ids)
-    if padded:
+    if kind == "padded":
         mask[1, :19] = 0
-    return ids, mask
+    if kind == "packed":
+        positions = torch.cat((torch.arange(40), torch.arange(24)))[None].to(DEVICE)
+        return ids[:1], None, positions
+    return ids, mask, None
 
 
 def check(out, ref, same, what, factor=3.0):
@@ -79,17 +84,17 @@ class Counter:
         monkeypatch.setattr(tessera, name, counted)
 
 
-@pytest.mark.parametrize("padded", (False, True))
+@pytest.mark.parametrize("kind", ("plain", "padded", "packed"))
 @pytest.mark.parametrize("name", ("llama-gqa", "mistral-window", "gemma2-softcap"))
-def test_logits_and_gradients_match_sdpa(name, padded, monkeypatch):
+def test_logits_and_gradients_match_sdpa(name, kind, monkeypatch):
     ours, same, ref = models(name)
-    calls = Counter(monkeypatch, "flash_attn_varlen" if padded else "flash_attn")
-    ids, mask = batch(padded)
-    valid = mask.bool()
+    calls = Counter(monkeypatch, "flash_attn" if kind == "plain" else "flash_attn_varlen")
+    ids, mask, positions = batch(kind)
+    valid = torch.ones_like(ids, dtype=torch.bool) if mask is None else mask.bool()
     results = []
     for model in (ours, same, ref):
         model.train()
-        logits = model(input_ids=ids, attention_mask=mask).logits
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).logits
         loss = torch.nn.functional.cross_entropy(logits[valid][:-1].float(), ids[valid][1:])
         loss.backward()
         results.append((logits[valid].float(), {n: p.grad.float() for n, p in model.named_parameters()}))
@@ -111,7 +116,7 @@ def test_greedy_generation_agrees_with_sdpa(name, cache, monkeypatch):
     ours, same, _ = models(name)
     ours.eval(), same.eval()
     decode, forward = Counter(monkeypatch, "paged_decode"), Counter(monkeypatch, "flash_attn")
-    ids, mask = batch(False)
+    ids, mask, _ = batch("plain")
     prompt, prompt_mask = ids[:, :32], mask[:, :32]
     options = dict(max_new_tokens=40, do_sample=False, pad_token_id=0)
     if cache == "static":

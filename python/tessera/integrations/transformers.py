@@ -37,11 +37,12 @@ class _PerForward:
     computed once for that tensor object: what needs a device-to-host copy costs one per step, not one per layer."""
 
     def __init__(self, compute):
-        self.compute, self.tensor, self.value = compute, None, None
+        self.compute, self.key, self.value = compute, None, None
 
     def __call__(self, tensor):
-        if self.tensor is not tensor:
-            self.tensor, self.value = tensor, self.compute(tensor)
+        key = (tensor, tensor._version)      # the version counter: an in-place update is another value
+        if self.key is None or self.key[0] is not tensor or self.key[1] != key[1]:
+            self.key, self.value = key, self.compute(tensor)
         return self.value
 
 
