@@ -58,6 +58,24 @@ def _compiler():
     return f"compiler: {path} ({version})"
 
 
+def _frameworks():
+    """torch (and whether the torch.ops.tessera operators are registered) and transformers, as imported here."""
+    from . import _arrays
+    try:
+        import torch
+    except ImportError:
+        return ["torch: not installed (numpy arrays run on the simulator)"]
+    ops = "torch.ops.tessera registered" if _arrays.torch_ops is not None else "no custom operators: needs torch >= 2.4"
+    lines = [f"torch: {torch.__version__} ({ops})"]
+    try:
+        import transformers
+        lines.append(f"transformers: {transformers.__version__} (import tessera.integrations.transformers for "
+                     "attn_implementation=\"tessera\")")
+    except ImportError:
+        lines.append("transformers: not installed")
+    return lines
+
+
 def report():
     """The report as lines."""
     lines = [f"tessera {__version__} ({Path(__file__).resolve().parent})"]
@@ -77,6 +95,7 @@ def report():
     lines.append("devices:")
     lines += _devices() if runtime else ["  unknown without the runtime library"]
     lines.append(_compiler())
+    lines += _frameworks()
     return lines
 
 

@@ -39,6 +39,7 @@ def test_report_names_what_it_finds(tmp_path):
     assert f"gfx942: {tmp_path / 'bundles' / 'gfx942'} (8 kernels)" in out
     assert "gfx950: " in out and "unreadable manifest" in out
     assert f"compiler: {BUILD / 'bin' / 'tessera-compile'} (" in out
+    assert "\ntorch: " in out and ("not installed" in out or "torch.ops.tessera registered" in out)
     if "TESSERA_CUDA_LIBRARY" in env:
         assert "cuda:0: sm_90" in out and "cuda:1" not in out   # the fake driver has one device
     else:
@@ -64,6 +65,7 @@ def test_pip_install_gives_an_importable_package(tmp_path):
                               "--target", str(site), str(source)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stdout + install.stderr
     assert (site / "tessera" / "__main__.py").is_file() and not (site / "tests").exists()
+    assert (site / "tessera" / "integrations" / "transformers.py").is_file()
     out = run_report(tmp_path, python_path=site, TESSERA_HOME=BUILD)
     assert out.startswith(f"tessera {support.tessera.__version__} ({site / 'tessera'})")
     assert f"runtime: {BUILD / 'lib' / 'libtessera_runtime.so'}" in out
