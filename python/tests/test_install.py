@@ -58,6 +58,10 @@ def test_report_says_what_is_missing(tmp_path):
 def test_pip_install_gives_an_importable_package(tmp_path):
     if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode:
         pytest.skip("pip is not installed")
+    probe = ("import importlib.util, setuptools; v = tuple(int(x) for x in setuptools.__version__.split('.')[:2]); "
+             "raise SystemExit(0 if v >= (70, 1) or importlib.util.find_spec('wheel') else 1)")
+    if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode:
+        pytest.skip("building without isolation needs setuptools >= 70.1 or the wheel package")
     source = tmp_path / "src"
     shutil.copytree(support.REPO / "python", source, ignore=shutil.ignore_patterns("tests", "__pycache__"))
     site = tmp_path / "site"
