@@ -2,7 +2,7 @@
 Llama-architecture model with GQA, a Mistral-style one with a sliding window shorter than the sequence and a
 Gemma-2-style one with logit softcapping, sliding layers and its own query scaling. Logits and parameter gradients
 against the same weights with attn_implementation="sdpa" ("eager" for Gemma-2, which has no SDPA path) by the tolerance rule of CORRECTNESS.md (the float32 model
-the reference, bf16 SDPA the same-precision implementation), plain, left-padded and packed rows; greedy generate()
+the reference, bf16 SDPA the same-precision implementation), plain, padded and packed rows; greedy generate()
 with the default DynamicCache (flash_attn) and a StaticCache (paged_decode, counted) choosing at every step a token
 that SDPA, teacher-forced on the same sequence, ranks first within the numerical tolerance. Skipped without torch,
 transformers or a CUDA GPU."""
@@ -50,13 +50,14 @@ def models(name, dtype=torch.bfloat16):
 
 def batch(kind):
     """Token ids, the 2-D mask (None: none given) and position ids (None: the model's own) of a batch: "plain" (2, 64),
-    "padded" (the second row left-padded by 19 tokens) or "packed" (one row of two documents, 40 and 24 tokens,
+    "padded" (the second row padded by 19 tokens on the right, as training batches are: left padding leaves query
+    rows with no key, where SDPA's gradients are NaN) or "packed" (one row of two documents, 40 and 24 tokens,
     whose position ids restart at 0: the varlen path, as transformers packs training rows)."""
     gen = torch.Generator().manual_seed(1)
     ids = torch.randint(0, COMMON["vocab_size"], (2, 64), generator=gen).to(DEVICE)
     mask = torch.ones_like(ids)
     if kind == "padded":
-        mask[1, :19] = 0
+        mask[1, -19:] = 0
     if kind == "packed":
         positions = torch.cat((torch.arange(40), torch.arange(24)))[None].to(DEVICE)
         return ids[:1], None, positions
@@ -105,26 +106,30 @@ def test_logits_and_gradients_match_sdpa(name, kind, monkeypatch):
         check(grads[n], ref_grads[n], same_grads[n], f"{name} grad {n}", factor=4.0)
 
 
-@pytest.mark.parametrize("cache", ("dynamic", "static"))
+@pytest.mark.parametrize("cache", ("dynamic", "static", "left-padded"))
 @pytest.mark.parametrize("name", ("llama-gqa", "mistral-window", "gemma2-softcap"))
 def test_greedy_generation_agrees_with_sdpa(name, cache, monkeypatch):
     """Greedy generate() (40 new tokens past a 32-token prompt, so windows slide during decode): every token is one
     SDPA, teacher-forced on the generated sequence, ranks first within the tolerance its logits differ from ours by.
     A StaticCache of 128 slots (sliding layers: 32) runs every decode step through paged_decode; a DynamicCache
-    those whose length a decode set's block size divides, flash_attn the others."""
+    those whose length a decode set's block size divides, flash_attn the others; a left-padded batch (the second
+    prompt 7 tokens shorter) runs its steps through flash_attn_varlen (all of them without sliding layers)."""
     from transformers import StaticCache
     ours, same, _ = models(name)
     ours.eval(), same.eval()
     decode, forward = Counter(monkeypatch, "paged_decode"), Counter(monkeypatch, "flash_attn")
+    varlen = Counter(monkeypatch, "flash_attn_varlen")
     ids, mask, _ = batch("plain")
-    prompt, prompt_mask = ids[:, :32], mask[:, :32]
+    prompt, prompt_mask = ids[:, :32], mask[:, :32].clone()
+    if cache == "left-padded":
+        prompt_mask[1, :7] = 0
     options = dict(max_new_tokens=40, do_sample=False, pad_token_id=0)
     if cache == "static":
-        options["cache"] = StaticCache(config=ours.config, max_cache_len=128)
+        options["past_key_values"] = StaticCache(config=ours.config, max_cache_len=128)
     with torch.no_grad():
         tokens = ours.generate(prompt, attention_mask=prompt_mask, **options)
         assert tokens.shape == (2, 72)
-        full = torch.ones_like(tokens)
+        full = torch.cat((prompt_mask, torch.ones_like(tokens[:, 32:])), 1)
         theirs = same(input_ids=tokens, attention_mask=full).logits[:, 31:-1].float()
         mine = ours(input_ids=tokens, attention_mask=full).logits[:, 31:-1].float()
     tolerance = 4 * (mine - theirs).abs().max().item() + 1e-3
@@ -134,9 +139,13 @@ def test_greedy_generation_agrees_with_sdpa(name, cache, monkeypatch):
     layers, steps = COMMON["num_hidden_layers"], 39          # the first new token comes from the prefill
     if cache == "static":
         assert decode.calls == steps * layers, (decode.calls, forward.calls)
-    else:
+    elif cache == "dynamic":
         assert decode.calls > 0 and forward.calls > 0
-    assert decode.calls + forward.calls == (steps + 1) * layers + layers, "each attention call served once"
+    elif name == "llama-gqa":
+        assert varlen.calls == (steps + 1) * layers + layers, (varlen.calls, decode.calls, forward.calls)
+    else:   # sliding layers: once the padding leaves the window the mask is gone and the cache is all tokens
+        assert varlen.calls > 0
+    assert decode.calls + forward.calls + varlen.calls == (steps + 1) * layers + layers, "each call served once"
 
 
 def test_errors_are_clear():
