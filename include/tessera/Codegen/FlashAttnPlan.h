@@ -57,6 +57,10 @@ struct AttnPlan {
   /// few query rows): all waves hold the same blockM queries, wave w the keys [w * blockN,
   /// (w + 1) * blockN) of the step's stepKeys(); their softmax states merge after the loop.
   int keyWaves = 1;
+  /// O is rescaled only in the steps where one of the lane's rows found a new max (its factor is
+  /// exactly 1 otherwise: no bit changes). Decode asks for it: a wave's O spans head_dim for the
+  /// few keys of its step, and a row's max rarely moves after the first tiles.
+  bool rescaleOnNewMaxOnly = false;
   ElemType elem = ElemType::F16;      ///< Q's and K's in the QK product
   ElemType pvElem = ElemType::F16;    ///< P's and V's in the PV product
   ElemType queryElem = ElemType::F16; ///< the queries' own
@@ -101,6 +105,8 @@ struct AttnRequest {
   /// Waves split each step's keys (AttnPlan::keyWaves) where the atoms allow, with one atom
   /// tile of queries; else they split the queries.
   bool splitKeysAcrossWaves = false;
+  /// AttnPlan::rescaleOnNewMaxOnly.
+  bool rescaleOnNewMaxOnly = false;
   struct Tile {
     int m, n, waves, stages;
   };

@@ -109,6 +109,8 @@ private:
   }
   /// tiles[i] * by[i] (as is without `by`).
   SmallVector<Value> scaled(ArrayRef<Value> tiles, ArrayRef<Value> by);
+  /// O (this query tile's head tiles) times each element's query's `alpha` (per slot).
+  void rescaleOutputs(MutableArrayRef<Value> o, ArrayRef<Value> alpha);
   /// O (this query tile's head tiles) += P V.
   void accumulatePV(MutableArrayRef<Value> o, ArrayRef<Value> probs, Value ldsQueryRow);
   Value pOperand(ArrayRef<Value> pTiles, int kstep);
@@ -684,6 +686,29 @@ void Mainloop::Impl::storeLse(RowState state, ArrayRef<Value> l, Value rowBase) 
   }
 }
 
+void Mainloop::Impl::rescaleOutputs(MutableArrayRef<Value> o, ArrayRef<Value> alpha) {
+  auto rescale = [&](MutableArrayRef<Value> accs) {
+    Value alphaO = perElement(alpha, /*outputs=*/true);
+    for (Value &acc : accs) acc = kb.fmul(acc, alphaO);
+  };
+  if (!p.rescaleOnNewMaxOnly) return rescale(o);
+  Value moved = arith::ConstantIntOp::create(b, loc, 0, 1);
+  for (Value a : alpha)
+    moved = arith::OrIOp::create(
+        b, loc, moved, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, a, kb.f32(1)));
+  auto branch = scf::IfOp::create(b, loc, ValueRange(o).getTypes(), moved, /*withElse=*/true);
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(branch.thenBlock());
+    SmallVector<Value> scaledO(o);
+    rescale(scaledO);
+    scf::YieldOp::create(b, loc, scaledO);
+    b.setInsertionPointToStart(branch.elseBlock());
+    scf::YieldOp::create(b, loc, ValueRange(o));
+  }
+  llvm::copy(branch.getResults(), o.begin());
+}
+
 void Mainloop::Impl::emit() {
   lane = kb.laneId();
   if (p.keyWaves > 1)
@@ -813,9 +838,8 @@ void Mainloop::Impl::emit() {
       next.push_back(state.max);
       next.push_back(state.sum);
       // Rescale this query tile's output accumulators: element -> its query's slot.
-      Value alphaO = perElement(alpha, /*outputs=*/true);
       MutableArrayRef<Value> outs(oNext.data() + qt * hTiles, hTiles);
-      for (Value &acc : outs) acc = kb.fmul(acc, alphaO);
+      rescaleOutputs(outs, alpha);
       accumulatePV(outs, probs, ldsQueryRow);
     }
     next.append(oNext.begin(), oNext.end());
