@@ -1,6 +1,6 @@
 """PNG plots of the benchmarks' JSON: one figure per table (GEMM, attention forward and backward, decode), a group of
 horizontal bars per shape, one bar per implementation (tessera and each peer measured in the same run), in the
-table's throughput unit; the title names the GPU, date and commit of the run.
+table's unit (TFLOP/s; decode: time per call); the title names the GPU, date and commit of the run.
 
     python3 bench/plot.py bench-out/*.json [-o DIR]     # writes DIR/<name>.png (default: beside each JSON)
 
@@ -10,8 +10,12 @@ import json
 import sys
 from pathlib import Path
 
-# The throughput each table reports: (key suffix, axis label).
-UNITS = (("_tflops", "TFLOP/s"), ("_gbs", "GB/s of KV cache read (fp8: bf16-equivalent)"))
+# What each table's bars show: (key suffix, axis label); the first suffix a row has is used. Decode plots time per
+# call (its fp8 columns read half the bytes, so GB/s would hide their gain).
+UNITS = {"bench_decode": (("_us", "µs per call (lower is better)"),)}
+DEFAULT_UNITS = (("_tflops", "TFLOP/s"),)
+LEGEND = {"fp8": "tessera, fp8 cache", "fp8t": "tessera, fp8 cache with per-token scales",
+          "flash": "SDPA FlashAttention-2", "cudnn": "SDPA cuDNN", "torch": "torch.matmul (cuBLAS)"}
 SHAPE_KEYS = ("case", "M", "N", "K", "B", "S", "Hq", "Hkv", "D", "dtype", "layout", "causal", "deterministic", "Sq",
               "max_len", "block_size", "kv_dtype")
 TITLES = {"bench_gemm": "GEMM", "bench_attn": "Attention forward", "bench_attn_bwd": "Attention backward",
@@ -19,6 +23,8 @@ TITLES = {"bench_gemm": "GEMM", "bench_attn": "Attention forward", "bench_attn_b
 
 
 def _label(row):
+    if "case" in row:    # a named case: its name says the shape
+        return " ".join([str(row["case"])] + [f"block {row['block_size']}"] * ("block_size" in row))
     parts = []
     for key in SHAPE_KEYS:
         if key not in row or isinstance(row[key], (list, dict)):
@@ -28,13 +34,13 @@ def _label(row):
             if value:
                 parts.append(key)
         else:
-            parts.append(str(value) if key in ("case", "dtype", "layout", "kv_dtype") else f"{key}{value}")
+            parts.append(str(value) if key in ("dtype", "layout", "kv_dtype") else f"{key}{value}")
     return " ".join(parts)
 
 
-def series(rows):
-    """(unit label, [implementation names], [(row label, {name: value})]) for the rows' throughput metric."""
-    for suffix, unit in UNITS:
+def series(rows, name=None):
+    """(unit label, [implementation names], [(row label, {name: value})]) for the metric of table `name`."""
+    for suffix, unit in UNITS.get(name, DEFAULT_UNITS):
         names = []
         for row in rows:
             for key in row:
@@ -54,14 +60,14 @@ def plot(name, meta, rows, png):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    unit, names, points = series(rows)
+    unit, names, points = series(rows, name)
     if not points:
         return False
     height = 0.8 / len(names)
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.28 * len(points) * len(names) + 0.2 * len(points)))
     for i, who in enumerate(names):
         ys = [p - 0.4 + height * (i + 0.5) for p in range(len(points))]
-        ax.barh(ys, [values.get(who, 0.0) for _, values in points], height, label=who)
+        ax.barh(ys, [values.get(who, 0.0) for _, values in points], height, label=LEGEND.get(who, who))
     for p, (_, values) in enumerate(points):
         if not values:
             ax.text(0, p, " no result (failed; see the table)", va="center", fontsize=8)

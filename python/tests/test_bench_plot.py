@@ -1,5 +1,5 @@
 """bench/plot.py: a figure per benchmark table from its JSON (tessera's bars first, then each peer's, in the table's
-throughput unit, shapes labelled from the row's fields), through the module and its command line; rows without a
+unit (decode: time per call), shapes labelled from the row's fields or its case name), through the module and its command line; rows without a
 throughput (failed cases) still plot; a file that is no benchmark JSON is an error naming it. Skipped without
 matplotlib."""
 import json
@@ -20,7 +20,7 @@ ATTN = [{"B": 4, "S": 4096, "Hq": 32, "Hkv": 32, "D": 128, "dtype": "bf16", "cau
          "flash_tflops": 350.0, "cudnn_tflops": 420.0, "correct": True},
         {"B": 4, "S": 1024, "Hq": 32, "Hkv": 8, "D": 64, "dtype": "f16", "causal": False, "error": "failed"}]
 DECODE = [{"case": "B128 ctx4096", "B": 128, "block_size": 16, "cudnn_gbs": 3000.0, "tessera_gbs": 2900.0,
-           "flashinfer_gbs": 2800.0, "tessera_us": 10.0}]
+           "tessera_us": 10.0, "fp8_us": 7.0}]
 
 
 def png_ok(path):
@@ -32,9 +32,9 @@ def test_series_puts_tessera_first_in_the_tables_unit():
     assert unit == "TFLOP/s" and names == ["tessera", "cudnn", "flash"]
     assert points[0] == ("B4 S4096 Hq32 Hkv32 D128 bf16 causal", {"tessera": 400.0, "flash": 350.0, "cudnn": 420.0})
     assert points[1][1] == {}                      # a failed case keeps its place, with no bars
-    unit, names, points = plot.series(DECODE)
-    assert unit.startswith("GB/s") and names == ["tessera", "cudnn", "flashinfer"]
-    assert points[0][0] == "B128 ctx4096 B128 block_size16"
+    unit, names, points = plot.series(DECODE, "bench_decode")
+    assert unit.startswith("µs per call") and names == ["tessera", "fp8"]
+    assert points[0] == ("B128 ctx4096 block 16", {"tessera": 10.0, "fp8": 7.0})
     assert plot.series([{"M": 1, "correct": True}]) == (None, [], [])
 
 

@@ -63,18 +63,35 @@ _seen = _PerForward(lambda positions: int(positions.max()) + 1)      # tokens a 
 _packed = _PerForward(_documents)
 
 
+_SERVED = {}     # (shapes, strides, dtypes, device, options) -> whether a paged_decode set serves such calls
+
+
+@torch.compiler.disable
+def _paged_decode_serves(q, k, v, lengths, options):
+    """Whether the bundle has a paged_decode set for these tensors (head_dim, dtype, a block size dividing the
+    cache's capacity): asked of paged_decode_plan once per kind of call, outside any graph torch.compile traces."""
+    key = (q.shape, q.stride(), k.shape, k.stride(), q.dtype, k.dtype, q.device, options["window"][0] != -1,
+           options["softcap"] > 0)
+    if key not in _SERVED:
+        try:
+            tessera.paged_decode_plan(q, k, v, None, lengths, window_left=options["window"][0],
+                                      softcap=options["softcap"])
+            _SERVED[key] = True
+        except (InputError, KernelNotFoundError):
+            _SERVED[key] = False
+    return _SERVED[key]
+
+
 def _decode(q, k, v, lengths, causal, options):
     """tessera.paged_decode over a cache's tensors as they are (k, v: (B, capacity, Hkv, D) views of the cache's
-    (B, Hkv, capacity, D) tensors; a contiguous cache), each sequence's first lengths[b] tokens; None when the call is not a decode step it serves (then flash_attn does)."""
-    if not causal or q.shape[1] > MAX_DECODE_QUERIES or torch.compiler.is_compiling() or \
-            (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+    (B, Hkv, capacity, D) tensors; a contiguous cache), each sequence's first lengths[b] tokens; None when the call
+    is not a decode step a decode set serves (then flash_attn does)."""
+    if not causal or q.shape[1] > MAX_DECODE_QUERIES or \
+            (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)) or \
+            not _paged_decode_serves(q, k, v, lengths, options):
         return None
-    try:
-        return tessera.paged_decode(q, k, v, None, lengths, kv_layout="NHD", causal=True,
-                                    softmax_scale=options["scale"], window_left=options["window"][0],
-                                    softcap=options["softcap"])
-    except (InputError, KernelNotFoundError):   # no decode set for this head_dim or capacity
-        return None
+    return tessera.paged_decode(q, k, v, None, lengths, causal=True, softmax_scale=options["scale"],
+                                window_left=options["window"][0], softcap=options["softcap"])
 
 
 def _unpadded(q, k, v, mask, options):
