@@ -10,13 +10,13 @@ import json
 import sys
 from pathlib import Path
 
-# What each table's bars show: (key suffix, axis label); the first suffix a row has is used. Decode plots time per
-# call (its fp8 columns read half the bytes, so GB/s would hide their gain).
-UNITS = {"bench_decode": (("_us", "µs per call (lower is better)"),)}
-DEFAULT_UNITS = (("_tflops", "TFLOP/s"),)
+# What each table's bars show: (key suffix, axis label). Decode plots time per call (its fp8 columns read half the
+# bytes, so GB/s would hide their gain).
+UNITS = {"bench_decode": ("_us", "µs per call (lower is better)")}
+DEFAULT_UNIT = ("_tflops", "TFLOP/s")
 LEGEND = {"fp8": "tessera, fp8 cache", "fp8t": "tessera, fp8 cache with per-token scales",
           "flash": "SDPA FlashAttention-2", "cudnn": "SDPA cuDNN", "torch": "torch.matmul (cuBLAS)"}
-SHAPE_KEYS = ("case", "M", "N", "K", "B", "S", "Hq", "Hkv", "D", "dtype", "layout", "causal", "deterministic", "Sq",
+SHAPE_KEYS = ("M", "N", "K", "B", "S", "Hq", "Hkv", "D", "dtype", "layout", "causal", "deterministic", "Sq",
               "max_len", "block_size", "kv_dtype")
 TITLES = {"bench_gemm": "GEMM", "bench_attn": "Attention forward", "bench_attn_bwd": "Attention backward",
           "bench_decode": "Paged decode"}
@@ -40,18 +40,18 @@ def _label(row):
 
 def series(rows, name=None):
     """(unit label, [implementation names], [(row label, {name: value})]) for the metric of table `name`."""
-    for suffix, unit in UNITS.get(name, DEFAULT_UNITS):
-        names = []
-        for row in rows:
-            for key in row:
-                if key.endswith(suffix) and key[:-len(suffix)] not in names:
-                    names.append(key[:-len(suffix)])
-        if names:
-            names.sort(key=lambda n: (n != "tessera", n))
-            points = [(_label(r), {n: r[n + suffix] for n in names if isinstance(r.get(n + suffix), (int, float))})
-                      for r in rows]
-            return unit, names, points
-    return None, [], []
+    suffix, unit = UNITS.get(name, DEFAULT_UNIT)
+    names = []
+    for row in rows:
+        for key in row:
+            if key.endswith(suffix) and key[:-len(suffix)] not in names:
+                names.append(key[:-len(suffix)])
+    if not names:
+        return None, [], []
+    names.sort(key=lambda n: (n != "tessera", n))
+    points = [(_label(r), {n: r[n + suffix] for n in names if isinstance(r.get(n + suffix), (int, float))})
+              for r in rows]
+    return unit, names, points
 
 
 def plot(name, meta, rows, png):

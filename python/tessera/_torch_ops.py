@@ -18,8 +18,21 @@ from ._errors import InputError
 
 
 def _options(causal, causal_align, scale, window_left, window_right, softcap):
+    """The Python API's attention options from the operators' arguments (_arguments is the inverse)."""
     return dict(causal=causal, causal_align=causal_align, scale=scale, window=(window_left, window_right),
                 softcap=softcap)
+
+
+def _arguments(options):
+    """The operators' attention arguments (causal ... softcap) from the Python API's options."""
+    left, right = options["window"]
+    return (options["causal"], options["causal_align"], options["scale"], int(left), int(right),
+            float(options["softcap"]))
+
+
+def _with_lse(result, return_lse, q):
+    """(O, LSE) from a call's result: an empty LSE where none was asked for (an operator's outputs are fixed)."""
+    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
 
 
 @torch.library.custom_op("tessera::flash_attn", mutates_args=())
@@ -31,7 +44,7 @@ def flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool, causal_align: str,
     with torch.no_grad():
         result = _attention.flash_attn(q, k, v, **_options(causal, causal_align, scale, window_left, window_right,
                                                            softcap), return_lse=return_lse)
-    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
+    return _with_lse(result, return_lse, q)
 
 
 @flash_attn.register_fake
@@ -50,7 +63,7 @@ def flash_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_
         result = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                               **_options(causal, causal_align, scale, window_left, window_right,
                                                          softcap), return_lse=return_lse)
-    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
+    return _with_lse(result, return_lse, q)
 
 
 @flash_attn_varlen.register_fake
@@ -141,10 +154,8 @@ def call_flash_attn(q, k, v, varlen_args, options, return_lse, deterministic, ou
     """tessera.flash_attn (varlen_args empty) or flash_attn_varlen through the operators, as torch.compile traces it:
     the LSE is computed whenever autograd records the call (its backward needs it); out= and lse= are filled by
     copies."""
-    left, right = options["window"]
     records = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    args = (options["causal"], options["causal_align"], options["scale"], int(left), int(right),
-            float(options["softcap"]), bool(return_lse or records), bool(deterministic))
+    args = (*_arguments(options), bool(return_lse or records), bool(deterministic))
     if varlen_args:
         o, l = torch.ops.tessera.flash_attn_varlen(q, k, v, *varlen_args, *args)
     else:
@@ -158,9 +169,7 @@ def call_flash_attn(q, k, v, varlen_args, options, return_lse, deterministic, ou
 
 def call_flash_attn_bwd(q, k, v, out, dout, lse, varlen_args, options, deterministic, grads):
     """tessera.flash_attn_bwd / flash_attn_varlen_bwd through the operators; dq=, dk=, dv= are filled by copies."""
-    left, right = options["window"]
-    args = (options["causal"], options["causal_align"], options["scale"], int(left), int(right),
-            float(options["softcap"]), bool(deterministic))
+    args = (*_arguments(options), bool(deterministic))
     if varlen_args:
         result = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, *varlen_args, *args)
     else:
@@ -192,7 +201,7 @@ def paged_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Optio
                                   k_scale=_scale(k_scale, k_scale_value), v_scale=_scale(v_scale, v_scale_value),
                                   window_left=window_left, softcap=softcap, num_splits=num_splits,
                                   return_lse=return_lse)
-    return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
+    return _with_lse(result, return_lse, q)
 
 
 @paged_decode.register_fake

@@ -82,13 +82,18 @@ def _paged_decode_serves(q, k, v, lengths, options):
     return _SERVED[key]
 
 
-def _decode(q, k, v, lengths, causal, options):
+def _decode_step(q, k, v, options):
+    """A call paged_decode may serve: causal, at most MAX_DECODE_QUERIES new tokens, nothing recorded for autograd
+    (host checks only: the lengths and the bundle are looked at after them)."""
+    return options["causal"] and q.shape[1] <= MAX_DECODE_QUERIES and \
+        not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
+
+
+def _decode(q, k, v, lengths, options):
     """tessera.paged_decode over a cache's tensors as they are (k, v: (B, capacity, Hkv, D) views of the cache's
-    (B, Hkv, capacity, D) tensors; a contiguous cache), each sequence's first lengths[b] tokens; None when the call
-    is not a decode step a decode set serves (then flash_attn does)."""
-    if not causal or q.shape[1] > MAX_DECODE_QUERIES or \
-            (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)) or \
-            not _paged_decode_serves(q, k, v, lengths, options):
+    (B, Hkv, capacity, D) tensors; a contiguous cache), each sequence's first lengths[b] tokens, for a _decode_step;
+    None when no decode set serves it (then flash_attn does)."""
+    if not _paged_decode_serves(q, k, v, lengths, options):
         return None
     return tessera.paged_decode(q, k, v, None, lengths, causal=True, softmax_scale=options["scale"],
                                 window_left=options["window"][0], softcap=options["softcap"])
@@ -132,21 +137,23 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     Sq, Sk = q.shape[1], k.shape[1]
     if attention_mask is not None:      # padding: with no left padding a decode step is paged_decode's
         out = None
-        if attention_mask.dim() == 2 and attention_mask.shape[1] <= Sk and _is_prefix(attention_mask):
-            out = _decode(q, k, v, attention_mask.sum(-1, dtype=torch.int32), causal, options)
+        if _decode_step(q, k, v, options) and attention_mask.dim() == 2 and attention_mask.shape[1] <= Sk and \
+                _is_prefix(attention_mask):
+            out = _decode(q, k, v, attention_mask.sum(-1, dtype=torch.int32), options)
         if out is None:
             out = _unpadded(q, k, v, attention_mask, options)
     elif Sk > Sq and positions is not None:
         # A cache: a StaticCache holds more slots than tokens seen, so a sequence's keys are its first
         # min(last query position + 1, Sk) slots (without padding, positions are slots; a full sliding-window
         # cache holds the last Sk tokens in order).
-        lengths = (positions[:, -1] + 1).clamp(max=Sk).to(torch.int32)
-        out = _decode(q, k, v, lengths, causal, options)
+        out = None
+        if _decode_step(q, k, v, options):
+            out = _decode(q, k, v, (positions[:, -1] + 1).clamp(max=Sk).to(torch.int32), options)
         if out is None:
             seen = min(_seen(positions), Sk)
             out = tessera.flash_attn(q, k[:, :seen], v[:, :seen], **options)
-    elif Sk == Sq and positions is not None and q.shape[0] == 1 and _packed(positions) is not None:
-        starts = _packed(positions) + [Sq]     # packed documents (training on packed rows): one varlen sequence each
+    elif Sk == Sq and positions is not None and q.shape[0] == 1 and (documents := _packed(positions)) is not None:
+        starts = documents + [Sq]     # packed documents (training on packed rows): one varlen sequence each
         cu = torch.tensor(starts, dtype=torch.int32, device=q.device)
         longest = max(b - a for a, b in zip(starts, starts[1:]))
         out = tessera.flash_attn_varlen(q[0], k[0], v[0], cu, cu, longest, longest, **options)[None]
