@@ -670,6 +670,12 @@ void KernelBuilder::atomicAdd(Value value, Value memref, Value index) {
   memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf, value, memref, ValueRange{index});
 }
 
+void KernelBuilder::atomicAddContiguous(ArrayRef<Value> values, Value memref, Value index) {
+  auto type = VectorType::get({int64_t(values.size())}, b.getF32Type());
+  tessera::AtomicAddFOp::create(b, loc, vector::FromElementsOp::create(b, loc, type, values),
+                                memref, index);
+}
+
 // ldmatrix moves 8x8 blocks of 16-bit elements: lane 8j + r gives the address of row r of block
 // j, and every lane receives two consecutive elements of each block's row lane / 4 (columns
 // 2 (lane % 4) +{0,1}), or with .trans of its column. For the m16n8k16 operands this is exactly

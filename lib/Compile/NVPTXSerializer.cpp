@@ -133,7 +133,7 @@ FailureOr<CompiledKernel> compileNVPTXModule(gpu::GPUModuleOp module, const Targ
   if (!llvmModule) return failure();
   std::string error;
   std::unique_ptr<llvm::TargetMachine> tm =
-      createTargetMachine("nvptx64-nvidia-cuda", target.chip, "+ptx80", error);
+      createTargetMachine("nvptx64-nvidia-cuda", target.chip, "+ptx81", error);
   if (!tm) return emitError(loc) << "NVPTX backend unavailable: " << error;
   optimizeModule(*llvmModule, *tm);
   sinkMatrixLoadOffsets(*llvmModule);

@@ -3,6 +3,7 @@
 // Matrix operations are bound here to the vendor layouts of MatrixOps.cpp and checked against
 // the instructions the simulated chip has.
 #include "Decoder.h"
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -438,6 +439,10 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
         Inst I = memoryAccess(op, Op::AtomicAddF, o.getMemref(), o.getIndices(), o.getValue(), o.getType());
         I.out.push_back(def(o.getResult(), op));
         return I;
+      })
+      .Case([&](::tessera::AtomicAddFOp o) {
+        return memoryAccess(op, Op::AtomicAddF, o.getMemref(), o.getIndex(), o.getValue(),
+                            o.getValue().getType());
       })
       .Case([&](vector::LoadOp o) {
         return memoryAccess(op, Op::Load, o.getBase(), o.getIndices(), o.getResult(), o.getVectorType());

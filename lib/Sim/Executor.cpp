@@ -329,24 +329,32 @@ bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
 
 bool Executor::execAtomicAdd(const Inst &I, const uint8_t *mask) {
   // Workgroups run on several host threads: a compare-and-swap loop on the f32 bits, each add
-  // rounded to f32 as the GPU's.
+  // rounded to f32 as the GPU's. memref.atomic_rmw: one element, its old value returned;
+  // tessera.atomic_addf: 2 or 4 contiguous elements, the first aligned to their size.
   const Cell *value = cells(I.in[0]);
-  Cell *old = cells(I.out[0]);
+  Cell *old = I.out.empty() ? nullptr : cells(I.out[0]);
   for (uint32_t t = 0; t < T; ++t) {
     if (!mask[t])
       continue;
-    uint8_t *at = address(I, t, 1, 1, Access::Store);
+    uint8_t *at = address(I, t, 1, I.count, Access::Store);
     if (!at)
       return false;
-    auto *word = reinterpret_cast<uint32_t *>(at);
-    uint32_t seen = __atomic_load_n(word, __ATOMIC_RELAXED), next;
-    do {
-      float before;
-      std::memcpy(&before, &seen, 4);
-      old[t].f = before;
-      float sum = before + float(value[t].f);
-      std::memcpy(&next, &sum, 4);
-    } while (!__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    if (I.count > 1 && (at - live[P.memrefs[I.mem].binding].base) % (4 * I.count))
+      return report(I, t, "a vector atomic add of " + std::to_string(I.count) +
+                              " elements at a byte offset not a multiple of " +
+                              std::to_string(4 * I.count));
+    for (uint32_t e = 0; e < I.count; ++e) {
+      auto *word = reinterpret_cast<uint32_t *>(at + 4 * e);
+      uint32_t seen = __atomic_load_n(word, __ATOMIC_RELAXED), next;
+      do {
+        float before;
+        std::memcpy(&before, &seen, 4);
+        if (old)
+          old[t].f = before;
+        float sum = before + float(value[size_t(e) * T + t].f);
+        std::memcpy(&next, &sum, 4);
+      } while (!__atomic_compare_exchange_n(word, &seen, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    }
   }
   return true;
 }

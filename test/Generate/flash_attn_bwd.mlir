@@ -27,12 +27,15 @@
 // CHECK-SAME: tessera.kernel_set = #tessera.kernel_set<"bwd_det", 2>
 // CHECK-NOT: memref.atomic_rmw
 
-// mma.sync: 8 warps, transposed operands through ldmatrix .trans (B fragments in pairs, x4).
+// mma.sync: 8 warps, transposed operands through ldmatrix .trans (B fragments in pairs, x4); on
+// Hopper dQ's adds are 16-byte vector reductions into dq_accum's paired columns.
 // SM90-LABEL: gpu.func @bwd_main(
 // SM90: known_block_size = array<i32: 256, 1, 1>
 // SM90: nvgpu.ldmatrix {{.+}} {numTiles = 4 : i32, transpose = true}
 // SM90: nvvm.mma.sync
-// SM90: memref.atomic_rmw addf
+// SM90: tessera.atomic_addf {{.+}} : vector<4xf32>, memref<?xf32>
+// SM90-NOT: memref.atomic_rmw
+// SM90-LABEL: gpu.func @bwd_dq_convert(
 
 // GFX1100-LABEL: gpu.func @bwd_main(
 // GFX1100: known_block_size = array<i32: 256, 1, 1>

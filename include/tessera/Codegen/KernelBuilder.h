@@ -320,6 +320,11 @@ public:
   mlir::Value convert(mlir::Value v, mlir::Type to);
   /// memref[index] += value (f32) atomically: global red/atomic add on every target.
   void atomicAdd(mlir::Value value, mlir::Value memref, mlir::Value index);
+  /// memref[index + i] += values[i] (f32) atomically for 2 or 4 contiguous values whose first
+  /// is aligned to their size (tessera.atomic_addf: one vector reduction where the target has
+  /// one).
+  void atomicAddContiguous(llvm::ArrayRef<mlir::Value> values, mlir::Value memref,
+                           mlir::Value index);
   void barrier();
   /// Keeps LDS and global memory operations from being scheduled across this point (AMD
   /// `sched_barrier`, NVIDIA `bar.warp.sync`) while arithmetic and matrix instructions may

@@ -143,10 +143,28 @@ protected:
     return kb.add(kb.mul(plane, workspaceRows()), workspaceRow(query));
   }
   Value statIndex(Stat s, Value head, Value query) { return statIndex(kb.idx(int(s)), head, query); }
-  /// The flat index of dQ element (head, query, col) in dq_accum ([Hq][rows][D]).
+  /// The flat index of dQ element (head, query, col) in dq_accum ([Hq][rows][D]); `col` is a
+  /// position in the row (dqAccumPosition).
   Value dqAccumIndex(Value head, Value query, Value col) {
     Value row = kb.add(kb.mul(head, workspaceRows()), workspaceRow(query));
     return kb.add(kb.mul(row, headDim), col);
+  }
+  /// Whether dq_accum's rows hold their columns paired for vector reductions: on Hopper, where
+  /// each wave's dQ block spans whole pairs of mma.sync's 8-column tiles.
+  bool pairedDqColumns() const {
+    const WaveTiles w = p.queryGrads();
+    return t.vendor == Vendor::NVIDIA && t.arch == "Hopper" && p.atom->kind == AtomKind::MMASync &&
+           p.atom->n == 8 && w.blockCols() % 2 == 0;
+  }
+  /// The position of column `col` in a dq_accum row. Paired: in each group of 16 columns, a
+  /// lane's two columns of each of the two 8-column accumulator tiles (8h + 2t + e) are side by
+  /// side (at 4t + 2h + e), so one 16-byte reduction adds all four. Else the column itself.
+  Value dqAccumPosition(Value col) {
+    if (!pairedDqColumns()) return col;
+    Value group = kb.andb(col, kb.idx(~int64_t(15)));
+    Value pairIn = kb.mul(kb.andb(col, kb.idx(6)), 2);           // 2t -> 4t
+    Value tileIn = kb.andb(kb.divui(col, 4), kb.idx(2));          // h -> 2h
+    return kb.add(kb.add(group, pairIn), kb.add(tileIn, kb.andb(col, kb.idx(1))));
   }
   /// A `rows` x D block of `tensor` (head `head`) starting at query/key `first` of this item.
   KernelBuilder::GlobalTile block(const attn::Tensor &tensor, Value row0, Value first, Value head,
@@ -242,7 +260,7 @@ public:
       Value query = kb.add(q0, kb.divui(e, p.headDim)), col = kb.remui(e, p.headDim);
       kb.enterIf(kb.cmpLt(query, seq.seqQ));
       Value x = memref::LoadOp::create(b, loc, arg(args.dqAccum),
-                                       ValueRange{dqAccumIndex(head, query, col)});
+                                       ValueRange{dqAccumIndex(head, query, dqAccumPosition(col))});
       Value y = kb.convert(kb.fmul(x, arg(a.scale)), elem);
       memref::StoreOp::create(b, loc, y, dq.ptr,
                               ValueRange{kb.add(out, kb.add(kb.mul(query, dq.strideS), col))});
@@ -642,17 +660,36 @@ public:
           // statistics) to the next head's or item's rows or the workspace's padding: no add
           // is tested.
           Value firstQuery = kb.add(kb.add(q0, blk.rowOrigin), laneQuery);
-          Value first = dqAccumIndex(head, firstQuery, kb.add(blk.colOrigin, laneCol));
-          for (size_t i = 0; i < blk.rows.size(); ++i)
-            for (size_t j = 0; j < blk.cols.size(); ++j)
-              for (const attn::AccElement &el : rows.elements()) {
-                const int64_t row = int64_t(i) * atom.m + el.query;
-                const int64_t col = int64_t(j) * atom.n + el.inner;
-                Value x = extract(d[i * blk.cols.size() + j], el.reg);
-                dqAdds.add([&, x, first, row, col] {
-                  kb.atomicAdd(x, arg(args.dqAccum), kb.add(first, row * p.headDim + col));
-                });
-              }
+          Value first = dqAccumIndex(head, firstQuery,
+                                     dqAccumPosition(kb.add(blk.colOrigin, laneCol)));
+          const size_t cols = blk.cols.size();
+          if (pairedDqColumns()) {
+            // Per row of a pair of tiles: the lane's two columns of each, side by side.
+            SmallVector<attn::AccElement> els = rows.elements();
+            for (size_t i = 0; i < blk.rows.size(); ++i)
+              for (size_t j = 0; j < cols; j += 2)
+                for (size_t e = 0; e < els.size(); e += 2) {
+                  assert(els[e + 1].query == els[e].query && els[e + 1].inner == els[e].inner + 1);
+                  SmallVector<Value> x;
+                  for (size_t tile : {j, j + 1})
+                    for (size_t f : {e, e + 1}) x.push_back(extract(d[i * cols + tile], els[f].reg));
+                  const int64_t at = (int64_t(i) * atom.m + els[e].query) * p.headDim + 8 * j;
+                  dqAdds.add([&, x, first, at] {
+                    kb.atomicAddContiguous(x, arg(args.dqAccum), kb.add(first, at));
+                  });
+                }
+          } else {
+            for (size_t i = 0; i < blk.rows.size(); ++i)
+              for (size_t j = 0; j < cols; ++j)
+                for (const attn::AccElement &el : rows.elements()) {
+                  const int64_t row = int64_t(i) * atom.m + el.query;
+                  const int64_t col = int64_t(j) * atom.n + el.inner;
+                  Value x = extract(d[i * cols + j], el.reg);
+                  dqAdds.add([&, x, first, row, col] {
+                    kb.atomicAdd(x, arg(args.dqAccum), kb.add(first, row * p.headDim + col));
+                  });
+                }
+          }
           if (!spreadAdds) dqAdds.finish();
         });
         // Over all of dV's and dK's k-steps: each add holds its value in a register until it

@@ -144,3 +144,19 @@ tessera.wmma_gemm @same {dtype = f16, out_type = f32}
 // expected-error @+2 {{redefinition of symbol named 'same'}}
 // expected-note @-2 {{see existing symbol definition here}}
 tessera.wmma_gemm @same {dtype = bf16, out_type = f32}
+
+// -----
+
+func.func @atomic_addf_three(%v: vector<3xf32>, %w: memref<?xf32>, %i: index) {
+  // expected-error @+1 {{operand #0 must be vector<2xf32> or vector<4xf32>}}
+  tessera.atomic_addf %v, %w[%i] : vector<3xf32>, memref<?xf32>
+  return
+}
+
+// -----
+
+func.func @atomic_addf_f16(%v: vector<2xf16>, %w: memref<?xf16>, %i: index) {
+  // expected-error @+1 {{operand #0 must be vector<2xf32> or vector<4xf32>}}
+  tessera.atomic_addf %v, %w[%i] : vector<2xf16>, memref<?xf16>
+  return
+}

@@ -1,4 +1,4 @@
-// Round trip of every tessera directive: print, re-parse, print again.
+// Round trip of every tessera op: print, re-parse, print again.
 // RUN: tessera-opt %s | tessera-opt | FileCheck %s
 
 // CHECK-LABEL: tessera.wmma_gemm @gemm_default
@@ -55,3 +55,10 @@ tessera.paged_decode @decode_fp8 {dtype = bf16, kv_dtype = f8E4M3FN, head_dim = 
 // CHECK-SAME: kv_scale = #tessera.kv_scale<per_tensor>
 tessera.paged_decode @decode_fnuz {dtype = f16, kv_dtype = f8E4M3FNUZ, head_dim = 64, block_size = 1,
                                    kv_scale = #tessera.kv_scale<per_tensor>}
+
+// CHECK-LABEL: func.func @atomic_addf
+// CHECK: tessera.atomic_addf %{{.*}}, %{{.*}}[%{{.*}}] : vector<4xf32>, memref<?xf32>
+func.func @atomic_addf(%v: vector<4xf32>, %w: memref<?xf32>, %i: index) {
+  tessera.atomic_addf %v, %w[%i] : vector<4xf32>, memref<?xf32>
+  return
+}

@@ -70,10 +70,10 @@ static LogicalResult generateFlashAttnForTarget(tessera::FlashAttnOp attn, const
 }
 
 LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
+  // Directives sit at the top level; tessera ops inside kernels (atomic_addf) are not ones.
   SmallVector<Operation *> directives;
-  module.walk([&](Operation *op) {
-    if (isa<tessera::TesseraDialect>(op->getDialect())) directives.push_back(op);
-  });
+  for (Operation &op : module.getOps())
+    if (isa<tessera::TesseraDialect>(op.getDialect())) directives.push_back(&op);
   bool ok = true;
   for (Operation *op : directives) {
     LogicalResult result =

@@ -149,6 +149,7 @@ struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> 
 
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
+  pm.addPass(tessera::createLowerAtomicAddsPass());
   pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(tessera::createFp8ConversionsPass(/*nvvm=*/true));
   pm.addPass(createSCFToControlFlowPass());

@@ -1,4 +1,5 @@
-// The four tessera directives: wmma_gemm, flash_attn, flash_attn_bwd and paged_decode.
+// The four tessera directives: wmma_gemm, flash_attn, flash_attn_bwd and paged_decode; and the
+// one operation of the kernels they generate that upstream dialects lack (atomic_addf).
 #ifndef TESSERA_OPS_TD
 #define TESSERA_OPS_TD
 
@@ -134,6 +135,27 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
     ::mlir::Type getKvElementType() {
       return getKvDtype() ? *getKvDtype() : getDtype();
     }
+  }];
+}
+
+// In generated kernels (not a directive).
+def Tessera_AtomicAddFOp : Tessera_Op<"atomic_addf"> {
+  let summary = "adds 2 or 4 contiguous f32 to global memory atomically";
+  let description = [{
+    `memref[index + i] += value[i]` for each element, each add atomic (relaxed, device scope),
+    the elements' order unspecified. The first element's address is aligned to the vector's
+    size in bytes. Lowered to one vector reduction where the target has one (sm_90's
+    `red.global.add.v2.f32` / `.v4.f32`), to one `memref.atomic_rmw addf` per element elsewhere.
+
+    ```mlir
+    tessera.atomic_addf %v, %workspace[%i] : vector<4xf32>, memref<?xf32>
+    ```
+  }];
+  let arguments = (ins AllOfType<[VectorOfRankAndType<[1], [F32]>, FixedVectorOfLength<[2, 4]>],
+                                 "vector<2xf32> or vector<4xf32>", "::mlir::VectorType">:$value,
+                       MemRefRankOf<[F32], [1]>:$memref, Index:$index);
+  let assemblyFormat = [{
+    $value `,` $memref `[` $index `]` attr-dict `:` type($value) `,` type($memref)
   }];
 }
 

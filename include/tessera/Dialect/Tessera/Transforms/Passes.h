@@ -26,6 +26,10 @@ mlir::LogicalResult generateKernels(mlir::ModuleOp module, const TargetInfo &tar
 /// Adds the AMD lowering pipeline (to LLVM + ROCDL) for one gpu.module to `pm`.
 void buildROCDLLoweringPipeline(mlir::OpPassManager &pm, const std::string &chip);
 
+/// Lowers tessera.atomic_addf in a gpu.module: one vector reduction per op on NVIDIA sm_90 and
+/// later, one memref.atomic_rmw per element elsewhere. First in both lowering pipelines.
+std::unique_ptr<mlir::Pass> createLowerAtomicAddsPass();
+
 /// Adds the NVIDIA lowering pipeline (to LLVM + NVVM) for one gpu.module to `pm`.
 void buildNVVMLoweringPipeline(mlir::OpPassManager &pm);
 } // namespace tessera

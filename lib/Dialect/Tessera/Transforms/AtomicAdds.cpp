@@ -1,0 +1,90 @@
+// tessera.atomic_addf's lowering (Passes.h): vector reductions where the target has them.
+#include "tessera/Dialect/Tessera/IR/TesseraOps.h"
+#include "tessera/Dialect/Tessera/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+using namespace mlir;
+
+namespace {
+
+/// The NVIDIA compute capability of `module`'s target ("sm_90a" -> 90), or 0 for another vendor.
+int smVersion(gpu::GPUModuleOp module) {
+  if (ArrayAttr targets = module.getTargetsAttr())
+    for (Attribute a : targets)
+      if (auto t = dyn_cast<NVVM::NVVMTargetAttr>(a)) {
+        int version = 0;
+        StringRef chip = t.getChip();
+        chip.consume_front("sm_");
+        chip.take_while(llvm::isDigit).getAsInteger(10, version);
+        return version;
+      }
+  return 0;
+}
+
+struct ExpandAtomicAddF : OpRewritePattern<tessera::AtomicAddFOp> {
+  ExpandAtomicAddF(MLIRContext *ctx, bool vectorReductions)
+      : OpRewritePattern(ctx), vectorReductions(vectorReductions) {}
+  LogicalResult matchAndRewrite(tessera::AtomicAddFOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    const int64_t n = op.getValue().getType().getNumElements();
+    SmallVector<Value> elems;
+    for (int64_t i = 0; i < n; ++i)
+      elems.push_back(vector::ExtractOp::create(rw, loc, op.getValue(), i));
+    if (!vectorReductions) {
+      for (auto [i, x] : llvm::enumerate(elems)) {
+        Value at = arith::AddIOp::create(rw, loc, op.getIndex(),
+                                         arith::ConstantIndexOp::create(rw, loc, int64_t(i)));
+        memref::AtomicRMWOp::create(rw, loc, arith::AtomicRMWKind::addf, x, op.getMemref(),
+                                    ValueRange{at});
+      }
+      rw.eraseOp(op);
+      return success();
+    }
+    // The generic address of the first element: PTX allows vector reductions through generic
+    // addresses of global memory.
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(rw, loc, op.getMemref());
+    Value offset = arith::MulIOp::create(rw, loc, op.getIndex(),
+                                         arith::ConstantIndexOp::create(rw, loc, 4));
+    Value address = arith::IndexCastUIOp::create(rw, loc, rw.getI64Type(),
+                                                 arith::AddIOp::create(rw, loc, base, offset));
+    std::string ptx = "red.relaxed.gpu.add.v" + std::to_string(n) + ".f32 [$0], {";
+    std::string constraints = "l";
+    for (int64_t i = 0; i < n; ++i) {
+      ptx += (i ? ", $" : "$") + std::to_string(i + 1);
+      constraints += ",f";
+    }
+    ptx += "};";
+    SmallVector<Value> operands{address};
+    operands.append(elems);
+    LLVM::InlineAsmOp::create(rw, loc, TypeRange(), operands, ptx, constraints,
+                              /*has_side_effects=*/true, /*is_align_stack=*/false,
+                              LLVM::tailcallkind::TailCallKind::None,
+                              LLVM::AsmDialectAttr::get(rw.getContext(), LLVM::AsmDialect::AD_ATT),
+                              ArrayAttr());
+    rw.eraseOp(op);
+    return success();
+  }
+  bool vectorReductions;
+};
+
+struct LowerAtomicAddsPass : PassWrapper<LowerAtomicAddsPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerAtomicAddsPass)
+  StringRef getArgument() const override { return "tessera-lower-atomic-adds"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, LLVM::LLVMDialect, memref::MemRefDialect,
+                    vector::VectorDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ExpandAtomicAddF>(&getContext(), smVersion(getOperation()) >= 90);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> tessera::createLowerAtomicAddsPass() {
+  return std::make_unique<LowerAtomicAddsPass>();
+}
