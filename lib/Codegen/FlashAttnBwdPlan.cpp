@@ -172,9 +172,12 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
   // Larger key blocks first (fewer dQ partials per query), then larger query steps.
   std::vector<std::pair<int, int>> mainTiles = {{128, 64}, {64, 64}, {64, 32}, {64, 16},
                                                 {32, 32}, {32, 16}, {16, 32}, {16, 16}};
+  std::vector<std::pair<int, int>> dqTiles = {{128, 64}, {64, 64}, {64, 32}, {32, 64}, {32, 32},
+                                              {32, 16}, {16, 32}, {16, 16}};
+  // mma.sync up to head_dim 64: the dQ kernel on FlashAttention-2's 128 x 128, measured faster
+  // than 128 x 64 on Hopper without spills (bench/NOTES.md).
+  if (atom.kind == AtomKind::MMASync && headDim <= 64) dqTiles.insert(dqTiles.begin(), {128, 128});
   if (tile) mainTiles = {{tile->n, tile->m}};
-  const std::pair<int, int> dqTiles[] = {{128, 64}, {64, 64}, {64, 32}, {32, 64}, {32, 32},
-                                         {32, 16}, {16, 32}, {16, 16}};
   // Double-buffered streams where the target copies asynchronously, else (or where LDS does
   // not allow it) one buffer: the tile size matters more than the overlap.
   const int buffers = target.hasAsyncCopy ? 2 : 1;
