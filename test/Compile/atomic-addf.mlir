@@ -4,8 +4,8 @@
 // RUN: tessera-opt %s --tessera-lower-to-rocdl=chip=gfx942 | FileCheck %s --check-prefix=ROCDL
 
 // NVVM-LABEL: llvm.func @add_sm90
-// NVVM: llvm.inline_asm has_side_effects {{.*}}"red.relaxed.gpu.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f"
-// NVVM: llvm.inline_asm has_side_effects {{.*}}"red.relaxed.gpu.add.v2.f32 [$0], {$1, $2};", "l,f,f"
+// NVVM: llvm.inline_asm has_side_effects {{.*}}cvta.to.global.u64 g, $0;\0Ared.relaxed.gpu.global.add.v4.f32 [g], {$1, $2, $3, $4};\0A}", "l,f,f,f,f"
+// NVVM: llvm.inline_asm has_side_effects {{.*}}red.relaxed.gpu.global.add.v2.f32 [g], {$1, $2};\0A}", "l,f,f"
 // NVVM-NOT: llvm.atomicrmw
 // NVVM-LABEL: llvm.func @add_sm80
 // NVVM-NOT: llvm.inline_asm

@@ -42,20 +42,21 @@ struct ExpandAtomicAddF : OpRewritePattern<tessera::AtomicAddFOp> {
       rw.eraseOp(op);
       return success();
     }
-    // The generic address of the first element: PTX allows vector reductions through generic
-    // addresses of global memory.
+    // The memref holds a generic address; `red.global` (measured faster than the generic form,
+    // bench/NOTES.md) takes it converted to the global window.
     Value base = memref::ExtractAlignedPointerAsIndexOp::create(rw, loc, op.getMemref());
     Value offset = arith::MulIOp::create(rw, loc, op.getIndex(),
                                          arith::ConstantIndexOp::create(rw, loc, 4));
     Value address = arith::IndexCastUIOp::create(rw, loc, rw.getI64Type(),
                                                  arith::AddIOp::create(rw, loc, base, offset));
-    std::string ptx = "red.relaxed.gpu.add.v" + std::to_string(n) + ".f32 [$0], {";
+    std::string ptx = "{\n.reg .b64 g;\ncvta.to.global.u64 g, $0;\nred.relaxed.gpu.global.add.v" +
+                      std::to_string(n) + ".f32 [g], {";
     std::string constraints = "l";
     for (int64_t i = 0; i < n; ++i) {
       ptx += (i ? ", $" : "$") + std::to_string(i + 1);
       constraints += ",f";
     }
-    ptx += "};";
+    ptx += "};\n}";
     SmallVector<Value> operands{address};
     operands.append(elems);
     LLVM::InlineAsmOp::create(rw, loc, TypeRange(), operands, ptx, constraints,
