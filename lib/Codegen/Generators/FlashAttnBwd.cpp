@@ -673,7 +673,8 @@ public:
                   SmallVector<Value> x;
                   for (size_t tile : {j, j + 1})
                     for (size_t f : {e, e + 1}) x.push_back(extract(d[i * cols + tile], els[f].reg));
-                  const int64_t at = (int64_t(i) * atom.m + els[e].query) * p.headDim + 8 * j;
+                  const int64_t at =
+                      (int64_t(i) * atom.m + els[e].query) * p.headDim + int64_t(j) * atom.n;
                   dqAdds.add([&, x, first, at] {
                     kb.atomicAddContiguous(x, arg(args.dqAccum), kb.add(first, at));
                   });

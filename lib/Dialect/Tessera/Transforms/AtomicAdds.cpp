@@ -11,16 +11,13 @@ namespace {
 
 /// The NVIDIA compute capability of `module`'s target ("sm_90a" -> 90), or 0 for another vendor.
 int smVersion(gpu::GPUModuleOp module) {
-  if (ArrayAttr targets = module.getTargetsAttr())
-    for (Attribute a : targets)
-      if (auto t = dyn_cast<NVVM::NVVMTargetAttr>(a)) {
-        int version = 0;
-        StringRef chip = t.getChip();
-        chip.consume_front("sm_");
-        chip.take_while(llvm::isDigit).getAsInteger(10, version);
-        return version;
-      }
-  return 0;
+  std::optional<std::string> chip = tessera::nvvmChip(module);
+  if (!chip) return 0;
+  int version = 0;
+  StringRef digits = StringRef(*chip);
+  digits.consume_front("sm_");
+  digits.take_while(llvm::isDigit).getAsInteger(10, version);
+  return version;
 }
 
 struct ExpandAtomicAddF : OpRewritePattern<tessera::AtomicAddFOp> {

@@ -112,13 +112,6 @@ struct NoLibdevicePass : PassWrapper<NoLibdevicePass, OperationPass<gpu::GPUModu
   }
 };
 
-std::optional<std::string> nvvmChip(gpu::GPUModuleOp module) {
-  if (ArrayAttr targets = module.getTargetsAttr())
-    for (Attribute a : targets)
-      if (auto t = dyn_cast<NVVM::NVVMTargetAttr>(a)) return t.getChip().str();
-  return std::nullopt;
-}
-
 struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> {
   using TesseraLowerToNVVMBase::TesseraLowerToNVVMBase;
   // Load the nested pipeline's dialects before running (see LowerToROCDL.cpp).
@@ -131,7 +124,7 @@ struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> 
   void runOnOperation() override {
     SmallVector<gpu::GPUModuleOp> modules(getOperation().getOps<gpu::GPUModuleOp>());
     for (gpu::GPUModuleOp module : modules) {
-      std::optional<std::string> moduleChip = nvvmChip(module);
+      std::optional<std::string> moduleChip = tessera::nvvmChip(module);
       if (!moduleChip) continue; // not an NVIDIA kernel
       if (!chip.empty() && chip != *moduleChip) {
         module.emitError() << "gpu.module targets " << *moduleChip
@@ -146,6 +139,13 @@ struct LowerToNVVMPass : tessera::impl::TesseraLowerToNVVMBase<LowerToNVVMPass> 
 };
 
 } // namespace
+
+std::optional<std::string> tessera::nvvmChip(gpu::GPUModuleOp module) {
+  if (ArrayAttr targets = module.getTargetsAttr())
+    for (Attribute a : targets)
+      if (auto t = dyn_cast<NVVM::NVVMTargetAttr>(a)) return t.getChip().str();
+  return std::nullopt;
+}
 
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());

@@ -30,6 +30,9 @@ void buildROCDLLoweringPipeline(mlir::OpPassManager &pm, const std::string &chip
 /// later, one memref.atomic_rmw per element elsewhere. First in both lowering pipelines.
 std::unique_ptr<mlir::Pass> createLowerAtomicAddsPass();
 
+/// The chip of `module`'s NVVM target ("sm_90a"), or none for another vendor's module.
+std::optional<std::string> nvvmChip(mlir::gpu::GPUModuleOp module);
+
 /// Adds the NVIDIA lowering pipeline (to LLVM + NVVM) for one gpu.module to `pm`.
 void buildNVVMLoweringPipeline(mlir::OpPassManager &pm);
 } // namespace tessera
