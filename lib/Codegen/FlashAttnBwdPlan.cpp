@@ -174,9 +174,12 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
                                                 {32, 32}, {32, 16}, {16, 32}, {16, 16}};
   std::vector<std::pair<int, int>> dqTiles = {{128, 64}, {64, 64}, {64, 32}, {32, 64}, {32, 32},
                                               {32, 16}, {16, 32}, {16, 16}};
-  // mma.sync up to head_dim 64: the dQ kernel on FlashAttention-2's 128 x 128, measured faster
-  // than 128 x 64 on Hopper without spills (bench/NOTES.md).
-  if (atom.kind == AtomKind::MMASync && headDim <= 64) dqTiles.insert(dqTiles.begin(), {128, 128});
+  // mma.sync up to head_dim 64: both kernels on FlashAttention-2's 128 x 128, measured faster
+  // than 128 x 64 on Hopper (bench/NOTES.md).
+  if (atom.kind == AtomKind::MMASync && headDim <= 64) {
+    mainTiles.insert(mainTiles.begin(), {128, 128});
+    dqTiles.insert(dqTiles.begin(), {128, 128});
+  }
   if (tile) mainTiles = {{tile->n, tile->m}};
   // Double-buffered streams where the target copies asynchronously, else (or where LDS does
   // not allow it) one buffer: the tile size matters more than the overlap.

@@ -57,6 +57,29 @@ Value Visibility::visible(Value query, Value key) {
   return kb.andb(kb.cmpLe(first, key), kb.cmpLe(key, last));
 }
 
+Visibility::TileBounds Visibility::tileBounds(Value query0, Value key0) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  constexpr int64_t kFar = int64_t(1) << 20;
+  auto narrow = [&](Value v) {
+    v = kb.minsi(kb.maxsi(v, kb.idx(-kFar)), kb.idx(kFar));
+    return arith::IndexCastOp::create(b, loc, b.getI32Type(), v).getResult();
+  };
+  // keyInterval's bounds on the key minus the query, less the tile's key0 - query0.
+  Value diag = kb.sub(diagOffset, kb.sub(key0, query0));
+  Value lo, hi;
+  if (spec.causal()) hi = diag;
+  if (spec.slidingWindow) {
+    Value zero = kb.idx(0), far = kb.idx(kFar);
+    Value right = kb.add(diag, windowRight);
+    right = kb.select(kb.cmpLe(zero, windowRight), hi ? kb.minsi(hi, right) : right, hi ? hi : far);
+    hi = right;
+    lo = kb.select(kb.cmpLe(zero, windowLeft), kb.sub(diag, windowLeft), kb.idx(-kFar));
+  }
+  return {lo ? narrow(lo) : Value(), hi ? narrow(hi) : Value(),
+          narrow(kb.sub(kb.sub(seqK, kb.idx(1)), key0))};
+}
+
 TileRange Visibility::keyTiles(Value q0, Value lastQuery, int blockN) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
@@ -115,7 +138,7 @@ TileRange Visibility::unmaskedQueryTiles(Value k0, Value lastKey, int blockM) {
 
 Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
                  Value scores, Value query0, Value key0, Value needMask,
-                 llvm::function_ref<Value(Value)> queryOf) {
+                 llvm::function_ref<Value(Value)> queryOf, int queryOffset, int keyOffset) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
   OpBuilder::InsertionGuard g(b);
@@ -125,13 +148,39 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
     b.setInsertionPointToStart(masked.thenBlock());
   }
   auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
-  Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
   Value negInf = kb.f32(-INFINITY), out = scores;
-  for (const AccElement &el : view.elements()) {
-    Value row = kb.add(firstQuery, el.query);
-    Value ok = visibility.visible(queryOf ? queryOf(row) : row, kb.add(firstKey, el.inner));
+  auto setInvisible = [&](const AccElement &el, Value ok) {
     Value x = vector::ExtractOp::create(b, loc, out, el.reg);
     out = vector::InsertOp::create(b, loc, kb.select(ok, x, negInf), out, el.reg);
+  };
+  if (queryOf) {
+    // Rows are not queries: each element's query from its row.
+    Value firstQuery = kb.add(query0, laneQuery), firstKey = kb.add(key0, laneKey);
+    for (const AccElement &el : view.elements())
+      setInvisible(el, visibility.visible(queryOf(kb.add(firstQuery, queryOffset + el.query)),
+                                          kb.add(firstKey, keyOffset + el.inner)));
+  } else {
+    Visibility::TileBounds bounds = visibility.tileBounds(query0, key0);
+    Type i32 = b.getI32Type();
+    auto narrow = [&](Value v) { return arith::IndexCastOp::create(b, loc, i32, v).getResult(); };
+    auto plus = [&](Value v, int64_t c) {
+      return c ? arith::AddIOp::create(b, loc, v, arith::ConstantIntOp::create(b, loc, i32, c))
+                     .getResult()
+               : v;
+    };
+    // keyInterval's form, per row: the key at most min(row + hi, lastKey), at least row + lo.
+    // (Tested as kl - ql against the bounds instead, the sequence end's test alone is
+    // loop-invariant in the main kernel; hoisted, its lane masks cost gfx950 SGPR spills.)
+    Value key = narrow(laneKey), query = narrow(laneQuery);
+    for (const AccElement &el : view.elements()) {
+      Value row = plus(query, queryOffset + el.query);
+      Value last = bounds.lastKey;
+      if (bounds.hi) last = kb.minsi(arith::AddIOp::create(b, loc, row, bounds.hi), last);
+      Value k = plus(key, keyOffset + el.inner);
+      Value ok = kb.cmpLe(k, last);
+      if (bounds.lo) ok = kb.andb(ok, kb.cmpLe(arith::AddIOp::create(b, loc, row, bounds.lo), k));
+      setInvisible(el, ok);
+    }
   }
   if (!needMask) return out;
   scf::YieldOp::create(b, loc, out);

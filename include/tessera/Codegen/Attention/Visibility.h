@@ -46,6 +46,14 @@ public:
   std::pair<mlir::Value, mlir::Value> queryInterval(mlir::Value key);
   /// i1: key `key` is visible from query `query`.
   mlir::Value visible(mlir::Value query, mlir::Value key);
+  /// The rule for the tile whose first query is `query0` and first key `key0`, relative to it:
+  /// key key0 + kl is visible from query query0 + ql exactly when lo <= kl - ql <= hi and
+  /// kl <= lastKey. i32 (a tile's offsets are small, so the bounds are clamped to +-2^20): an
+  /// element's test then needs no 64-bit positions. `lo`/`hi` null where no rule bounds them.
+  struct TileBounds {
+    mlir::Value lo, hi, lastKey;
+  };
+  TileBounds tileBounds(mlir::Value query0, mlir::Value key0);
 
   /// The key tiles of `blockN` keys the queries [q0, lastQuery] can see (forward, decode).
   TileRange keyTiles(mlir::Value q0, mlir::Value lastQuery, int blockN);
@@ -69,11 +77,13 @@ private:
 /// `query0` and key `key0`) with every invisible (query, key) set to -inf when `needMask`
 /// (uniform: an edge tile; null: always), else as it is. `queryOf`, when given, maps the tile's
 /// row index (query0 + the element's query offset) to the query Visibility knows (packed rows: a
-/// row's token).
+/// row's token). The tile starts `queryOffset` / `keyOffset` past query0 / key0 (constants: the
+/// tiles of one wave block share query0, key0 and the bounds made of them).
 mlir::Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
                        mlir::Value lane, mlir::Value scores, mlir::Value query0, mlir::Value key0,
                        mlir::Value needMask,
-                       llvm::function_ref<mlir::Value(mlir::Value)> queryOf = nullptr);
+                       llvm::function_ref<mlir::Value(mlir::Value)> queryOf = nullptr,
+                       int queryOffset = 0, int keyOffset = 0);
 
 /// i1: tile `tile` is outside `unmasked` (one of the ranges above), so it needs the mask.
 mlir::Value isEdgeTile(KernelBuilder &kb, mlir::Value tile, const TileRange &unmasked);
