@@ -25,7 +25,20 @@ lowerToLLVMIR(mlir::gpu::GPUModuleOp module,
   }
   std::unique_ptr<llvm::Module> llvmModule =
       mlir::translateModuleToLLVMIR(module, context, module.getName());
-  if (!llvmModule) mlir::emitError(module.getLoc()) << "translation to LLVM IR failed";
+  if (!llvmModule) {
+    mlir::emitError(module.getLoc()) << "translation to LLVM IR failed";
+    return nullptr;
+  }
+  // Code objects are made in-process with no device library linked: a call to one of its
+  // functions (an op lowered to, e.g., __ockl_get_num_groups) would fail only when loaded.
+  for (const llvm::Function &f : *llvmModule)
+    if (f.isDeclaration() && !f.isIntrinsic() && !f.use_empty()) {
+      mlir::emitError(module.getLoc())
+          << "kernel '" << module.getName() << "' calls '" << f.getName()
+          << "', a device-library function: Tessera links no device library, so the op that "
+             "lowered to it has no in-process form on this target";
+      return nullptr;
+    }
   return llvmModule;
 }
 
