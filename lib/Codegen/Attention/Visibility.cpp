@@ -70,10 +70,10 @@ Visibility::TileBounds Visibility::tileBounds(Value query0, Value key0) {
   Value lo, hi;
   if (spec.causal()) hi = diag;
   if (spec.slidingWindow) {
-    Value zero = kb.idx(0), far = kb.idx(kFar);
-    Value right = kb.add(diag, windowRight);
-    right = kb.select(kb.cmpLe(zero, windowRight), hi ? kb.minsi(hi, right) : right, hi ? hi : far);
-    hi = right;
+    // A window side of -1 is off: no bound from it.
+    Value zero = kb.idx(0), right = kb.add(diag, windowRight);
+    Value withRight = hi ? kb.minsi(hi, right) : right;
+    hi = kb.select(kb.cmpLe(zero, windowRight), withRight, hi ? hi : kb.idx(kFar));
     lo = kb.select(kb.cmpLe(zero, windowLeft), kb.sub(diag, windowLeft), kb.idx(-kFar));
   }
   return {lo ? narrow(lo) : Value(), hi ? narrow(hi) : Value(),
@@ -175,10 +175,10 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
     for (const AccElement &el : view.elements()) {
       Value row = plus(query, queryOffset + el.query);
       Value last = bounds.lastKey;
-      if (bounds.hi) last = kb.minsi(arith::AddIOp::create(b, loc, row, bounds.hi), last);
+      if (bounds.hi) last = kb.minsi(kb.add(row, bounds.hi), last);
       Value k = plus(key, keyOffset + el.inner);
       Value ok = kb.cmpLe(k, last);
-      if (bounds.lo) ok = kb.andb(ok, kb.cmpLe(arith::AddIOp::create(b, loc, row, bounds.lo), k));
+      if (bounds.lo) ok = kb.andb(ok, kb.cmpLe(kb.add(row, bounds.lo), k));
       setInvisible(el, ok);
     }
   }

@@ -174,25 +174,23 @@ protected:
   /// measured 20% slower) while the heads in flight still share L2.
   std::pair<Value, Value> scheduledBlock(ArgHandle length, int rows, ArgHandle headCount,
                                          bool costliestLast) {
-    // In 32 bits, the grid's own width: cheaper than index arithmetic.
+    // In 32 bits, the grid's own width: cheaper than index arithmetic. (kb's add, sub and mul
+    // take any integer type; its constants and divisions are index-typed.)
     Type i32 = b.getI32Type();
     auto c = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
     auto narrow = [&](Value v) { return arith::IndexCastUIOp::create(b, loc, i32, v).getResult(); };
-    auto mul = [&](Value x, Value y) { return arith::MulIOp::create(b, loc, x, y).getResult(); };
-    auto add = [&](Value x, Value y) { return arith::AddIOp::create(b, loc, x, y).getResult(); };
-    auto sub = [&](Value x, Value y) { return arith::SubIOp::create(b, loc, x, y).getResult(); };
     auto div = [&](Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y).getResult(); };
     auto rem = [&](Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y).getResult(); };
     Value blocks = narrow(kb.ceilDivsi(arg(length), rows)), heads = narrow(arg(headCount));
-    Value linear = add(narrow(kb.blockId(gpu::Dimension::x)),
-                       mul(blocks, narrow(kb.blockId(gpu::Dimension::y))));
-    Value span = mul(blocks, c(kHeadsTogether));
-    Value firstHead = mul(div(linear, span), c(kHeadsTogether));
+    Value linear = kb.add(narrow(kb.blockId(gpu::Dimension::x)),
+                          kb.mul(blocks, narrow(kb.blockId(gpu::Dimension::y))));
+    Value span = kb.mul(blocks, c(kHeadsTogether));
+    Value firstHead = kb.mul(div(linear, span), c(kHeadsTogether));
     Value inGroup = rem(linear, span);
-    Value together = arith::MinUIOp::create(b, loc, sub(heads, firstHead), c(kHeadsTogether));
+    Value together = arith::MinUIOp::create(b, loc, kb.sub(heads, firstHead), c(kHeadsTogether));
     Value block = div(inGroup, together);
-    Value head = add(firstHead, rem(inGroup, together));
-    if (costliestLast) block = sub(sub(blocks, c(1)), block);
+    Value head = kb.add(firstHead, rem(inGroup, together));
+    if (costliestLast) block = kb.sub(kb.sub(blocks, c(1)), block);
     auto index = [&](Value v) {
       return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), v).getResult();
     };
