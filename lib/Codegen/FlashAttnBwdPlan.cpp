@@ -112,10 +112,12 @@ std::string dqProblem(const AttnBwdPlan &p, const TargetInfo &t) {
 
 } // namespace
 
-WaveTiles dealTiles(int rows, int cols, int tileRows, int tileCols, int waves) {
+WaveTiles dealTiles(int rows, int cols, int tileRows, int tileCols, int waves, int colGroup) {
   WaveTiles best{rows, cols, tileRows, tileCols, waves};
-  auto worse = [](const WaveTiles &a, const WaveTiles &b) { // a worse than b
+  auto worse = [&](const WaveTiles &a, const WaveTiles &b) { // a worse than b
     if (a.activeWaves() != b.activeWaves()) return a.activeWaves() < b.activeWaves();
+    bool groupedA = a.blockCols() % colGroup == 0, groupedB = b.blockCols() % colGroup == 0;
+    if (groupedA != groupedB) return groupedB;
     int spanA = a.blockRows() * a.tileRows + a.blockCols() * a.tileCols;
     int spanB = b.blockRows() * b.tileRows + b.blockCols() * b.tileCols;
     if (spanA != spanB) return spanA > spanB;
@@ -199,6 +201,9 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
     for (p.keyBuffers = buffers; p.keyBuffers >= 1; --p.keyBuffers)
       if ((why = dqProblem(p, target)).empty()) break;
     if (why.empty()) {
+      // mma.sync at head_dim 128 (measured +3-4%); at 96 it measured 1-2% slower, at 64
+      // (128 x 128) and 256 ptxas spills for the extra fragments (bench/NOTES.md).
+      p.prefetchFragments = atom.kind == AtomKind::MMASync && headDim == 128;
       p.dynamicLds = std::max(attnBwdMainLdsBytes(p, target), attnBwdDqLdsBytes(p, target)) >
                      target.ldsBytes;
       return {p, ""};

@@ -125,4 +125,32 @@ TEST(FlashAttnBwdPlan, WavesOwnBlocksThatReadTheLeastLds) {
   EXPECT_EQ(one.perWave(), 1);
 }
 
+TEST(FlashAttnBwdPlan, MmaSyncBlocksSpanPairsOfColumnTiles) {
+  // dQ of 64 queries x head_dim 96 in m16n8 tiles over 8 waves: 2 x 3 blocks read the least LDS,
+  // but an odd count of 8-column tiles leaves one unpaired (an ldmatrix.x2; on Hopper its dQ
+  // partials added element by element): 1 x 6 blocks, all 8 waves still busy.
+  EXPECT_EQ(dealTiles(64, 96, 16, 8, 8).blockCols(), 3);
+  WaveTiles paired = dealTiles(64, 96, 16, 8, 8, /*colGroup=*/2);
+  EXPECT_EQ(paired.activeWaves(), 8);
+  EXPECT_EQ(paired.blockRows(), 1);
+  EXPECT_EQ(paired.blockCols(), 6);
+  // Pairs never cost busy waves: 3 column tiles cannot pair, so they are dealt as before.
+  EXPECT_EQ(dealTiles(64, 24, 16, 8, 8, 2).activeWaves(), dealTiles(64, 24, 16, 8, 8).activeWaves());
+  AttnBwdPlanResult r = planAttentionBwd(96, ElemType::BF16, target("sm_90"));
+  ASSERT_TRUE(r.plan);
+  for (const WaveTiles &w : {r.plan->scores(), r.plan->keyGrads(), r.plan->queryGrads(),
+                             r.plan->dqScores(), r.plan->dqGrads()})
+    EXPECT_EQ(w.blockCols() % 2, 0);
+}
+
+TEST(FlashAttnBwdPlan, FragmentsPrefetchedWhereMeasuredFaster) {
+  // mma.sync at head_dim 128 only (bench/NOTES.md); never on AMD's atoms.
+  for (const char *chip : {"sm_80", "sm_90", "sm_90a", "gfx942", "gfx950", "gfx1100"})
+    for (int d : {32, 64, 96, 128, 256}) {
+      AttnBwdPlanResult r = planAttentionBwd(d, ElemType::BF16, target(chip));
+      ASSERT_TRUE(r.plan);
+      EXPECT_EQ(r.plan->prefetchFragments, d == 128 && chip[0] == 's') << chip << " D" << d;
+    }
+}
+
 } // namespace

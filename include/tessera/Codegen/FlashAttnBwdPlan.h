@@ -30,9 +30,10 @@ struct WaveTiles {
 };
 
 /// The layout of `rows` x `cols` in tiles of tileRows x tileCols over `waves` waves: as many
-/// waves busy as the tiles allow, then the blocks whose fragments cover the fewest rows and
-/// columns (the LDS each k-step reads).
-WaveTiles dealTiles(int rows, int cols, int tileRows, int tileCols, int waves);
+/// waves busy as the tiles allow, then blocks of whole groups of `colGroup` column tiles where
+/// possible, then the blocks whose fragments cover the fewest rows and columns (the LDS each
+/// k-step reads).
+WaveTiles dealTiles(int rows, int cols, int tileRows, int tileCols, int waves, int colGroup = 1);
 
 /// Both kernels work on one atom (m x n x k, 16 rows) for all products; every wave of
 /// `waves` takes a share of each product's tiles (WaveTiles). The main kernel owns `blockN` keys
@@ -59,6 +60,9 @@ struct AttnBwdPlan {
   /// The tiles live in dynamic shared memory (Hopper's opt-in beyond the 48 KiB of static
   /// shared memory), sized per kernel by attnBwd*LdsBytes.
   bool dynamicLds = false;
+  /// Each k-step's operand fragments are loaded during the previous step's matrix ops
+  /// (FlashAttention-2's register pipelining), where the registers allow it.
+  bool prefetchFragments = false;
 
   int threads() const { return waves * atom->waveSize; }
   WaveTiles scores() const { return tiles(blockN, blockM); }
@@ -66,7 +70,11 @@ struct AttnBwdPlan {
   WaveTiles queryGrads() const { return tiles(blockM, headDim); }
   WaveTiles dqScores() const { return tiles(dqBlockM, dqBlockN); }
   WaveTiles dqGrads() const { return tiles(dqBlockM, headDim); }
-  WaveTiles tiles(int rows, int cols) const { return dealTiles(rows, cols, atom->m, atom->n, waves); }
+  /// On mma.sync, blocks of whole pairs of 8-column tiles: one ldmatrix.x4 loads two B
+  /// fragments, and Hopper adds dQ's partials of a tile pair in one 16-byte reduction.
+  WaveTiles tiles(int rows, int cols) const {
+    return dealTiles(rows, cols, atom->m, atom->n, waves, atom->kind == AtomKind::MMASync ? 2 : 1);
+  }
 };
 
 struct AttnBwdPlanResult {

@@ -400,14 +400,20 @@ protected:
                                   SpreadWork *spread = nullptr) {
     SmallVector<Value> out(accs.begin(), accs.end());
     if (out.empty()) out.assign(aRows.size() * bCols.size(), kb.zero(kb.accType(atom)));
+    // Step kk's A and B fragments; with prefetching, loaded during step kk - 1.
+    using Fragments = std::pair<SmallVector<Value>, SmallVector<Value>>;
+    auto loadStep = [&](int kk) {
+      return Fragments{
+          kb.loadOperands(*aOp.tile, atom, Operand::A, lane, aRows, kk, aOp.kAlongRows),
+          kb.loadOperands(*bOp.tile, atom, Operand::B, lane, bCols, kk, bOp.kAlongRows)};
+    };
+    Fragments next = p.prefetchFragments ? loadStep(0) : Fragments{};
     for (int kk = 0; kk < depth; kk += atom.k) {
       // WMMA's replicated fragments: one k-step's reads in flight, or the scheduler hoists them
       // all and spills.
       if (atom.kind == AtomKind::WMMA) kb.memoryScheduleFence();
-      SmallVector<Value> aFrags =
-          kb.loadOperands(*aOp.tile, atom, Operand::A, lane, aRows, kk, aOp.kAlongRows);
-      SmallVector<Value> bFrags =
-          kb.loadOperands(*bOp.tile, atom, Operand::B, lane, bCols, kk, bOp.kAlongRows);
+      auto [aFrags, bFrags] = p.prefetchFragments ? next : loadStep(kk);
+      if (p.prefetchFragments && kk + atom.k < depth) next = loadStep(kk + atom.k);
       for (size_t i = 0; i < aFrags.size(); ++i)
         for (size_t j = 0; j < bFrags.size(); ++j) {
           Value &acc = out[i * bFrags.size() + j];
