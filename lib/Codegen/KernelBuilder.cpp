@@ -333,17 +333,21 @@ Value KernelBuilder::ldsOffset(const LdsTile &tile, Value row, Value col) {
   auto offset = [&](Value var, int64_t constant) {
     return add(tile.origin ? add(var, tile.origin) : var, constant);
   };
-  // XOR with the row's low bits permutes the chunks within aligned groups of `group` chunks:
-  // the largest power of two dividing the chunk count (a row of 96 halves has 12 chunks: groups
-  // of 4), so the swizzled chunk stays inside the row, and at most 8 (128 bytes, every bank).
+  // XOR with bits of the row permutes the chunks within aligned groups of `group` chunks: the
+  // largest power of two dividing the chunk count, at most 8 (128 bytes, every bank), so the
+  // swizzled chunk stays inside the row. Eight consecutive rows then read one chunk column
+  // from eight different 16-byte bank groups (one wavefront): the row stride itself spreads them
+  // over 8 / group positions (a row of 96 halves, 12 chunks, starts 4 chunks past the previous
+  // one modulo 8), and the XOR with row / (8 / group) covers the rest.
   int chunks = tile.cols / tile.chunk;
   int group = tile.swizzle == LdsSwizzle::Pad ? 1 : std::min(chunks & -chunks, 8);
   if (group <= 1)
     return offset(add(mul(rowVar, tile.rowStride), colVar), rowConst * tile.rowStride + colConst);
-  // Whole periods (group rows, group chunks) shift the swizzled offset by a constant.
-  int64_t rowLo = floorMod(rowConst, group), colLo = floorMod(colConst, group * tile.chunk);
+  // Whole periods (8 rows, group chunks) shift the swizzled offset by a constant.
+  int64_t rowLo = floorMod(rowConst, 8), colLo = floorMod(colConst, group * tile.chunk);
   Value r = add(rowVar, rowLo), c = add(colVar, colLo);
-  Value chunk = xori(divui(c, tile.chunk), andi(r, group - 1));
+  Value rowBits = andi(divui(r, 8 / group), group - 1);
+  Value chunk = xori(divui(c, tile.chunk), rowBits);
   Value base = add(add(mul(r, tile.rowStride), mul(chunk, tile.chunk)), remui(c, tile.chunk));
   return offset(base, (rowConst - rowLo) * tile.rowStride + (colConst - colLo));
 }

@@ -1,7 +1,7 @@
 // The attention building blocks (lib/Codegen/Attention) on constants: each piece builds its IR
 // into a function whose results fold to constants, checked against brute force (visibility and
 // tile ranges, split ranges, accumulator lane offsets) and against the math (softmax, LSE, soft
-// cap).
+// cap), and the LDS tile layout they stage through.
 #include "tessera/Codegen/Attention/AccView.h"
 #include "tessera/Codegen/Attention/Softmax.h"
 #include "tessera/Codegen/Attention/Visibility.h"
@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 using namespace mlir;
 using namespace tessera;
@@ -330,6 +331,40 @@ TEST(AccView, LaneOffsetsAndElementsCoverEveryAtomAccumulator) {
         if ((lane & view.nonQueryLaneBits()) == 0) ++writers[view.query(atom.c.at(lane, 0))];
       for (auto [query, n] : writers) EXPECT_EQ(n, 1) << atom.name << " query " << query;
     }
+}
+
+TEST(LdsLayout, SwizzledRowsOfAChunkColumnHitEveryBankGroup) {
+  // 16-bit tiles of 4 to 32 chunks a row (head_dim 32 to 256): every chunk of a row once, and
+  // eight consecutive rows of one chunk column (an ldmatrix, a 16-byte read per lane) in eight
+  // different 16-byte bank groups of 128 bytes: one wavefront.
+  for (int cols : {32, 64, 96, 128, 256}) {
+    Folder f;
+    KernelBuilder kb = f.kb();
+    LdsTile tile;
+    tile.rows = 16, tile.cols = cols, tile.rowStride = cols, tile.chunk = 8;
+    tile.swizzle = LdsSwizzle::Xor;
+    const int chunks = cols / 8;
+    SmallVector<Value> values;
+    for (int r = 0; r < tile.rows; ++r)
+      for (int c = 0; c < chunks; ++c) values.push_back(kb.ldsOffset(tile, kb.idx(r), kb.idx(8 * c)));
+    std::vector<int64_t> got = f.ints(values);
+    for (int r = 0; r < tile.rows; ++r) {
+      std::set<int64_t> row;
+      for (int c = 0; c < chunks; ++c) {
+        int64_t at = got[r * chunks + c];
+        EXPECT_EQ(at % 8, 0);
+        EXPECT_EQ(at / cols, r) << "a chunk left its row";
+        row.insert(at);
+      }
+      EXPECT_EQ(int(row.size()), chunks) << "cols " << cols << " row " << r;
+    }
+    for (int r0 = 0; r0 < tile.rows; r0 += 8)
+      for (int c = 0; c < chunks; ++c) {
+        std::set<int64_t> groups;
+        for (int r = r0; r < r0 + 8; ++r) groups.insert(got[r * chunks + c] / 8 % 8);
+        EXPECT_EQ(groups.size(), 8u) << "cols " << cols << " rows " << r0 << "+ chunk " << c;
+      }
+  }
 }
 
 constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
