@@ -61,7 +61,7 @@ struct AttnBwdPlan {
   /// shared memory), sized per kernel by attnBwd*LdsBytes.
   bool dynamicLds = false;
   /// Each k-step's operand fragments are loaded during the previous step's matrix ops
-  /// (FlashAttention-2's register pipelining), where the registers allow it.
+  /// (FlashAttention-2's register pipelining): set where that measured faster.
   bool prefetchFragments = false;
 
   int threads() const { return waves * atom->waveSize; }
