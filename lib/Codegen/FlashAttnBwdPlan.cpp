@@ -182,6 +182,11 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
     mainTiles.insert(mainTiles.begin(), {128, 128});
     dqTiles.insert(dqTiles.begin(), {128, 128});
   }
+  // mma.sync above head_dim 128: the dQ kernel on FlashAttention-2's 64 x 64. At 128 x 64 the
+  // model fits but ptxas spills, and 64 x 64 measured faster and compiles in half the time
+  // (bench/NOTES.md).
+  if (atom.kind == AtomKind::MMASync && headDim > 128)
+    dqTiles.erase(std::find(dqTiles.begin(), dqTiles.end(), std::pair{128, 64}));
   if (tile) mainTiles = {{tile->n, tile->m}};
   // Double-buffered streams where the target copies asynchronously, else (or where LDS does
   // not allow it) one buffer: the tile size matters more than the overlap.

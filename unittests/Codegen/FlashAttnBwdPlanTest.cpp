@@ -143,6 +143,19 @@ TEST(FlashAttnBwdPlan, MmaSyncBlocksSpanPairsOfColumnTiles) {
     EXPECT_EQ(w.blockCols() % 2, 0);
 }
 
+TEST(FlashAttnBwdPlan, MmaSyncDqKernelAboveHeadDim128UsesSixtyFourRows) {
+  // FlashAttention-2's 64 x 64 at head_dim 256 (its 128 x 64 spilled under ptxas; bench/NOTES.md);
+  // 128 query rows up to head_dim 128 on Hopper (Ampere's 48 KiB of static shared memory takes less).
+  for (const char *chip : {"sm_90", "sm_90a"})
+    for (int d : {64, 128, 256}) {
+      AttnBwdPlanResult r = planAttentionBwd(d, ElemType::BF16, target(chip));
+      ASSERT_TRUE(r.plan);
+      EXPECT_EQ(r.plan->dqBlockM, d > 128 ? 64 : 128) << chip << " D" << d;
+    }
+  AttnBwdPlanResult r = planAttentionBwd(256, ElemType::BF16, target("sm_90"));
+  EXPECT_EQ(r.plan->dqBlockN, 64);
+}
+
 TEST(FlashAttnBwdPlan, FragmentsPrefetchedWhereMeasuredFaster) {
   // mma.sync at head_dim 128 only (bench/NOTES.md); never on AMD's atoms.
   for (const char *chip : {"sm_80", "sm_90", "sm_90a", "gfx942", "gfx950", "gfx1100"})
