@@ -614,16 +614,19 @@ public:
     Value head0 = kb.mul(kvHead, group);
 
     // One loop over (head of the group, query tile), carrying the dV and then the dK
-    // accumulators.
+    // accumulators, then the step's head and tile: counted on rather than divided out of the
+    // step index, whose 64-bit division each step cost time and registers (bench/NOTES.md).
     Value perHead = kb.maxsi(kb.sub(tiles.hi, tiles.lo), kb.idx(0));
-    Value steps = kb.mul(group, perHead), perHeadOr1 = kb.maxsi(perHead, kb.idx(1));
+    Value steps = kb.mul(group, perHead);
     const int share = gradsW.perWave();
     SmallVector<Value> init(2 * share, kb.zero(kb.accType(atom)));
-    // Step i: query tile `tile` of head `head`.
-    auto stepAt = [&](Value i) {
-      Value head = kb.add(head0, arith::DivUIOp::create(b, loc, i, perHeadOr1));
-      Value tile = kb.add(tiles.lo, arith::RemUIOp::create(b, loc, i, perHeadOr1));
-      return std::pair{head, tile};
+    init.append({head0, tiles.lo});
+    // The step after query tile `tile` of head `head`: the next tile, or the next head's first.
+    auto stepAfter = [&](Value head, Value tile) {
+      Value next = kb.add(tile, 1);
+      Value same = kb.cmpLt(next, tiles.hi);
+      return std::pair{arith::SelectOp::create(b, loc, same, head, kb.add(head, 1)).getResult(),
+                       arith::SelectOp::create(b, loc, same, next, tiles.lo).getResult()};
     };
     const bool withDq = !op.getDeterministic();
     // Double-buffered where the plan says so: the rows of Q and dO are then whole 16-byte
@@ -635,15 +638,16 @@ public:
       if (buffers > 1) {
         OpBuilder::InsertionGuard gp(b);
         kb.enterIf(kb.cmpLt(kb.idx(0), steps));
-        auto [head, tile] = stepAt(kb.idx(0));
-        stageQueriesAsync(head, kb.mul(tile, p.blockM), queryBlock(kb.idx(0)));
+        stageQueriesAsync(head0, kb.mul(tiles.lo, p.blockM), queryBlock(kb.idx(0)));
         kb.asyncCommit();
       }
       auto loop = scf::ForOp::create(b, loc, kb.idx(0), steps, kb.idx(1), init);
       OpBuilder::InsertionGuard gs(b);
       b.setInsertionPointToStart(loop.getBody());
       Value i = loop.getInductionVar();
-      auto [head, tile] = stepAt(i);
+      Value head = loop.getRegionIterArgs()[2 * share];
+      Value tile = loop.getRegionIterArgs()[2 * share + 1];
+      auto [nextHead, nextTile] = stepAfter(head, tile);
       Value q0 = kb.mul(tile, p.blockM);
       QueryBlock now = queryBlock(buffers > 1 ? kb.remui(i, buffers) : kb.idx(0));
       if (buffers > 1) {
@@ -652,7 +656,6 @@ public:
         OpBuilder::InsertionGuard gn(b);
         Value next = kb.add(i, 1);
         kb.enterIf(kb.cmpLt(next, steps));
-        auto [nextHead, nextTile] = stepAt(next);
         stageQueriesAsync(nextHead, kb.mul(nextTile, p.blockM),
                           queryBlock(kb.remui(next, buffers)));
         kb.asyncCommit();
@@ -682,7 +685,7 @@ public:
         });
       });
       kb.barrier();
-      SmallVector<Value> acc(loop.getRegionIterArgs());
+      SmallVector<Value> acc(loop.getRegionIterArgs().take_front(2 * share));
       // dQ's adds interleaved with the dV and dK products where both products' blocks are in
       // the loop body itself (every wave busy), else issued at once.
       SpreadWork dqAdds;
@@ -749,8 +752,9 @@ public:
         return news;
       });
       dqAdds.finish();
+      acc.append({nextHead, nextTile});
       scf::YieldOp::create(b, loc, acc);
-      return SmallVector<Value>(loop.getResults());
+      return SmallVector<Value>(loop.getResults().take_front(2 * share));
     };
     SmallVector<Value> accs = walk(p.queryBuffers);
     storeGradients(ArrayRef(accs).take_front(share), gradsW, dv, seq.rowK0, k0, kvHead, seq.seqK,
