@@ -112,13 +112,17 @@ def bits(x):
 
 
 def poisoned_runs(c, dev, q, k, backward):
-    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, k, twice: a deterministic case must agree
-    bit for bit; the second run reuses the workspaces the first left (dq_accum holding its sums until the runtime
-    zeroes it for the call). Returns the second run's gradients."""
+    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, k (ragged_rows: views of rows 4 elements
+    longer, whose gaps must stay NaN), twice: a deterministic case must agree bit for bit; the second run reuses the
+    workspaces the first left (dq_accum holding its sums until the runtime zeroes it for the call). Returns the second
+    run's gradients."""
     def once():
-        grads = [poisoned(x.shape, c.dtype) for x in (q, k, k)]
+        wide = [poisoned(x.shape[:-1] + (x.shape[-1] + 4 * c.ragged_rows,), c.dtype) for x in (q, k, k)]
+        grads = [w[..., :x.shape[-1]] for w, x in zip(wide, (q, k, k))]
         got = backward(dq=grads[0], dk=grads[1], dv=grads[2])
         assert all(g is x for g, x in zip(got, grads))
+        assert all(np.isnan(w[..., x.shape[-1]:].astype(np.float32)).all() for w, x in zip(wide, (q, k, k))), \
+            f"{dev.arch} {c.id}: a gradient was written into its rows' gaps"
         return grads
     first, grads = once(), once()
     if c.deterministic:

@@ -159,6 +159,8 @@ protected:
   /// The position of column `col` in a dq_accum row. Paired: in each group of 16 columns, a
   /// lane's two columns of each of the two 8-column accumulator tiles (8h + 2t + e) are side by
   /// side (at 4t + 2h + e), so one 16-byte reduction adds all four. Else the column itself.
+  /// dqAccumPosition of column `c` (0-15) of a group of 16, paired.
+  static int pairedPosition(int c) { return 4 * ((c % 8) / 2) + 2 * (c / 8) + c % 2; }
   Value dqAccumPosition(Value col) {
     if (!pairedDqColumns()) return col;
     Value group = kb.andb(col, kb.idx(~int64_t(15)));
@@ -272,7 +274,9 @@ public:
   }
 };
 
-/// dq_convert: dq = dq_accum * scale, 64 rows of one head per workgroup.
+/// dq_convert: dq = dq_accum * scale, 64 rows of one head per workgroup. A thread converts runs
+/// of a row's columns, read from dq_accum as 16-byte vectors (paired: the whole group of 16
+/// columns whose positions interleave) and written as 16-byte vectors where dq's strides allow.
 class ConvertKernel : public BwdKernel {
 public:
   static constexpr int kRows = 64;
@@ -280,22 +284,47 @@ public:
 
   void emit() {
     const int threads = p.threads();
+    const int run = pairedDqColumns() ? 16 : 8, outVec = 128 / elemBits, inVec = 4;
+    assert(p.headDim % run == 0 && run % outVec == 0 && "head_dim is a multiple of 8");
+    const int runsPerRow = p.headDim / run;
     Value head = kb.blockId(gpu::Dimension::y);
     Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), kRows);
     Value out = dq.base(kb, seq, batch, seq.rowQ0, head);
     OpBuilder::InsertionGuard g(b);
     kb.enterIf(kb.cmpLt(q0, seq.seqQ));
-    Value tid = kb.threadId();
-    for (int first = 0; first < kRows * p.headDim; first += threads) {
+    Value vectorOk = dq.stridesAligned16(kb, elemBits);
+    Value tid = kb.threadId(), scale = arg(a.scale);
+    auto f32x4 = VectorType::get({inVec}, b.getF32Type());
+    auto outType = VectorType::get({outVec}, elem);
+    for (int first = 0; first < kRows * runsPerRow; first += threads) {
       OpBuilder::InsertionGuard inner(b);
-      Value e = kb.add(tid, first);
-      Value query = kb.add(q0, kb.divui(e, p.headDim)), col = kb.remui(e, p.headDim);
+      Value r = kb.add(tid, first);
+      if (first + threads > kRows * runsPerRow) kb.enterIf(kb.cmpLt(r, kb.idx(kRows * runsPerRow)));
+      Value query = kb.add(q0, kb.divui(r, runsPerRow));
+      Value col0 = kb.mul(kb.remui(r, runsPerRow), run);
       kb.enterIf(kb.cmpLt(query, seq.seqQ));
-      Value x = memref::LoadOp::create(b, loc, arg(args.dqAccum),
-                                       ValueRange{dqAccumIndex(head, query, dqAccumPosition(col))});
-      Value y = kb.convert(kb.fmul(x, arg(a.scale)), elem);
-      memref::StoreOp::create(b, loc, y, dq.ptr,
-                              ValueRange{kb.add(out, kb.add(kb.mul(query, dq.strideS), col))});
+      // The run's positions in dq_accum are its own columns (paired: permuted within them).
+      Value from = dqAccumIndex(head, query, col0);
+      SmallVector<Value> in;
+      for (int v = 0; v < run; v += inVec) {
+        Value x = vector::LoadOp::create(b, loc, f32x4, arg(args.dqAccum),
+                                         ValueRange{kb.add(from, v)}, false, llvm::Align(16));
+        for (int e = 0; e < inVec; ++e) in.push_back(extract(x, e));
+      }
+      Value to = kb.add(out, kb.add(kb.mul(query, dq.strideS), col0));
+      for (int c0 = 0; c0 < run; c0 += outVec) {
+        SmallVector<Value> ys;
+        for (int c = c0; c < c0 + outVec; ++c)
+          ys.push_back(kb.convert(kb.fmul(in[run == 16 ? pairedPosition(c) : c], scale), elem));
+        auto ifVector = scf::IfOp::create(b, loc, TypeRange{}, vectorOk, /*withElse=*/true);
+        OpBuilder::InsertionGuard branch(b);
+        b.setInsertionPointToStart(ifVector.thenBlock());
+        vector::StoreOp::create(b, loc, vector::FromElementsOp::create(b, loc, outType, ys),
+                                dq.ptr, ValueRange{kb.add(to, c0)}, false, llvm::Align(16));
+        b.setInsertionPointToStart(ifVector.elseBlock());
+        for (int c = 0; c < outVec; ++c)
+          memref::StoreOp::create(b, loc, ys[c], dq.ptr, ValueRange{kb.add(to, c0 + c)});
+      }
     }
   }
 };
