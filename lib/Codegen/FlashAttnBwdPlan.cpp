@@ -206,9 +206,9 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
     for (p.keyBuffers = buffers; p.keyBuffers >= 1; --p.keyBuffers)
       if ((why = dqProblem(p, target)).empty()) break;
     if (why.empty()) {
-      // mma.sync at head_dim 128 (measured +3-4%); at 96 it measured 1-2% slower, at 64
-      // (128 x 128) and 256 ptxas spills for the extra fragments (bench/NOTES.md).
-      p.prefetchFragments = atom.kind == AtomKind::MMASync && headDim == 128;
+      // mma.sync at head_dim 96 and 128, where it measured faster; at 64 (128 x 128) it
+      // measured slower and at 256 ptxas spills for the extra fragments (bench/NOTES.md).
+      p.prefetchFragments = atom.kind == AtomKind::MMASync && (headDim == 96 || headDim == 128);
       p.dynamicLds = std::max(attnBwdMainLdsBytes(p, target), attnBwdDqLdsBytes(p, target)) >
                      target.ldsBytes;
       return {p, ""};
