@@ -67,7 +67,11 @@ CappedScores capScores(KernelBuilder &kb, Value scaled, Value cap) {
   Value twoOverCap = arith::DivFOp::create(b, loc, kb.f32(2.0), cap);
   Value e2x = math::Exp2Op::create(b, loc, kb.fmul(scaled, splat(twoOverCap)));
   Value one = splat(kb.f32(1.0));
-  Value tanh = kb.fsub(one, arith::DivFOp::create(b, loc, splat(kb.f32(2.0)), kb.fadd(e2x, one)));
+  // An approximate division (a reciprocal and a multiply, within 2 ulp): the IEEE one is a
+  // dozen instructions an element with a slow path.
+  Value twoOverE2x1 = arith::DivFOp::create(b, loc, splat(kb.f32(2.0)), kb.fadd(e2x, one),
+                                            arith::FastMathFlags::afn);
+  Value tanh = kb.fsub(one, twoOverE2x1);
   return {kb.fmul(tanh, splat(kb.fmul(cap, kb.f32(M_LOG2E)))), kb.fsub(one, kb.fmul(tanh, tanh))};
 }
 
