@@ -186,7 +186,7 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
   // model fits but ptxas spills, and 64 x 64 measured faster and compiles in half the time
   // (bench/NOTES.md).
   if (atom.kind == AtomKind::MMASync && headDim > 128)
-    dqTiles.erase(std::find(dqTiles.begin(), dqTiles.end(), std::pair{128, 64}));
+    dqTiles.erase(std::remove(dqTiles.begin(), dqTiles.end(), std::pair{128, 64}), dqTiles.end());
   if (tile) mainTiles = {{tile->n, tile->m}};
   // Double-buffered streams where the target copies asynchronously, else (or where LDS does
   // not allow it) one buffer: the tile size matters more than the overlap.

@@ -445,6 +445,20 @@ Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value 
   return ifOp.getResult(0);
 }
 
+void KernelBuilder::storeVector(Value x, Value memref, Value at, Value vectorOk) {
+  auto type = cast<VectorType>(x.getType());
+  auto ifOp = scf::IfOp::create(b, loc, vectorOk, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  vector::StoreOp::create(b, loc, x, memref, ValueRange{at}, false,
+                          llvm::Align(type.getNumElements() *
+                                      type.getElementType().getIntOrFloatBitWidth() / 8));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  for (int j = 0; j < type.getNumElements(); ++j)
+    memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, x, j), memref,
+                            ValueRange{add(at, j)});
+}
+
 SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows, int cols,
                                                  int threads) {
   Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();

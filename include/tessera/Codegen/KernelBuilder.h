@@ -317,6 +317,10 @@ public:
   void storeAccumulator(const MMAAtom &atom, mlir::Value acc, const GlobalTile &dst,
                         mlir::Value lane, mlir::Value rowBase, mlir::Value colBase);
 
+  /// Vector `x` to memref[at]: one store (aligned to the vector's size) where `vectorOk`, else
+  /// element by element.
+  void storeVector(mlir::Value x, mlir::Value memref, mlir::Value at, mlir::Value vectorOk);
+
   mlir::Value convert(mlir::Value v, mlir::Type to);
   /// memref[index] += value (f32) atomically: global red/atomic add on every target.
   void atomicAdd(mlir::Value value, mlir::Value memref, mlir::Value index);

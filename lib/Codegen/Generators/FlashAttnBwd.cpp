@@ -156,11 +156,12 @@ protected:
     return t.vendor == Vendor::NVIDIA && t.arch == "Hopper" && p.atom->kind == AtomKind::MMASync &&
            p.atom->n == 8 && w.blockCols() % 2 == 0;
   }
+  /// Paired, the position of column `c` (0-15) in its group of 16: dqAccumPosition for a
+  /// column known when the kernel is generated.
+  static int pairedPosition(int c) { return 4 * ((c % 8) / 2) + 2 * (c / 8) + c % 2; }
   /// The position of column `col` in a dq_accum row. Paired: in each group of 16 columns, a
   /// lane's two columns of each of the two 8-column accumulator tiles (8h + 2t + e) are side by
   /// side (at 4t + 2h + e), so one 16-byte reduction adds all four. Else the column itself.
-  /// dqAccumPosition of column `c` (0-15) of a group of 16, paired.
-  static int pairedPosition(int c) { return 4 * ((c % 8) / 2) + 2 * (c / 8) + c % 2; }
   Value dqAccumPosition(Value col) {
     if (!pairedDqColumns()) return col;
     Value group = kb.andb(col, kb.idx(~int64_t(15)));
@@ -284,7 +285,8 @@ public:
 
   void emit() {
     const int threads = p.threads();
-    const int run = pairedDqColumns() ? 16 : 8, outVec = 128 / elemBits, inVec = 4;
+    const bool paired = pairedDqColumns();
+    const int run = paired ? 16 : 8, outVec = 128 / elemBits, inVec = 4;
     assert(p.headDim % run == 0 && run % outVec == 0 && "head_dim is a multiple of 8");
     const int runsPerRow = p.headDim / run;
     Value head = kb.blockId(gpu::Dimension::y);
@@ -315,15 +317,9 @@ public:
       for (int c0 = 0; c0 < run; c0 += outVec) {
         SmallVector<Value> ys;
         for (int c = c0; c < c0 + outVec; ++c)
-          ys.push_back(kb.convert(kb.fmul(in[run == 16 ? pairedPosition(c) : c], scale), elem));
-        auto ifVector = scf::IfOp::create(b, loc, TypeRange{}, vectorOk, /*withElse=*/true);
-        OpBuilder::InsertionGuard branch(b);
-        b.setInsertionPointToStart(ifVector.thenBlock());
-        vector::StoreOp::create(b, loc, vector::FromElementsOp::create(b, loc, outType, ys),
-                                dq.ptr, ValueRange{kb.add(to, c0)}, false, llvm::Align(16));
-        b.setInsertionPointToStart(ifVector.elseBlock());
-        for (int c = 0; c < outVec; ++c)
-          memref::StoreOp::create(b, loc, ys[c], dq.ptr, ValueRange{kb.add(to, c0 + c)});
+          ys.push_back(kb.convert(kb.fmul(in[paired ? pairedPosition(c) : c], scale), elem));
+        kb.storeVector(vector::FromElementsOp::create(b, loc, outType, ys), dq.ptr,
+                       kb.add(to, c0), vectorOk);
       }
     }
   }

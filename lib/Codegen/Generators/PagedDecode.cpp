@@ -514,7 +514,7 @@ private:
       OpBuilder::InsertionGuard gs(b);
       kb.enterIf(active);
       Value to = kb.add(cacheAt(cacheStride[i], page, offset, head), col);
-      storeVector(toCache(x, cacheElem, rowScale), arg(cache[i]), to, vectorOk[i]);
+      kb.storeVector(toCache(x, cacheElem, rowScale), arg(cache[i]), to, vectorOk[i]);
       kb.enterIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, member, kb.idx(0)));
       memref::StoreOp::create(b, loc, rowScale, arg(scale[i]),
                               ValueRange{cacheAt(scaleStride, page, offset, head)});
@@ -534,20 +534,6 @@ private:
       elems.push_back(memref::LoadOp::create(b, loc, src, ValueRange{kb.add(from, j)}));
     scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, type, elems).getResult());
     return ifOp.getResult(0);
-  }
-  /// `x` to dst[to]: one store where `vectorOk`, else element by element.
-  void storeVector(Value x, Value dst, Value to, Value vectorOk) {
-    auto type = cast<VectorType>(x.getType());
-    auto ifOp = scf::IfOp::create(b, loc, vectorOk, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    vector::StoreOp::create(b, loc, x, dst, ValueRange{to}, false,
-                            llvm::Align(type.getNumElements() *
-                                        type.getElementType().getIntOrFloatBitWidth() / 8));
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    for (int j = 0; j < type.getNumElements(); ++j)
-      memref::StoreOp::create(b, loc, vector::ExtractOp::create(b, loc, x, j), dst,
-                              ValueRange{kb.add(to, j)});
   }
   Value multiplesOf(ArrayRef<ArgHandle> strides, int vec) {
     Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
@@ -585,7 +571,8 @@ private:
   void copy(Value src, Value from, Value dst, Value to, Value vectorOk, int vec, Value scale) {
     auto type = VectorType::get({vec}, cast<MemRefType>(src.getType()).getElementType());
     Type cacheElem = cast<MemRefType>(dst.getType()).getElementType();
-    storeVector(toCache(loadVector(src, from, vectorOk, type), cacheElem, scale), dst, to, vectorOk);
+    kb.storeVector(toCache(loadVector(src, from, vectorOk, type), cacheElem, scale), dst, to,
+                   vectorOk);
   }
 
   tessera::PagedDecodeOp op;
