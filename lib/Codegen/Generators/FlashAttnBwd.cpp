@@ -576,17 +576,17 @@ protected:
     }
   }
 
-  /// Stores this wave's gradient block `accs` of `w` (rows from `first`, `count` valid) times
-  /// `factor`.
-  void storeGradients(ArrayRef<Value> accs, const WaveTiles &w, const attn::Tensor &tensor,
-                      Value row0, Value first, Value head, Value count, Value factor) {
-    KernelBuilder::GlobalTile dst = block(tensor, row0, first, head, count);
+  /// Stores this wave's gradient block `accs` of `w` to `dst` (its rows from `firstRow`, or 0
+  /// when null) times `factor`.
+  void storeGradients(ArrayRef<Value> accs, const WaveTiles &w,
+                      const KernelBuilder::GlobalTile &dst, Value firstRow, Value factor) {
     forWaveBlock(w, [&](const WaveBlock &blk) {
       for (size_t i = 0; i < blk.rows.size(); ++i)
         for (size_t j = 0; j < blk.cols.size(); ++j) {
           Value acc = accs[i * blk.cols.size() + j];
           if (factor) acc = kb.fmul(acc, splat(factor, acc.getType()));
-          kb.storeAccumulator(atom, acc, dst, lane, blk.rows[i], blk.cols[j]);
+          Value row = firstRow ? kb.add(firstRow, blk.rows[i]) : blk.rows[i];
+          kb.storeAccumulator(atom, acc, dst, lane, row, blk.cols[j]);
         }
     });
   }
@@ -782,10 +782,10 @@ public:
       return SmallVector<Value>(loop.getResults().take_front(2 * share));
     };
     SmallVector<Value> accs = walk(p.queryBuffers);
-    storeGradients(ArrayRef(accs).take_front(share), gradsW, dv, seq.rowK0, k0, kvHead, seq.seqK,
-                   Value());
-    storeGradients(ArrayRef(accs).drop_front(share), gradsW, dk, seq.rowK0, k0, kvHead, seq.seqK,
-                   arg(a.scale));
+    storeGradients(ArrayRef(accs).take_front(share), gradsW,
+                   block(dv, seq.rowK0, k0, kvHead, seq.seqK), Value(), Value());
+    storeGradients(ArrayRef(accs).drop_front(share), gradsW,
+                   block(dk, seq.rowK0, k0, kvHead, seq.seqK), Value(), arg(a.scale));
   }
 };
 
@@ -890,7 +890,10 @@ public:
       return SmallVector<Value>(steps.getResults());
     };
     SmallVector<Value> accs = walk(p.keyBuffers);
-    storeGradients(accs, gradsW, dq, seq.rowQ0, q0, head, seq.seqQ, arg(a.scale));
+    // Rows counted from the sequence's start, bounded by its length: `seqQ - q0`, which staging
+    // the block computed, kept live across the loop cost gfx950 SGPR spills at head_dim 256.
+    storeGradients(accs, gradsW, block(dq, seq.rowQ0, kb.idx(0), head, seq.seqQ), q0,
+                   arg(a.scale));
   }
 };
 
