@@ -459,6 +459,29 @@ void KernelBuilder::storeVector(Value x, Value memref, Value at, Value vectorOk)
                             ValueRange{add(at, j)});
 }
 
+Value KernelBuilder::loadVector(VectorType type, Value memref, Value at, Value vectorOk) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, vectorOk, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  Value whole = vector::LoadOp::create(
+      b, loc, type, memref, ValueRange{at}, false,
+      llvm::Align(type.getNumElements() * type.getElementType().getIntOrFloatBitWidth() / 8));
+  scf::YieldOp::create(b, loc, whole);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  SmallVector<Value> elems;
+  for (int j = 0; j < type.getNumElements(); ++j)
+    elems.push_back(memref::LoadOp::create(b, loc, memref, ValueRange{add(at, j)}));
+  scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, type, elems).getResult());
+  return ifOp.getResult(0);
+}
+
+Value KernelBuilder::allMultiplesOf(ValueRange values, int64_t n) {
+  Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
+  for (Value v : values)
+    ok = andb(ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, remui(v, n), idx(0)));
+  return ok;
+}
+
 SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows, int cols,
                                                  int threads) {
   Type elemType = cast<MemRefType>(src.memref.getType()).getElementType();

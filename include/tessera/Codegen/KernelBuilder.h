@@ -320,6 +320,11 @@ public:
   /// Vector `x` to memref[at]: one store (aligned to the vector's size) where `vectorOk`, else
   /// element by element.
   void storeVector(mlir::Value x, mlir::Value memref, mlir::Value at, mlir::Value vectorOk);
+  /// storeVector's twin: a vector of `type` from memref[at].
+  mlir::Value loadVector(mlir::VectorType type, mlir::Value memref, mlir::Value at,
+                         mlir::Value vectorOk);
+  /// i1: every one of `values` (index) is a multiple of `n`.
+  mlir::Value allMultiplesOf(mlir::ValueRange values, int64_t n);
 
   mlir::Value convert(mlir::Value v, mlir::Type to);
   /// memref[index] += value (f32) atomically: global red/atomic add on every target.

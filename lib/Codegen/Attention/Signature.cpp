@@ -17,14 +17,7 @@ Value Tensor::base(KernelBuilder &kb, const SeqInfo &seq, Value batch, Value row
 }
 
 Value Tensor::stridesAligned16(KernelBuilder &kb, int elemBits) const {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.location();
-  const int elems = 128 / elemBits; // per 16 bytes
-  Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
-  for (Value s : {strideB, strideS, strideH})
-    ok = kb.andb(ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kb.remui(s, elems),
-                                           kb.idx(0)));
-  return ok;
+  return kb.allMultiplesOf({strideB, strideS, strideH}, 128 / elemBits);
 }
 
 namespace {

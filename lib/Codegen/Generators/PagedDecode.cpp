@@ -434,8 +434,12 @@ public:
     Value page = kb.divui(slot, blockSize), offset = kb.remui(slot, blockSize);
     // Whether K's and V's strides keep every row's vectors 16-byte aligned: decided once.
     std::array<Value, 2> vectorOk;
-    for (int i = 0; i < 2; ++i)
-      vectorOk[i] = kb.andb(multiplesOf(srcStride[i], vec), multiplesOf(cacheStride[i], vec));
+    for (int i = 0; i < 2; ++i) {
+      SmallVector<Value> strides;
+      for (ArgHandle s : llvm::concat<const ArgHandle>(srcStride[i], cacheStride[i]))
+        strides.push_back(arg(s));
+      vectorOk[i] = kb.allMultiplesOf(strides, vec);
+    }
     if (perToken()) return emitPerToken(token, page, offset, vectorOk, vec);
     std::array<Value, 2> scales;
     if (quantizes())
@@ -492,7 +496,7 @@ private:
       {
         OpBuilder::InsertionGuard gl(b);
         b.setInsertionPointToStart(load.thenBlock());
-        Value x = loadVector(arg(src[i]), from, vectorOk[i], type);
+        Value x = kb.loadVector(type, arg(src[i]), from, vectorOk[i]);
         scf::YieldOp::create(b, loc, x);
         b.setInsertionPointToStart(load.elseBlock());
         scf::YieldOp::create(b, loc, kb.zero(type));
@@ -519,28 +523,6 @@ private:
       memref::StoreOp::create(b, loc, rowScale, arg(scale[i]),
                               ValueRange{cacheAt(scaleStride, page, offset, head)});
     }
-  }
-  /// A vector of `type` from src[from]: one load where `vectorOk`, else element by element.
-  Value loadVector(Value src, Value from, Value vectorOk, VectorType type) {
-    auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, vectorOk, /*withElse=*/true);
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    scf::YieldOp::create(
-        b, loc, vector::LoadOp::create(b, loc, type, src, ValueRange{from}, false, llvm::Align(16))
-                    .getResult());
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    SmallVector<Value> elems;
-    for (int j = 0; j < type.getNumElements(); ++j)
-      elems.push_back(memref::LoadOp::create(b, loc, src, ValueRange{kb.add(from, j)}));
-    scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, type, elems).getResult());
-    return ifOp.getResult(0);
-  }
-  Value multiplesOf(ArrayRef<ArgHandle> strides, int vec) {
-    Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
-    for (ArgHandle s : strides)
-      ok = kb.andb(ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                             kb.remui(arg(s), vec), kb.idx(0)));
-    return ok;
   }
   /// An fp8 cache: the writer quantises.
   bool quantizes() { return op.getKvElementType() != op.getDtype(); }
@@ -571,7 +553,7 @@ private:
   void copy(Value src, Value from, Value dst, Value to, Value vectorOk, int vec, Value scale) {
     auto type = VectorType::get({vec}, cast<MemRefType>(src.getType()).getElementType());
     Type cacheElem = cast<MemRefType>(dst.getType()).getElementType();
-    kb.storeVector(toCache(loadVector(src, from, vectorOk, type), cacheElem, scale), dst, to,
+    kb.storeVector(toCache(kb.loadVector(type, src, from, vectorOk), cacheElem, scale), dst, to,
                    vectorOk);
   }
 
