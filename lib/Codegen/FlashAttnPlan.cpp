@@ -1,6 +1,8 @@
 // The portable flash_attn planner (FlashAttnPlan.h): candidates filtered by named constraints.
 #include "tessera/Codegen/FlashAttnPlan.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <map>
 #include <sstream>
 
@@ -90,6 +92,37 @@ bool planRegisterConversion(AttnPlan &p) {
     p.conversion.push_back(std::move(sources));
   }
   return true;
+}
+
+std::vector<HalfSwapPair> halfSwapPairs(const std::vector<AccSource> &step, int waveSize) {
+  const int half = waveSize / 2, halfBit = llvm::Log2_32(half);
+  // c's value on the lower (side 0) or upper half-wave, -1 where it varies within the half.
+  auto onHalf = [&](const LaneChoice &c, int side) {
+    if (c.laneBit < 0 || c.elem[0] == c.elem[1]) return c.elem[0];
+    return c.laneBit == halfBit ? c.elem[side] : -1;
+  };
+  // Own on half `side` only, receiving from the other half.
+  auto ownsHalf = [&](const AccSource &s, int side) {
+    return s.xorMask == half && onHalf(s.own, side) == 1 && onHalf(s.own, 1 - side) == 0;
+  };
+  std::vector<HalfSwapPair> pairs;
+  std::vector<bool> used(step.size(), false);
+  for (size_t lo = 0; lo < step.size(); ++lo) {
+    if (used[lo] || !ownsHalf(step[lo], 0)) continue;
+    // Lower half owns a, the upper receives b from the lower half.
+    int a = onHalf(step[lo].ownElem, 0), b = onHalf(step[lo].sendElem, 0);
+    if (a < 0 || b < 0) continue;
+    for (size_t hi = 0; hi < step.size(); ++hi) {
+      const AccSource &s = step[hi];
+      if (used[hi] || hi == lo || s.keyTile != step[lo].keyTile || !ownsHalf(s, 1) ||
+          onHalf(s.ownElem, 1) != b || onHalf(s.sendElem, 1) != a)
+        continue;
+      pairs.push_back({int(lo), int(hi), a, b});
+      used[lo] = used[hi] = true;
+      break;
+    }
+  }
+  return pairs;
 }
 
 bool sameQueryLanes(const AttnPlan &p) {

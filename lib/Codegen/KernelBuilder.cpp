@@ -246,11 +246,22 @@ SmallVector<Value> KernelBuilder::laneAllReduce(ArrayRef<Value> values, ArrayRef
   SmallVector<Value> out(values);
   for (int mask : masks)
     for (Value &v : out) {
-      Value other = gpu::ShuffleOp::create(b, loc, v, mask, target.waveSize, gpu::ShuffleMode::XOR)
-                        .getShuffleResult();
-      v = kind == vector::CombiningKind::ADD ? fadd(v, other) : fmax(v, other);
+      // Swapped with itself, v's lower halves are in one result and its upper ones in the
+      // other: combined, every lane holds its pair's result.
+      auto [x, other] =
+          target.hasHalfWaveSwap && 2 * mask == target.waveSize
+              ? swapWaveHalves(v, v)
+              : std::pair{v, gpu::ShuffleOp::create(b, loc, v, mask, target.waveSize,
+                                                    gpu::ShuffleMode::XOR)
+                                 .getShuffleResult()};
+      v = kind == vector::CombiningKind::ADD ? fadd(x, other) : fmax(x, other);
     }
   return out;
+}
+
+std::pair<Value, Value> KernelBuilder::swapWaveHalves(Value a, Value b2) {
+  auto op = tessera::SwapWaveHalvesOp::create(b, loc, a.getType(), a.getType(), a, b2);
+  return {op.getLo(), op.getHi()};
 }
 
 std::pair<Value, Value> KernelBuilder::laneCoord(const OperandLayout &layout, Value lane) {

@@ -612,6 +612,14 @@ std::optional<Inst> Decoder::decodeGpu(Operation *op) {
         }
         return I;
       })
+      .Case([&](::tessera::SwapWaveHalvesOp o) {
+        Inst I = make(op, Op::SwapHalves);
+        I.in = {use(o.getA()), use(o.getB())};
+        I.out = {def(o.getLo(), op), def(o.getHi(), op)};
+        I.kind = P.slots[I.out[0]].kind;
+        I.count = P.slots[I.out[0]].count;
+        return I;
+      })
       .Case([&](amdgpu::DPPOp o) -> std::optional<Inst> {
         Inst I = elementwise(op, Op::Dpp);
         auto kind = DppKind(int(o.getKind()));

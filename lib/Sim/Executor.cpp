@@ -142,6 +142,7 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::WarpSync: ok = execWarpSync(I, mask); break;
     case Op::Shuffle: ok = execShuffle(I, mask); break;
     case Op::Dpp: execDpp(I, mask); break;
+    case Op::SwapHalves: ok = execSwapHalves(I, mask); break;
     case Op::Matrix: ok = execMatrix(I, mask); break;
     case Op::Nop: break;
     default: execPure(I); break;
@@ -568,6 +569,29 @@ bool Executor::execShuffle(const Inst &I, const uint8_t *mask) {
     for (uint32_t e = 0; e < I.count; ++e)
       out[size_t(e) * T + t] = value[size_t(e) * T + srcThread];
     valid[t].i = ok ? -1 : 0;
+  }
+  return true;
+}
+
+bool Executor::execSwapHalves(const Inst &I, const uint8_t *mask) {
+  const Cell *a = cells(I.in[0]), *b = cells(I.in[1]);
+  Cell *lo = cells(I.out[0]), *hi = cells(I.out[1]);
+  const uint32_t half = wave / 2;
+  // Whole half-waves trade places: every lane of the wave takes part.
+  for (uint32_t t = 0; t < T; ++t) {
+    if (!mask[t])
+      continue;
+    uint32_t lane = t % wave, first = t - lane;
+    for (uint32_t l = 0; l < wave; ++l)
+      if (first + l >= T || !mask[first + l])
+        return report(I, t, "lane " + std::to_string(l) + " of the wave is inactive (the swap needs all of them)");
+    if (lane < half) {
+      lo[t] = a[t];
+      hi[t] = a[t + half];
+    } else {
+      lo[t] = b[t - half];
+      hi[t] = b[t];
+    }
   }
   return true;
 }

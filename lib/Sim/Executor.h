@@ -87,6 +87,7 @@ private:
   bool execWarpSync(const Inst &I, const uint8_t *mask);
   bool execShuffle(const Inst &I, const uint8_t *mask);
   void execDpp(const Inst &I, const uint8_t *mask);
+  bool execSwapHalves(const Inst &I, const uint8_t *mask);
   bool execMatrix(const Inst &I, const uint8_t *mask);
 
   /// Records a report about `I` (for `thread`, or the whole workgroup when negative) and

@@ -61,6 +61,7 @@ enum class Op : uint8_t {
   WarpSync, ///< nvvm.bar.warp.sync; in: the lane mask
   Shuffle,  ///< gpu.shuffle; in: value, offset, width; out: result, valid; imm: mode
   Dpp,      ///< amdgpu.dpp; in: old, src; imm: DppKind; imm2: row_mask | bank_mask << 4 | bound_ctrl << 8
+  SwapHalves, ///< tessera.swap_wave_halves; in: a, b; out: lo, hi
   Matrix,   ///< matrix: index into Program::matrixOps
   // Structured control flow.
   If,       ///< in: cond; region: then, region2: else or -1; out: results

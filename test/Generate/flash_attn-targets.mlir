@@ -1,5 +1,6 @@
-// flash_attn on the other targets: gfx950 (double-K MFMA for both products; P^T reaches the PV
-// operand with one lane-32 exchange), gfx1100 (WMMA; P^T with one lane-16 exchange, no LDS tile)
+// flash_attn on the other targets: gfx950 (double-K MFMA for both products; the row max
+// across the half-waves and P^T's way to the PV operand by half-wave swaps, one for each two
+// elements, no shuffle), gfx1100 (WMMA; P^T with one lane-16 exchange, no LDS tile)
 // and sm_90 (mma.sync, S = Q K^T, P straight from the accumulators).
 // RUN: tessera-opt %s --tessera-generate-kernels=target=gfx950 | FileCheck %s --check-prefix=GFX950
 // RUN: tessera-opt %s --tessera-generate-kernels=target=gfx1100 | FileCheck %s --check-prefix=GFX1100
@@ -7,8 +8,13 @@
 
 // GFX950: workgroup(%{{.+}}, %{{.+}}, %{{.+}}) kernel
 // GFX950: amdgpu.mfma 32x32x16 {{.+}} : vector<8xf16>, vector<8xf16>, vector<16xf32>
-// GFX950: gpu.shuffle  xor %{{.+}}, %c32_i32, %c64_i32 : f32
+// GFX950-NOT: gpu.shuffle
+// GFX950: tessera.swap_wave_halves [[MAX:%.+]], [[MAX]] : f32
+// GFX950-COUNT-4: tessera.swap_wave_halves %{{.+}}, %{{.+}} : f32
+// GFX950-NEXT: arith.truncf
+// GFX950-NOT: gpu.shuffle
 // GFX950: amdgpu.mfma 32x32x16 {{.+}} : vector<8xf16>, vector<8xf16>, vector<16xf32>
+// GFX950-NOT: gpu.shuffle
 // GFX950-NOT: amdgpu.mfma 32x32x8
 
 // Three LDS tiles (Q, K, V^T) and 128 threads (4 waves of 32).

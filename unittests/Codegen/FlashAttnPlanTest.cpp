@@ -121,6 +121,63 @@ TEST(FlashAttnPlan, RegisterConversionOnEveryAtomPair) {
   EXPECT_GT(accepted, 4);
 }
 
+/// Replays the half-wave swaps of every k-step lane by lane: each paired element gets, on every
+/// lane, the (lane, accumulator element) the conversion names. Returns the elements paired.
+int expectHalfSwapsDeliverP(const AttnPlan &p) {
+  const OperandLayout &op = p.pOperandLayout();
+  const int lanes = op.lanes(), half = lanes / 2;
+  auto choose = [](const LaneChoice &c, int lane) {
+    return c.laneBit < 0 ? c.elem[0] : c.elem[(lane >> c.laneBit) & 1];
+  };
+  int paired = 0;
+  for (const std::vector<AccSource> &step : p.conversion)
+    for (const HalfSwapPair &pair : halfSwapPairs(step, lanes)) {
+      paired += 2;
+      EXPECT_EQ(step[pair.lo].keyTile, step[pair.hi].keyTile);
+      for (int lane = 0; lane < lanes; ++lane)
+        for (bool lo : {true, false}) {
+          const AccSource &src = step[lo ? pair.lo : pair.hi];
+          // The conversion's source of this lane's element ...
+          int fromLane = lane, fromElem = choose(src.ownElem, lane);
+          if (src.xorMask && !choose(src.own, lane)) {
+            fromLane = lane ^ src.xorMask;
+            fromElem = choose(src.sendElem, fromLane);
+          }
+          // ... and the swap's: lo = a's lower halves then b's, hi = a's upper then b's.
+          int swapLane = lane < half ? (lo ? lane : lane + half) : (lo ? lane - half : lane);
+          int swapElem = lane < half ? pair.a : pair.b;
+          EXPECT_EQ(swapLane, fromLane) << p.qk->name << " lane " << lane << (lo ? " lo" : " hi");
+          EXPECT_EQ(swapElem, fromElem) << p.qk->name << " lane " << lane << (lo ? " lo" : " hi");
+        }
+    }
+  return paired;
+}
+
+TEST(FlashAttnPlan, HalfWaveSwapsDeliverP) {
+  // Every accepted conversion: the swaps found deliver what its shuffles would.
+  for (const char *chip : {"gfx942", "gfx950", "gfx1100", "sm_90"})
+    for (MMAIntrinsic qkId : target(chip).atoms)
+      for (MMAIntrinsic pvId : target(chip).atoms) {
+        const MMAAtom *qk = &getAtom(qkId), *pv = &getAtom(pvId);
+        if (qk->inputType != pv->inputType) continue;
+        for (bool transposed : {true, false}) {
+          AttnPlan p;
+          p.qk = qk, p.pv = pv, p.transposed = transposed, p.blockN = 64, p.headDim = 128;
+          if (planRegisterConversion(p)) expectHalfSwapsDeliverP(p);
+        }
+      }
+  // gfx950's plans (32x32x16, P^T from across the half-waves): every element by a swap.
+  for (ElemType elem : {ElemType::F16, ElemType::BF16})
+    for (int headDim : {64, 128}) {
+      AttnPlanResult r = planAttention(request(headDim, elem), target("gfx950"));
+      ASSERT_TRUE(r.plan) << r.whyNot;
+      ASSERT_TRUE(r.plan->pShuffles());
+      int elements = 0;
+      for (const std::vector<AccSource> &step : r.plan->conversion) elements += int(step.size());
+      EXPECT_EQ(expectHalfSwapsDeliverP(*r.plan), elements) << "head_dim " << headDim;
+    }
+}
+
 TEST(FlashAttnPlan, RejectionNamesTheLimitThatFailed) {
   AttnRequest lds = request(256, ElemType::BF16);
   lds.tile = AttnRequest::Tile{256, 128, 4, 1};

@@ -129,6 +129,19 @@ AttnPlanResult planAttention(const AttnRequest &request, const TargetInfo &targe
 /// lane id, one shuffle) with per-lane choices decided by single lane bits. False otherwise.
 bool planRegisterConversion(AttnPlan &p);
 
+/// Two elements of a P operand k-step that one half-wave swap delivers together
+/// (KernelBuilder::swapWaveHalves of the accumulator elements `a` and `b` of their key tile):
+/// element `lo` takes the swap's lower halves (its lower half-wave owns `a`, its upper receives
+/// `b`), element `hi` the upper ones (its lower half-wave receives `a`, its upper owns `b`).
+struct HalfSwapPair {
+  int lo, hi; ///< elements of the k-step
+  int a, b;   ///< elements of the key tile's accumulator
+};
+
+/// The pairs of `step`'s elements that exchange across the half-waves of `waveSize` lanes in
+/// the pattern of one half-wave swap, each element in at most one pair.
+std::vector<HalfSwapPair> halfSwapPairs(const std::vector<AccSource> &step, int waveSize);
+
 /// The output accumulators hold, per lane, queries the S statistics hold (their slots).
 bool sameQueryLanes(const AttnPlan &p);
 

@@ -208,9 +208,14 @@ public:
   /// `masks` (one shuffle per mask and value, masks in order): afterwards every lane of a group
   /// holds the group's result. The masks come from a layout, e.g. the lanes that share a row
   /// (OperandLayout::rowReductionLaneMasks). `kind` is ADD or MAXNUMF (no-NaN max).
+  /// Where the target has one instruction for it (TargetInfo::hasHalfWaveSwap), the mask of
+  /// half the wave takes a half-wave swap instead of a shuffle.
   llvm::SmallVector<mlir::Value> laneAllReduce(llvm::ArrayRef<mlir::Value> values,
                                                llvm::ArrayRef<int> masks,
                                                mlir::vector::CombiningKind kind);
+  /// tessera.swap_wave_halves: {lo, hi} with lo = a's and b's lower half-waves, hi = their
+  /// upper ones (lane l < h: lo = a[l], hi = a[l + h]; l >= h: lo = b[l - h], hi = b[l]).
+  std::pair<mlir::Value, mlir::Value> swapWaveHalves(mlir::Value a, mlir::Value b);
 
   /// Allocates an LDS tile as a workgroup attribution of `func`.
   LdsTile allocLds(mlir::gpu::GPUFuncOp func, mlir::Type elemType, int rows, int cols);

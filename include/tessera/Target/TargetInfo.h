@@ -43,6 +43,9 @@ struct TargetInfo {
   bool hasWgmma = false;
   /// Asynchronous global -> LDS copies that bypass the registers (cp.async, sm_80 and later).
   bool hasAsyncCopy = false;
+  /// One instruction that exchanges the upper half-wave of one register with the lower half-wave
+  /// of another (v_permlane32_swap, gfx950): tessera.swap_wave_halves.
+  bool hasHalfWaveSwap = false;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 

@@ -274,10 +274,23 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
     if (c.laneBit < 0 || c.elem[0] == c.elem[1]) return first;
     return kb.select(laneBitSet(c.laneBit), extract(tile, c.elem[1]), first);
   };
+  const std::vector<AccSource> &step = p.conversion[kstep];
+  // Pairs of elements that one half-wave swap delivers, where the target has it.
+  std::map<int, Value> swapped;
+  if (t.hasHalfWaveSwap)
+    for (const HalfSwapPair &pair : halfSwapPairs(step, t.waveSize)) {
+      Value tile = pTiles[step[pair.lo].keyTile];
+      std::tie(swapped[pair.lo], swapped[pair.hi]) =
+          kb.swapWaveHalves(extract(tile, pair.a), extract(tile, pair.b));
+    }
   // Shuffles are shared by the elements that need the same value from the partner.
   std::map<std::tuple<int, int, int, int, int>, Value> shuffled;
   SmallVector<Value> elems;
-  for (const AccSource &src : p.conversion[kstep]) {
+  for (auto [e, src] : llvm::enumerate(step)) {
+    if (auto it = swapped.find(int(e)); it != swapped.end()) {
+      elems.push_back(kb.convert(it->second, pvElem));
+      continue;
+    }
     Value tile = pTiles[src.keyTile];
     Value value = choose(tile, src.ownElem);
     if (src.xorMask) {

@@ -160,3 +160,11 @@ func.func @atomic_addf_f16(%v: vector<2xf16>, %w: memref<?xf16>, %i: index) {
   tessera.atomic_addf %v, %w[%i] : vector<2xf16>, memref<?xf16>
   return
 }
+
+// -----
+
+func.func @swap_wave_halves_f16(%a: f16, %b: f16) {
+  // expected-error @+1 {{operand #0 must be 32-bit float or 32-bit signless integer}}
+  %lo, %hi = tessera.swap_wave_halves %a, %b : f16
+  return
+}

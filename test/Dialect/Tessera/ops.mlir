@@ -62,3 +62,10 @@ func.func @atomic_addf(%v: vector<4xf32>, %w: memref<?xf32>, %i: index) {
   tessera.atomic_addf %v, %w[%i] : vector<4xf32>, memref<?xf32>
   return
 }
+
+// CHECK-LABEL: func.func @swap_wave_halves
+// CHECK: %{{.*}}, %{{.*}} = tessera.swap_wave_halves %{{.*}}, %{{.*}} : i32
+func.func @swap_wave_halves(%a: i32, %b: i32) -> (i32, i32) {
+  %lo, %hi = tessera.swap_wave_halves %a, %b : i32
+  return %lo, %hi : i32, i32
+}

@@ -149,7 +149,7 @@ std::optional<std::string> tessera::nvvmChip(gpu::GPUModuleOp module) {
 
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
-  pm.addPass(tessera::createLowerAtomicAddsPass());
+  pm.addPass(tessera::createLowerKernelOpsPass());
   pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(tessera::createFp8ConversionsPass(/*nvvm=*/true));
   pm.addPass(createSCFToControlFlowPass());

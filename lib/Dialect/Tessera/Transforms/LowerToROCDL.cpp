@@ -118,7 +118,7 @@ struct WorkspaceAtomicsPass
 
 void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &chip) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
-  pm.addPass(tessera::createLowerAtomicAddsPass());
+  pm.addPass(tessera::createLowerKernelOpsPass());
   pm.addPass(std::make_unique<Exp2ToRocdlPass>());
   // fp8 conversions on the chip's converts where it has them (gfx942 FNUZ, gfx950 OCP), else
   // in integer code.

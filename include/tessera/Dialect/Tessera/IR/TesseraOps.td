@@ -1,5 +1,6 @@
 // The four tessera directives: wmma_gemm, flash_attn, flash_attn_bwd and paged_decode; and the
-// one operation of the kernels they generate that upstream dialects lack (atomic_addf).
+// operations of the kernels they generate that upstream dialects lack (atomic_addf,
+// swap_wave_halves).
 #ifndef TESSERA_OPS_TD
 #define TESSERA_OPS_TD
 
@@ -8,6 +9,7 @@ include "tessera/Dialect/Tessera/IR/TesseraAttrs.td"
 include "tessera/Dialect/Tessera/IR/TesseraInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // A directive defines a symbol (the kernel's name) and carries only attributes.
 class Tessera_DirectiveOp<string mnemonic, list<Trait> traits = []>
@@ -156,6 +158,27 @@ def Tessera_AtomicAddFOp : Tessera_Op<"atomic_addf"> {
                        MemRefRankOf<[F32], [1]>:$memref, Index:$index);
   let assemblyFormat = [{
     $value `,` $memref `[` $index `]` attr-dict `:` type($value) `,` type($memref)
+  }];
+}
+
+// In generated kernels (not a directive).
+def Tessera_SwapWaveHalvesOp : Tessera_Op<"swap_wave_halves", [Pure, AllTypesMatch<["a", "b", "lo", "hi"]>]> {
+  let summary = "exchanges the upper half-wave of one value with the lower half-wave of another";
+  let description = [{
+    With h half the wave size and l the lane: `lo[l] = l < h ? a[l] : b[l - h]` and
+    `hi[l] = l < h ? a[l + h] : b[l]`. `lo` thus holds both halves' lower halves and `hi` both
+    upper halves, so one op moves two values across the half-waves where a shuffle moves one.
+    Every lane of the wave takes part. Lowered to one `v_permlane32_swap` where the target has
+    it (gfx950), to two `gpu.shuffle xor h` and two selects elsewhere.
+
+    ```mlir
+    %lo, %hi = tessera.swap_wave_halves %a, %b : f32
+    ```
+  }];
+  let arguments = (ins AnyTypeOf<[F32, I32]>:$a, AnyTypeOf<[F32, I32]>:$b);
+  let results = (outs AnyTypeOf<[F32, I32]>:$lo, AnyTypeOf<[F32, I32]>:$hi);
+  let assemblyFormat = [{
+    $a `,` $b attr-dict `:` type($a)
   }];
 }
 

@@ -26,9 +26,12 @@ mlir::LogicalResult generateKernels(mlir::ModuleOp module, const TargetInfo &tar
 /// Adds the AMD lowering pipeline (to LLVM + ROCDL) for one gpu.module to `pm`.
 void buildROCDLLoweringPipeline(mlir::OpPassManager &pm, const std::string &chip);
 
-/// Lowers tessera.atomic_addf in a gpu.module: one vector reduction per op on NVIDIA sm_90 and
-/// later, one memref.atomic_rmw per element elsewhere. First in both lowering pipelines.
-std::unique_ptr<mlir::Pass> createLowerAtomicAddsPass();
+/// Lowers the kernel ops of the tessera dialect in a gpu.module: tessera.atomic_addf to one
+/// vector reduction per op on NVIDIA sm_90 and later, one memref.atomic_rmw per element
+/// elsewhere; tessera.swap_wave_halves to v_permlane32_swap where the target has it
+/// (TargetInfo::hasHalfWaveSwap), two shuffles and two selects elsewhere. First in both
+/// lowering pipelines.
+std::unique_ptr<mlir::Pass> createLowerKernelOpsPass();
 
 /// The chip of `module`'s NVVM target ("sm_90a"), or none for another vendor's module.
 std::optional<std::string> nvvmChip(mlir::gpu::GPUModuleOp module);
