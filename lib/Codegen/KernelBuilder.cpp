@@ -869,6 +869,19 @@ Value KernelBuilder::convert(Value v, Type to) {
   return arith::ExtFOp::create(b, loc, to, v);
 }
 
+Value KernelBuilder::convertFinite(Value v, Type to) {
+  if (target.hasBf16Convert || !v.getType().isF32() || !to.isBF16()) return convert(v, to);
+  // Round to nearest even: add 0x7fff plus the kept part's lowest bit, keep the upper half.
+  Type i32 = b.getI32Type();
+  auto c = [&](int64_t x) { return arith::ConstantIntOp::create(b, loc, x, 32).getResult(); };
+  Value bits = arith::BitcastOp::create(b, loc, i32, v);
+  Value lsb = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, bits, c(16)), c(1));
+  Value rounded = arith::AddIOp::create(b, loc, arith::AddIOp::create(b, loc, bits, c(0x7fff)), lsb);
+  Value high = arith::TruncIOp::create(b, loc, b.getI16Type(),
+                                       arith::ShRUIOp::create(b, loc, rounded, c(16)));
+  return arith::BitcastOp::create(b, loc, to, high);
+}
+
 void KernelBuilder::barrier() { gpu::BarrierOp::create(b, loc); }
 
 void KernelBuilder::memoryScheduleFence() {

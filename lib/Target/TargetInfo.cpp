@@ -18,7 +18,8 @@ const std::vector<TargetInfo> &allTargets() {
        {I::MFMA_F32_32x32x8_F16, I::MFMA_F32_32x32x8_BF16, I::MFMA_F32_16x16x16_F16,
         I::MFMA_F32_16x16x16_BF16, I::MFMA_F32_32x32x16_F8E4M3FNUZ,
         I::MFMA_F32_16x16x32_F8E4M3FNUZ},
-       512, 512, 8, 8, 4},
+       512, 512, 8, 8, 4, /*gemmStages=*/1, /*hasWgmma=*/false, /*hasAsyncCopy=*/false,
+       /*hasHalfWaveSwap=*/false, /*hasBf16Convert=*/false},
       {"gfx950", Vendor::AMD, "CDNA4", 64, 160 * 1024, 64, LdsSwizzle::Xor, CrossLane::Dpp,
        ElemType::FP8E4M3FN, true,
        {I::MFMA_F32_32x32x16_F16, I::MFMA_F32_32x32x16_BF16, I::MFMA_F32_16x16x32_F16,
@@ -29,10 +30,13 @@ const std::vector<TargetInfo> &allTargets() {
        /*hasHalfWaveSwap=*/true},
       {"gfx1100", Vendor::AMD, "RDNA3", 32, 64 * 1024, 32, LdsSwizzle::Pad, CrossLane::Shuffle,
        std::nullopt, false, {I::WMMAR3_F32_16x16x16_F16, I::WMMAR3_F32_16x16x16_BF16},
-       256, 1536, 24, 16, 4},
+       256, 1536, 24, 16, 4, /*gemmStages=*/1, /*hasWgmma=*/false, /*hasAsyncCopy=*/false,
+       /*hasHalfWaveSwap=*/false, /*hasBf16Convert=*/false},
       {"gfx1151", Vendor::AMD, "RDNA3.5", 32, 64 * 1024, 32, LdsSwizzle::Pad,
        CrossLane::Shuffle, std::nullopt, false,
-       {I::WMMAR3_F32_16x16x16_F16, I::WMMAR3_F32_16x16x16_BF16}, 256, 1536, 24, 16, 4},
+       {I::WMMAR3_F32_16x16x16_F16, I::WMMAR3_F32_16x16x16_BF16}, 256, 1536, 24, 16, 4,
+       /*gemmStages=*/1, /*hasWgmma=*/false, /*hasAsyncCopy=*/false, /*hasHalfWaveSwap=*/false,
+       /*hasBf16Convert=*/false},
       // NVIDIA: 48 KiB is the static shared memory limit (kernels that need more opt into
       // dynamic shared memory). Ampere runs the portable mma.sync path and has no fp8 matrix
       // instructions.

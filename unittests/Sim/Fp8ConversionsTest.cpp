@@ -1,7 +1,9 @@
 // The lowering's integer-code fp8 conversions (Fp8Conversions.cpp, what gfx11 runs) executed by the
 // simulator after the pass: every e4m3 code widened, and f32 values narrowed (every code, the
 // halfway points between neighbours and just beside them, overflow, infinities, NaN, f32
-// subnormals, -0), against LLVM's APFloat, for OCP e4m3 and FNUZ.
+// subnormals, -0), against LLVM's APFloat, for OCP e4m3 and FNUZ. Also the generator's integer-code
+// f32 -> bf16 rounding (KernelBuilder::convertFinite) against APFloat.
+#include "tessera/Codegen/KernelBuilder.h"
 #include "tessera/Dialect/Tessera/Transforms/Fp8Conversions.h"
 #include "tessera/Sim/Simulator.h"
 
@@ -154,6 +156,69 @@ TEST(Fp8Conversions, NarrowingRoundsToNearestEvenAndOverflowsToNaN) {
             << fmt.type << " " << in[i] << " (bits " << std::hex
             << llvm::APFloat(in[i]).bitcastToAPInt().getZExtValue() << ")";
     }
+  }
+}
+
+TEST(Bf16Rounding, ConvertFiniteRoundsToNearestEvenLikeTruncF) {
+  // gfx942 (no bf16 rounding instruction): the kernel's arith.truncf replaced by convertFinite.
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::memref::MemRefDialect,
+                  mlir::vector::VectorDialect, mlir::ROCDL::ROCDLDialect>();
+  const std::string ir = R"(module attributes {gpu.container_module} {
+  gpu.module @m [#rocdl.target<chip = "gfx942">] {
+    gpu.func @k(%x: memref<?xf32>, %y: memref<?xbf16>) kernel {
+      %b = gpu.block_id x
+      %v = memref.load %x[%b] : memref<?xf32>
+      %w = arith.truncf %v : f32 to bf16
+      memref.store %w, %y[%b] : memref<?xbf16>
+      gpu.return
+    }
+  }
+})";
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(ir, &ctx);
+  ASSERT_TRUE(module);
+  mlir::arith::TruncFOp trunc;
+  module->walk([&](mlir::arith::TruncFOp op) { trunc = op; });
+  mlir::OpBuilder b(trunc);
+  tessera::KernelBuilder kb(b, trunc.getLoc(), *tessera::lookupTarget("gfx942"));
+  trunc.replaceAllUsesWith(kb.convertFinite(trunc.getIn(), b.getBF16Type()));
+  trunc.erase();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os);
+  ASSERT_EQ(text.find("arith.truncf"), std::string::npos);
+
+  // bf16 neighbours' halfway points and just beside them, ties both ways, the largest finite
+  // values, f32 subnormals, zeros, every sign.
+  std::vector<float> in;
+  auto fromBits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  for (uint32_t high : {0x0000u, 0x0001u, 0x007fu, 0x0080u, 0x3f80u, 0x3f81u, 0x4049u, 0x7f7eu,
+                        0x7f7fu})
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu})
+      for (uint32_t sign : {0u, 0x80000000u})
+        in.push_back(fromBits(sign | high << 16 | low));
+  for (float v : {1.0f / 3, 0.1f, 1e-40f, 65504.0f, 3.0e38f})
+    in.insert(in.end(), {v, -v});
+  std::vector<uint16_t> out(in.size(), 0x5555);
+  auto k = Kernel::fromSource(text, "bf16.mlir", {});
+  ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+  LaunchConfig config;
+  config.grid = {uint32_t(in.size()), 1, 1};
+  config.block = {1, 1, 1};
+  auto stats = (*k)->launch(config, {ArgValue::ofBuffer({in.data(), 4 * in.size(), 0}),
+                                     ArgValue::ofBuffer({out.data(), 2 * out.size(), 0})});
+  ASSERT_TRUE(bool(stats)) << llvm::toString(stats.takeError());
+  for (size_t i = 0; i < in.size(); ++i) {
+    llvm::APFloat want(in[i]);
+    bool loses;
+    want.convert(llvm::APFloat::BFloat(), llvm::APFloat::rmNearestTiesToEven, &loses);
+    EXPECT_EQ(want.bitcastToAPInt().getZExtValue(), out[i])
+        << in[i] << " (bits " << std::hex << llvm::APFloat(in[i]).bitcastToAPInt().getZExtValue()
+        << ")";
   }
 }
 

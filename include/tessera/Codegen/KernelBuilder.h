@@ -332,6 +332,11 @@ public:
   mlir::Value allMultiplesOf(mlir::ValueRange values, int64_t n);
 
   mlir::Value convert(mlir::Value v, mlir::Type to);
+  /// convert for values that are finite when the kernel's inputs are (probabilities, score
+  /// gradients): f32 to bf16 rounded to nearest even in integer code where the target has no
+  /// rounding instruction (TargetInfo::hasBf16Convert), without the NaN guard of the generic
+  /// lowering; a NaN may come out as an infinity there.
+  mlir::Value convertFinite(mlir::Value v, mlir::Type to);
   /// memref[index] += value (f32) atomically: global red/atomic add on every target.
   void atomicAdd(mlir::Value value, mlir::Value memref, mlir::Value index);
   /// memref[index + i] += values[i] (f32) atomically for 2 or 4 contiguous values whose first

@@ -46,6 +46,9 @@ struct TargetInfo {
   /// One instruction that exchanges the upper half-wave of one register with the lower half-wave
   /// of another (v_permlane32_swap, gfx950): tessera.swap_wave_halves.
   bool hasHalfWaveSwap = false;
+  /// An instruction that rounds f32 to bf16 (v_cvt_pk_bf16_f32, cvt.rn.bf16x2.f32); without one
+  /// the compiler's rounding also guards NaNs, which KernelBuilder::convertFinite skips.
+  bool hasBf16Convert = true;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 

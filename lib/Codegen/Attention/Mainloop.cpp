@@ -288,7 +288,7 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
   SmallVector<Value> elems;
   for (auto [e, src] : llvm::enumerate(step)) {
     if (auto it = swapped.find(int(e)); it != swapped.end()) {
-      elems.push_back(kb.convert(it->second, pvElem));
+      elems.push_back(kb.convertFinite(it->second, pvElem));
       continue;
     }
     Value tile = pTiles[src.keyTile];
@@ -308,7 +308,7 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
         value = kb.select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
                           own.elem[0] ? value : fromPartner);
     }
-    elems.push_back(kb.convert(value, pvElem));
+    elems.push_back(kb.convertFinite(value, pvElem));
   }
   auto type = VectorType::get({int64_t(elems.size())}, pvElem);
   return vector::FromElementsOp::create(b, loc, type, elems);
@@ -581,7 +581,7 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
       for (const AccElement &el : sView.elements()) {
         Value row = kb.add(kb.add(ldsQueryRow, laneQuery), el.query);
         Value col = kb.add(laneKey, kt * p.keyDim() + el.inner);
-        memref::StoreOp::create(b, loc, kb.convert(extract(probs[kt], el.reg), pvElem),
+        memref::StoreOp::create(b, loc, kb.convertFinite(extract(probs[kt], el.reg), pvElem),
                                 m.ldsP.memref, ValueRange{kb.ldsOffset(m.ldsP, row, col)});
       }
     kb.barrier();

@@ -565,7 +565,9 @@ protected:
       Value qi = kb.add(firstQuery, els[e].query), ki = kb.add(firstKey, els[e].inner);
       Value at = transposed ? kb.ldsOffset(tile, ki, qi) : kb.ldsOffset(tile, qi, ki);
       SmallVector<Value> values;
-      for (int j = 0; j < run; ++j) values.push_back(kb.convert(extract(acc, els[e + j].reg), elem));
+      // P and dS: finite for finite inputs.
+      for (int j = 0; j < run; ++j)
+        values.push_back(kb.convertFinite(extract(acc, els[e + j].reg), elem));
       if (run == 1) {
         memref::StoreOp::create(b, loc, values[0], tile.memref, ValueRange{at});
         continue;
