@@ -209,6 +209,10 @@ AttnBwdPlanResult planWithAtom(const MMAAtom &atom, int headDim, ElemType elem,
       // mma.sync at head_dim 96 and 128, where it measured faster; at 64 (128 x 128) it
       // measured slower and at 256 ptxas spills for the extra fragments (bench/NOTES.md).
       p.prefetchFragments = atom.kind == AtomKind::MMASync && (headDim == 96 || headDim == 128);
+      // mma.sync, where it measured faster: the dQ kernel's dP at head_dim 64 and 128, the
+      // main kernel's without dQ at 64 (not at 128; bench/NOTES.md).
+      p.dqKernelDpPerVariant = atom.kind == AtomKind::MMASync && (headDim == 64 || headDim == 128);
+      p.mainKernelDpPerVariantWithoutDq = atom.kind == AtomKind::MMASync && headDim == 64;
       p.dynamicLds = std::max(attnBwdMainLdsBytes(p, target), attnBwdDqLdsBytes(p, target)) >
                      target.ldsBytes;
       return {p, ""};

@@ -63,6 +63,10 @@ struct AttnBwdPlan {
   /// Each k-step's operand fragments are loaded during the previous step's matrix ops
   /// (FlashAttention-2's register pipelining): set where that measured faster.
   bool prefetchFragments = false;
+  /// dP's product emitted inside each score variant, next to P's exp2 (FlashAttention-2's
+  /// order), instead of before the variants' branch: in the dQ kernel, and in the main kernel
+  /// when it has no dQ product (deterministic). Set where that measured faster.
+  bool dqKernelDpPerVariant = false, mainKernelDpPerVariantWithoutDq = false;
 
   int threads() const { return waves * atom->waveSize; }
   WaveTiles scores() const { return tiles(blockN, blockM); }

@@ -696,8 +696,13 @@ public:
       AccView view(atom.c, QueryAxis::Cols);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
         SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&now.q}, blk.cols, p.headDim);
-        SmallVector<Value> dp = blockProduct({&ldsV}, blk.rows, {&now.dO}, blk.cols, p.headDim);
+        const bool dpPerVariant = !withDq && p.mainKernelDpPerVariantWithoutDq;
+        auto dpProduct = [&] {
+          return blockProduct({&ldsV}, blk.rows, {&now.dO}, blk.cols, p.headDim);
+        };
+        SmallVector<Value> dp = dpPerVariant ? SmallVector<Value>() : dpProduct();
         attn::scoreVariants(kb, needMask, cap, [&](bool masked, bool capped) {
+          if (dpPerVariant) dp = dpProduct();
           for (size_t i = 0; i < blk.rows.size(); ++i)
             for (size_t j = 0; j < blk.cols.size(); ++j) {
               Value keyRow = blk.rows[i], queryCol = blk.cols[j];
@@ -867,7 +872,10 @@ public:
       AccView view(atom.c, QueryAxis::Rows);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
         SmallVector<Value> s = blockProduct({&ldsQ}, blk.rows, {&ldsK}, blk.cols, p.headDim);
-        SmallVector<Value> dp = blockProduct({&ldsDO}, blk.rows, {&ldsV}, blk.cols, p.headDim);
+        auto dpProduct = [&] {
+          return blockProduct({&ldsDO}, blk.rows, {&ldsV}, blk.cols, p.headDim);
+        };
+        SmallVector<Value> dp = p.dqKernelDpPerVariant ? SmallVector<Value>() : dpProduct();
         auto gradient = [&](size_t i, size_t j, bool masked, bool capped) {
           Value queryRow = blk.rows[i], keyCol = blk.cols[j];
           size_t at = i * blk.cols.size() + j;
@@ -878,6 +886,7 @@ public:
           storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
         };
         attn::scoreVariants(kb, needMask, cap, [&](bool masked, bool capped) {
+          if (p.dqKernelDpPerVariant) dp = dpProduct();
           for (size_t i = 0; i < blk.rows.size(); ++i)
             for (size_t j = 0; j < blk.cols.size(); ++j) gradient(i, j, masked, capped);
         });
