@@ -58,8 +58,8 @@ struct AttnPlan {
   /// (w + 1) * blockN) of the step's stepKeys(); their softmax states merge after the loop.
   int keyWaves = 1;
   /// O is rescaled only in the steps where one of the lane's rows found a new max (its factor is
-  /// exactly 1 otherwise: no bit changes). Decode asks for it: a wave's O spans head_dim for the
-  /// few keys of its step, and a row's max rarely moves after the first tiles.
+  /// exactly 1 otherwise: no bit changes). The forward and decode ask for it: a row's max rarely
+  /// moves after the first tiles, and the rescale is a multiply per O element a step.
   bool rescaleOnNewMaxOnly = false;
   ElemType elem = ElemType::F16;      ///< Q's and K's in the QK product
   ElemType pvElem = ElemType::F16;    ///< P's and V's in the PV product
