@@ -220,9 +220,13 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
                                       " accumulator registers per lane, over " +
                                       std::to_string(budgetPercent) + "% of " +
                                       std::to_string(target.maxVgprsPerWave));
-  // Register prefetch of the next K/V tile is opt-in (tile stages = 2): it cost registers and
-  // ran slower on the H200 (bench/NOTES.md).
+  // Register prefetch of the next K/V tile (stages = 2) holds the tile in registers across the
+  // step: without a tile, only while it and the accumulators take at most 35% of the file (more
+  // spilled on gfx1100, bench/NOTES.md).
   p.stages = r.tile ? r.tile->stages : r.stages;
+  const int tileRegs =
+      2 * p.stepKeys() * p.headDim * elemTypeBits(p.elem) / (32 * p.waves * target.waveSize);
+  if (!r.tile && 100 * (accRegs + tileRegs) > 35 * target.maxVgprsPerWave) p.stages = 1;
   return {};
 }
 

@@ -31,12 +31,12 @@ const std::vector<TargetInfo> &allTargets() {
       {"gfx1100", Vendor::AMD, "RDNA3", 32, 64 * 1024, 32, LdsSwizzle::Pad, CrossLane::Shuffle,
        std::nullopt, false, {I::WMMAR3_F32_16x16x16_F16, I::WMMAR3_F32_16x16x16_BF16},
        256, 1536, 24, 16, 4, /*gemmStages=*/1, /*hasWgmma=*/false, /*hasAsyncCopy=*/false,
-       /*hasHalfWaveSwap=*/false, /*hasBf16Convert=*/false},
+       /*hasHalfWaveSwap=*/false, /*hasBf16Convert=*/false, /*attnStages=*/2},
       {"gfx1151", Vendor::AMD, "RDNA3.5", 32, 64 * 1024, 32, LdsSwizzle::Pad,
        CrossLane::Shuffle, std::nullopt, false,
        {I::WMMAR3_F32_16x16x16_F16, I::WMMAR3_F32_16x16x16_BF16}, 256, 1536, 24, 16, 4,
        /*gemmStages=*/1, /*hasWgmma=*/false, /*hasAsyncCopy=*/false, /*hasHalfWaveSwap=*/false,
-       /*hasBf16Convert=*/false},
+       /*hasBf16Convert=*/false, /*attnStages=*/2},
       // NVIDIA: 48 KiB is the static shared memory limit (kernels that need more opt into
       // dynamic shared memory). Ampere runs the portable mma.sync path and has no fp8 matrix
       // instructions.

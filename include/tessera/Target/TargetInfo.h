@@ -49,6 +49,9 @@ struct TargetInfo {
   /// An instruction that rounds f32 to bf16 (v_cvt_pk_bf16_f32, cvt.rn.bf16x2.f32); without one
   /// the compiler's rounding also guards NaNs, which KernelBuilder::convertFinite skips.
   bool hasBf16Convert = true;
+  /// Like gemmStages, for the flash_attn forward's K/V tiles (AttnRequest::stages): 2 where
+  /// llvm-mca measured the register prefetch faster (bench/NOTES.md).
+  int attnStages = 1;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 
