@@ -52,6 +52,10 @@ struct TargetInfo {
   /// Like gemmStages, for the flash_attn forward's K/V tiles (AttnRequest::stages): 2 where
   /// llvm-mca measured the register prefetch faster (bench/NOTES.md).
   int attnStages = 1;
+  /// The flash_attn forward skips O's rescale in steps where no row's max moved
+  /// (AttnRequest::rescaleOnNewMaxOnly): fewer cycles a step on AMD (llvm-mca), 2-4% slower
+  /// on the H100 with mma.sync (bench/NOTES.md).
+  bool attnLazyRescale = false;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 

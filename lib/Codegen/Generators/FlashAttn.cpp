@@ -125,7 +125,7 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op, const Targe
   request.elem = *toElemType(op.getDtype());
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();
-  request.rescaleOnNewMaxOnly = true;
+  request.rescaleOnNewMaxOnly = target.attnLazyRescale;
   request.stages = target.attnStages;
   if (auto tile = op.getTileAttr())
     request.tile = AttnRequest::Tile{int(tile.getM()), int(tile.getN()), int(tile.getWaves()),
