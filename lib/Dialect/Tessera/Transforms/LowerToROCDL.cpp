@@ -44,16 +44,46 @@ struct MathToRocdl : OpRewritePattern<MathOp> {
   }
 };
 
+// gpu.grid_dim -> the workgroup count from the HSA dispatch packet (grid_size_x, a u32 at byte
+// 12, over workgroup_size_x, a u16 at byte 4; y and z follow). The upstream lowering calls
+// __ockl_get_num_groups from the device libraries, which we do not link.
+struct GridDimFromDispatchPacket : OpRewritePattern<gpu::GridDimOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(gpu::GridDimOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    const int dim = int(op.getDimension());
+    auto ptr = LLVM::LLVMPointerType::get(rw.getContext(), /*constant address space*/ 4);
+    Value packet = LLVM::CallIntrinsicOp::create(rw, loc, ptr,
+                                                 rw.getStringAttr("llvm.amdgcn.dispatch.ptr"),
+                                                 ValueRange{})
+                       .getResult(0);
+    auto field = [&](int offset, Type type, unsigned align) -> Value {
+      Value at = LLVM::GEPOp::create(rw, loc, ptr, rw.getI8Type(), packet,
+                                     ArrayRef<LLVM::GEPArg>{offset});
+      return LLVM::LoadOp::create(rw, loc, type, at, align, /*isVolatile=*/false,
+                                  /*isNonTemporal=*/false, /*isInvariant=*/true);
+    };
+    Value items = field(12 + 4 * dim, rw.getI32Type(), 4);
+    Value size = arith::ExtUIOp::create(rw, loc, rw.getI32Type(),
+                                        field(4 + 2 * dim, rw.getI16Type(), 2));
+    Value groups = arith::DivUIOp::create(rw, loc, items, size);
+    rw.replaceOpWithNewOp<arith::IndexCastUIOp>(op, rw.getIndexType(), groups);
+    return success();
+  }
+};
+
 struct Exp2ToRocdlPass : PassWrapper<Exp2ToRocdlPass, OperationPass<gpu::GPUModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(Exp2ToRocdlPass)
   StringRef getArgument() const override { return "tessera-exp2-to-rocdl"; }
   void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<ROCDL::ROCDLDialect, vector::VectorDialect>();
+    registry.insert<ROCDL::ROCDLDialect, vector::VectorDialect, LLVM::LLVMDialect,
+                    arith::ArithDialect>();
   }
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<MathToRocdl<math::Exp2Op, ROCDL::ROCDLExp2>,
-                 MathToRocdl<math::Log2Op, ROCDL::ROCDLLog>>(&getContext());
+                 MathToRocdl<math::Log2Op, ROCDL::ROCDLLog>, GridDimFromDispatchPacket>(
+        &getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
   }
 };
