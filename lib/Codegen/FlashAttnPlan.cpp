@@ -251,6 +251,7 @@ AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
               p.qk = qk, p.pv = pv, p.transposed = transposed;
               p.elem = qkElem, p.pvElem = pvElem, p.queryElem = r.elem;
               p.rescaleOnNewMaxOnly = r.rescaleOnNewMaxOnly;
+              p.scaleInExp = r.scaleInExp && !p.scaledQueries();
               p.headDim = r.headDim;
               p.waves = r.tile ? r.tile->waves : waves;
               p.blockN = r.tile ? r.tile->n : blockN;

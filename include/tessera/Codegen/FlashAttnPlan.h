@@ -61,6 +61,11 @@ struct AttnPlan {
   /// exactly 1 otherwise: no bit changes). The forward and decode ask for it: a row's max rarely
   /// moves after the first tiles, and the rescale is a multiply per O element a step.
   bool rescaleOnNewMaxOnly = false;
+  /// The scores stay raw (the max over raw scores) and the score scale is applied inside each
+  /// exp2 as one fma with the shift, FlashAttention-2's order: a multiply less per score. Not
+  /// with scaled queries, whose scale differs per row; under a soft cap (at run time) the capped
+  /// scores are in the log2 domain and their scale is 1.
+  bool scaleInExp = false;
   ElemType elem = ElemType::F16;      ///< Q's and K's in the QK product
   ElemType pvElem = ElemType::F16;    ///< P's and V's in the PV product
   ElemType queryElem = ElemType::F16; ///< the queries' own
@@ -107,6 +112,8 @@ struct AttnRequest {
   bool splitKeysAcrossWaves = false;
   /// AttnPlan::rescaleOnNewMaxOnly.
   bool rescaleOnNewMaxOnly = false;
+  /// AttnPlan::scaleInExp, where the queries are not scaled.
+  bool scaleInExp = false;
   struct Tile {
     int m, n, waves, stages;
   };

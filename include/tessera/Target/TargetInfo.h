@@ -56,6 +56,10 @@ struct TargetInfo {
   /// (AttnRequest::rescaleOnNewMaxOnly): fewer cycles a step on AMD (llvm-mca), 2-4% slower
   /// on the H100 with mma.sync (bench/NOTES.md).
   bool attnLazyRescale = false;
+  /// The attention forward and decode apply the score scale inside each exp2's fma
+  /// (AttnRequest::scaleInExp): fewer cycles a step on CDNA (llvm-mca); on RDNA3 its head_dim
+  /// 256 kernels got 9-15% slower (bench/NOTES.md).
+  bool attnScaleInExp = false;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 

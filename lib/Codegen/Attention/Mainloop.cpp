@@ -35,7 +35,8 @@ class Mainloop::Impl {
 public:
   Impl(Mainloop &m, AttnRows &rows, const KeyWalk &walk)
       : m(m), p(m.p), t(m.t), b(m.b), loc(m.loc), kb(b, loc, t), rows(rows), walk(walk),
-        elem(m.elem), pvElem(m.pvElem), sView(p.qk->c, axis()), oView(p.pv->c, axis()), softmax(kb) {}
+        elem(m.elem), pvElem(m.pvElem), sView(p.qk->c, axis()), oView(p.pv->c, axis()),
+        softmax(kb, p.scaleInExp ? expScale(kb, walk.scaleLog2, walk.cap) : Value()) {}
 
   void emit();
 
@@ -538,7 +539,8 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
 SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMask,
                                               Value rowBase, Value n0, Value scaleLog2) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
-    Value sc = scaledScores(kb, s[kt], scaleLog2, walk.cap);
+    Value sc = p.scaleInExp ? rawOrCappedScores(kb, s[kt], scaleLog2, walk.cap)
+                            : scaledScores(kb, s[kt], scaleLog2, walk.cap);
     s[kt] = maskScores(kb, *walk.visibility, sView, lane, sc, rowBase,
                        kb.add(n0, kt * p.keyDim()), needMask,
                        [&](Value row) { return rows.queryOf(row); });
@@ -558,7 +560,7 @@ RowState Mainloop::Impl::softmaxStep(ArrayRef<Value> s, RowState old, SmallVecto
     Value use = softmax.shiftFor(mx);
     mNew.push_back(mx);
     shift.push_back(use);
-    alpha.push_back(softmax.exp2Shifted(extract(old.max, sl), use));
+    alpha.push_back(softmax.rescaleFactor(extract(old.max, sl), mx));
   }
   probs.clear();
   for (int kt = 0; kt < p.keyTiles(); ++kt)
@@ -645,8 +647,7 @@ void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
       for (int sl = 0; sl < nSlots; ++sl) {
         Value mine = extract(results[2 * qt], sl), other = extract(theirs[2 * qt], sl);
         Value mx = kb.fmax(mine, other);
-        Value use = softmax.shiftFor(mx);
-        Value a = softmax.exp2Shifted(mine, use), c = softmax.exp2Shifted(other, use);
+        Value a = softmax.rescaleFactor(mine, mx), c = softmax.rescaleFactor(other, mx);
         mNew.push_back(mx);
         scaleMine.push_back(a), scaleTheirs.push_back(c);
         lNew.push_back(kb.fadd(kb.fmul(extract(results[2 * qt + 1], sl), a),

@@ -35,6 +35,26 @@ Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
   return ifOp.getResult(0);
 }
 
+Value rawOrCappedScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
+  if (!cap) return acc;
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{acc.getType()}, softcapOn(kb, cap),
+                                /*withElse=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(
+      b, loc, capScores(kb, kb.fmul(acc, splatLike(kb, scaleLog2, acc)), cap).scores);
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, acc);
+  return ifOp.getResult(0);
+}
+
+Value expScale(KernelBuilder &kb, Value scaleLog2, Value cap) {
+  if (!cap) return scaleLog2;
+  return kb.select(softcapOn(kb, cap), kb.f32(1.0), scaleLog2);
+}
+
 void scoreVariants(KernelBuilder &kb, Value needMask, Value cap,
                    function_ref<void(bool, bool)> body) {
   OpBuilder &b = kb.builder();
@@ -93,6 +113,18 @@ Value OnlineSoftmax::exp2Shifted(Value x, Value shift) {
   if (!scoreScale) return math::Exp2Op::create(b, loc, kb.fsub(x, shift));
   Value scale = splatLike(kb, scoreScale, x);
   return math::Exp2Op::create(b, loc, math::FmaOp::create(b, loc, x, scale, shift));
+}
+
+Value OnlineSoftmax::rescaleFactor(Value oldMax, Value newMax) {
+  if (!scoreScale) return exp2Shifted(oldMax, shiftFor(newMax));
+  // Raw scores: exp2((m - m') * scale), exactly 1 when the max did not move (the fma of the
+  // probabilities would leave the rounding error of m * scale); m' of -inf taken as 0.
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, newMax,
+                                      kb.f32(-INFINITY));
+  Value moved = kb.fsub(oldMax, kb.select(empty, kb.f32(0), newMax));
+  return math::Exp2Op::create(b, loc, kb.fmul(moved, scoreScale));
 }
 
 Value OnlineSoftmax::nextSum(Value sum, Value alpha, Value rowSum) {

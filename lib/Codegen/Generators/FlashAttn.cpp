@@ -126,6 +126,7 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op, const Targe
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();
   request.rescaleOnNewMaxOnly = target.attnLazyRescale;
+  request.scaleInExp = target.attnScaleInExp;
   request.stages = target.attnStages;
   if (auto tile = op.getTileAttr())
     request.tile = AttnRequest::Tile{int(tile.getM()), int(tile.getN()), int(tile.getWaves()),

@@ -593,6 +593,7 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();
   request.rescaleOnNewMaxOnly = true;
+  request.scaleInExp = target.attnScaleInExp;
   // An fp8 cache with bf16 queries: the products on f16, where K and V widen exactly in one
   // conversion (to bf16 it takes four on NVIDIA): the queries scaled per row into f16's range
   // (Mainloop), P rounded to f16 (three more bits). Per-token scales multiply V before its

@@ -14,6 +14,12 @@ namespace tessera::attn {
 /// when the directive has no softcap.
 mlir::Value scaledScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2,
                          mlir::Value cap);
+/// The scores an OnlineSoftmax with a score scale takes (AttnPlan::scaleInExp): `acc` as it is,
+/// or under the soft cap (cap > 0 at run time) the capped log2-domain scores, whose score scale
+/// (expScale) is then 1 instead of scaleLog2. `cap` is null without a softcap.
+mlir::Value rawOrCappedScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2,
+                              mlir::Value cap);
+mlir::Value expScale(KernelBuilder &kb, mlir::Value scaleLog2, mlir::Value cap);
 
 /// body(masked, capped) in uniform branches on `needMask` (an edge tile) and, when `cap` is
 /// given, on whether the soft cap is on at run time. Each variant is branch-free across all the
@@ -51,9 +57,12 @@ public:
 
   /// What exp2Shifted subtracts for a row whose running max is `rowMax`: -inf rows shift by 0.
   mlir::Value shiftFor(mlir::Value rowMax);
-  /// exp2(x - shift) in the log2 domain: a probability (x a score) or the rescale factor alpha
-  /// (x the previous max). `shift` is shiftFor's value, possibly gathered into a vector.
+  /// exp2(x - shift) in the log2 domain (with a score scale, exp2(x * scale + shift), one fma):
+  /// a probability (x a score). `shift` is shiftFor's value, possibly gathered into a vector.
   mlir::Value exp2Shifted(mlir::Value x, mlir::Value shift);
+  /// The rescale factor alpha of a row whose max moved from `oldMax` to `newMax`: exactly 1 when
+  /// it did not move, 0 from a max of -inf.
+  mlir::Value rescaleFactor(mlir::Value oldMax, mlir::Value newMax);
   /// The running sum after a step: l * alpha + rowSum.
   mlir::Value nextSum(mlir::Value sum, mlir::Value alpha, mlir::Value rowSum);
   /// 1 / l, or 0 for a row that saw nothing (l = 0): the output is O * this.
