@@ -539,8 +539,7 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
 SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMask,
                                               Value rowBase, Value n0, Value scaleLog2) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
-    Value sc = p.scaleInExp ? rawOrCappedScores(kb, s[kt], scaleLog2, walk.cap)
-                            : scaledScores(kb, s[kt], scaleLog2, walk.cap);
+    Value sc = scaledScores(kb, s[kt], scaleLog2, walk.cap, p.scaleInExp);
     s[kt] = maskScores(kb, *walk.visibility, sView, lane, sc, rowBase,
                        kb.add(n0, kt * p.keyDim()), needMask,
                        [&](Value row) { return rows.queryOf(row); });

@@ -20,33 +20,19 @@ static Value splatLike(KernelBuilder &kb, Value scalar, Value like) {
   return scalar;
 }
 
-Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
+Value scaledScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap, bool scaleInExp) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
-  Value scaled = kb.fmul(acc, splatLike(kb, scaleLog2, acc));
-  if (!cap) return scaled;
+  auto scale = [&] { return kb.fmul(acc, splatLike(kb, scaleLog2, acc)); };
+  Value uncapped = scaleInExp ? acc : scale();
+  if (!cap) return uncapped;
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{acc.getType()}, softcapOn(kb, cap),
                                 /*withElse=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  scf::YieldOp::create(b, loc, capScores(kb, scaled, cap).scores);
+  scf::YieldOp::create(b, loc, capScores(kb, scaleInExp ? scale() : uncapped, cap).scores);
   b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, scaled);
-  return ifOp.getResult(0);
-}
-
-Value rawOrCappedScores(KernelBuilder &kb, Value acc, Value scaleLog2, Value cap) {
-  if (!cap) return acc;
-  OpBuilder &b = kb.builder();
-  Location loc = kb.location();
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{acc.getType()}, softcapOn(kb, cap),
-                                /*withElse=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  scf::YieldOp::create(
-      b, loc, capScores(kb, kb.fmul(acc, splatLike(kb, scaleLog2, acc)), cap).scores);
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, acc);
+  scf::YieldOp::create(b, loc, uncapped);
   return ifOp.getResult(0);
 }
 

@@ -11,14 +11,12 @@ namespace tessera::attn {
 /// Scores in the log2 domain: s * scale * log2(e), or with a soft cap (cap > 0 at run time)
 /// cap * tanh(s * scale / cap) * log2(e), tanh from exp2 (no device library). `acc` is a vector
 /// of f32 scores; `scaleLog2` a scalar or one per score (queries scaled per row); `cap` is null
-/// when the directive has no softcap.
+/// when the directive has no softcap. `scaleInExp` (AttnPlan::scaleInExp): uncapped scores stay
+/// raw, for an OnlineSoftmax whose score scale is expScale's.
 mlir::Value scaledScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2,
-                         mlir::Value cap);
-/// The scores an OnlineSoftmax with a score scale takes (AttnPlan::scaleInExp): `acc` as it is,
-/// or under the soft cap (cap > 0 at run time) the capped log2-domain scores, whose score scale
-/// (expScale) is then 1 instead of scaleLog2. `cap` is null without a softcap.
-mlir::Value rawOrCappedScores(KernelBuilder &kb, mlir::Value acc, mlir::Value scaleLog2,
-                              mlir::Value cap);
+                         mlir::Value cap, bool scaleInExp = false);
+/// The score scale an OnlineSoftmax applies to scaledScores(..., scaleInExp = true): scaleLog2,
+/// or 1 under the soft cap (its scores are already in the log2 domain).
 mlir::Value expScale(KernelBuilder &kb, mlir::Value scaleLog2, mlir::Value cap);
 
 /// body(masked, capped) in uniform branches on `needMask` (an edge tile) and, when `cap` is

@@ -72,9 +72,11 @@ struct GridDimFromDispatchPacket : OpRewritePattern<gpu::GridDimOp> {
   }
 };
 
-struct Exp2ToRocdlPass : PassWrapper<Exp2ToRocdlPass, OperationPass<gpu::GPUModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(Exp2ToRocdlPass)
-  StringRef getArgument() const override { return "tessera-exp2-to-rocdl"; }
+// The ops whose upstream ROCDL lowering calls the device libraries, lowered without them.
+struct DeviceLibraryFreeOpsPass
+    : PassWrapper<DeviceLibraryFreeOpsPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DeviceLibraryFreeOpsPass)
+  StringRef getArgument() const override { return "tessera-device-library-free-ops"; }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<ROCDL::ROCDLDialect, vector::VectorDialect, LLVM::LLVMDialect,
                     arith::ArithDialect>();
@@ -149,7 +151,7 @@ struct WorkspaceAtomicsPass
 void tessera::buildROCDLLoweringPipeline(OpPassManager &pm, const std::string &chip) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
   pm.addPass(tessera::createLowerKernelOpsPass());
-  pm.addPass(std::make_unique<Exp2ToRocdlPass>());
+  pm.addPass(std::make_unique<DeviceLibraryFreeOpsPass>());
   // fp8 conversions on the chip's converts where it has them (gfx942 FNUZ, gfx950 OCP), else
   // in integer code.
   ArithToAMDGPUConversionPassOptions fp8;
