@@ -1,7 +1,7 @@
 """flash_attn on the simulator (numpy arrays, device='sim:<target>') against float64 with the tolerance rule of
 CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_90 (f16/bf16, D 32/64/96/128/256,
 causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
-sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit). Outputs are poisoned with NaN.
+sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles). Outputs are poisoned with NaN.
 Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
 import re
 from typing import NamedTuple
@@ -29,6 +29,7 @@ class Case(NamedTuple):
     scale: float = None
     input_scale: float = 1.0    # q and k are standard normal times this (logits > 88 when large)
     layout: str = "separate"    # separate | packed (q, k, v sliced from one qkv tensor) | odd (strides not 8-aligned)
+    rising: float = 0.0         # scaled logits rise by about this much from the first key to the last
 
     def kernel(self):
         return f"fa_{self.dtype}_d{self.D}_{self.causal or 'none'}"
@@ -54,6 +55,9 @@ CASES = [
     Case("d96-tl-bf16", "bf16", 96, Sq=1, Sk=1, causal="tl"),
     Case("d256-tl-sq<sk", "bf16", 256, Sq=17, Sk=35, causal="tl"),
     Case("d256-br-gqa3", "f16", 256, Sq=1, Sk=9, causal="br", Hq=6, Hkv=2),
+    # Every key tile raises the row max: each step's rescale of the running sum and output counts.
+    Case("rising-max-many-key-tiles", "f16", 64, Sq=24, Sk=300, rising=12.0),
+    Case("rising-max-br", "bf16", 128, Sq=20, Sk=270, causal="br", rising=12.0),
 ]
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"
@@ -132,8 +136,15 @@ def make_qkv(rng, c):
             return np.lib.stride_tricks.as_strided(buf, shape, (buf.strides[0], buf.strides[1],
                                                                 D * buf.itemsize, buf.itemsize))
         return odd(q_shape, c.input_scale), odd(kv_shape, c.input_scale), odd(kv_shape, 1.0)
-    return (_random(rng, q_shape, c.dtype, c.input_scale), _random(rng, kv_shape, c.dtype, c.input_scale),
-            _random(rng, kv_shape, c.dtype))
+    q, k = _random(rng, q_shape, c.dtype, c.input_scale), _random(rng, kv_shape, c.dtype, c.input_scale)
+    if c.rising:
+        # A common direction u in every query, and in key j with weight proportional to j: the scaled logit
+        # q.k_j / sqrt(D) gains about u.u / sqrt(D) * rising * j / Sk = rising * j / Sk.
+        u = np.full(c.D, c.D ** -0.25)
+        q = (q.astype(np.float64) + u).astype(q.dtype)
+        ramp = c.rising * np.arange(c.Sk)[None, :, None, None] / max(c.Sk - 1, 1)
+        k = (k.astype(np.float64) + ramp * u).astype(k.dtype)
+    return q, k, _random(rng, kv_shape, c.dtype)
 
 
 def poisoned(shape, dtype):
