@@ -696,8 +696,8 @@ Sm90Emitter::SoftmaxStep Sm90Emitter::softmaxStep(ArrayRef<Value> s, ArrayRef<Va
       if (Acc::half(i) == h) mx = mx ? kb.fmax(mx, s[i]) : s[i];
     mx = rowReduce(mx, CK::MAXNUMF);
     if (!first) mx = kb.fmax(mx, mOld[h]);
+    if (!first) alpha.push_back(online->rescaleFactor(mOld[h], mx));
     Value shift = online->shiftFor(mx);
-    if (!first) alpha.push_back(online->exp2Shifted(mOld[h], shift));
     mNew.push_back(mx);
     Value sum;
     for (int i = 0; i < p.sValues(); ++i) {
