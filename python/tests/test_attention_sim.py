@@ -1,8 +1,8 @@
 """flash_attn on the simulator (numpy arrays, device='sim:<target>') against float64 with the tolerance rule of
 CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_90 (f16/bf16, D 32/64/96/128/256,
 causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
-sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles). Outputs are poisoned with NaN.
-Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
+sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles).
+Outputs are poisoned with NaN. Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
 import re
 from typing import NamedTuple
 
@@ -138,8 +138,8 @@ def make_qkv(rng, c):
         return odd(q_shape, c.input_scale), odd(kv_shape, c.input_scale), odd(kv_shape, 1.0)
     q, k = _random(rng, q_shape, c.dtype, c.input_scale), _random(rng, kv_shape, c.dtype, c.input_scale)
     if c.rising:
-        # A common direction u in every query, and in key j with weight proportional to j: the scaled logit
-        # q.k_j / sqrt(D) gains about u.u / sqrt(D) * rising * j / Sk = rising * j / Sk.
+        # A common direction u (u.u = sqrt(D)) in every query, and in key j with weight rising * j / (Sk - 1):
+        # the scaled logit q.k_j / sqrt(D) gains about that weight.
         u = np.full(c.D, c.D ** -0.25)
         q = (q.astype(np.float64) + u).astype(q.dtype)
         ramp = c.rising * np.arange(c.Sk)[None, :, None, None] / max(c.Sk - 1, 1)
