@@ -154,6 +154,14 @@ def find_kv_loop(items):
         total = mats(h, last)
         first = next(e for e in sorted(edges) if mats(h, e) == total)
         loops.append({"header": hdr, "start": h, "end": first, "full_end": last, "mat": total})
+    # A backward branch around other loops whose matrix instructions all lie in them (a block
+    # laid out late jumping back over the walk's loops) is not the KV loop.
+    def own_mats(lp):
+        nested = [o for o in loops if o is not lp and lp["start"] <= o["start"] and o["full_end"] <= lp["full_end"]]
+        return sum(1 for i in range(lp["start"], lp["full_end"] + 1)
+                   if items[i][0] == "inst" and MATRIX_RE.match(items[i][1])
+                   and not any(o["start"] <= i <= o["full_end"] for o in nested))
+    loops = [lp for lp in loops if own_mats(lp)]
     if not loops:
         return None
     return max(loops, key=lambda lp: (lp["mat"], -(lp["full_end"] - lp["start"])))

@@ -499,6 +499,14 @@ SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows
   const int vec = vectorElems(elemType);
   SmallVector<Value> out;
   for (const TileVector &t : tileVectors(*this, rows, cols, vec, threads)) {
+    if (src.inBounds) {
+      // Threads past the tile read its last row (their vector is never stored).
+      Value row = t.partial ? minsi(t.row, idx(rows - 1)) : t.row;
+      out.push_back(vector::LoadOp::create(b, loc, VectorType::get({vec}, elemType), src.memref,
+                                           ValueRange{add(src.base, add(mul(row, src.ld), t.col))},
+                                           /*nontemporal=*/false, llvm::Align(16)));
+      continue;
+    }
     Value rowOk = cmpLt(t.row, src.validRows);
     // Threads past the tile (when `threads` does not divide it) load nothing.
     if (t.partial) rowOk = andb(rowOk, inTile(*this, t));

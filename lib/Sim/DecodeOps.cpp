@@ -445,10 +445,14 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
                             o.getValue().getType());
       })
       .Case([&](vector::LoadOp o) {
-        return memoryAccess(op, Op::Load, o.getBase(), o.getIndices(), o.getResult(), o.getVectorType());
+        Inst I = memoryAccess(op, Op::Load, o.getBase(), o.getIndices(), o.getResult(), o.getVectorType());
+        I.imm = int64_t(o.getAlignment().value_or(0));
+        return I;
       })
       .Case([&](vector::StoreOp o) {
-        return memoryAccess(op, Op::Store, o.getBase(), o.getIndices(), o.getValueToStore(), o.getVectorType());
+        Inst I = memoryAccess(op, Op::Store, o.getBase(), o.getIndices(), o.getValueToStore(), o.getVectorType());
+        I.imm = int64_t(o.getAlignment().value_or(0));
+        return I;
       })
       .Case([&](nvgpu::LdMatrixOp o) -> std::optional<Inst> {
         // Each lane gives the address of one 8-element row; the warp gets the 8x8 tiles back

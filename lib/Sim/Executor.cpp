@@ -318,6 +318,11 @@ bool Executor::execMemory(const Inst &I, const uint8_t *mask) {
     uint8_t *at = address(I, t, store ? 1 : 0, I.count, store ? Access::Store : Access::Load);
     if (!at)
       return false;
+    // A vector access promised an alignment (vector.load/store `alignment`) the compiler may
+    // use it for wider instructions, which fault (NVIDIA) or split (AMD) when it does not hold.
+    if (I.imm > 1 && reinterpret_cast<uintptr_t>(at) % uint64_t(I.imm))
+      return report(I, t, std::string(store ? "vector store to" : "vector load from") + " an address not a multiple of "
+                              "its declared alignment of " + std::to_string(I.imm) + " bytes");
     for (uint32_t e = 0; e < I.count; ++e) {
       if (store)
         storeElem(at + e * elemBytes, value[size_t(e) * T + t], kind);

@@ -58,6 +58,10 @@ CASES = [
     # Every key tile raises the row max: each step's rescale of the running sum and output counts.
     Case("rising-max-many-key-tiles", "f16", 64, Sq=24, Sk=300, rising=12.0),
     Case("rising-max-br", "bf16", 128, Sq=20, Sk=270, causal="br", rising=12.0),
+    # Masked window-edge tiles, then interior tiles (AMD: a loop of their own), then the masked diagonal.
+    Case("window-edge-interior-edge", "f16", 64, Sq=16, Sk=300, window=(200, 0)),
+    Case("softcap-interior-tiles", "bf16", 128, Sq=20, Sk=200, softcap=8.0, input_scale=3.0),
+    Case("odd-strides-interior-tiles", "bf16", 64, Sq=20, Sk=200, layout="odd"),
 ]
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"

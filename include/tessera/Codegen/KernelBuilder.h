@@ -237,6 +237,9 @@ public:
   struct GlobalTile {
     mlir::Value memref, base, ld, validRows, validCols;
     mlir::Value vectorOk; ///< i1: ld and base keep 16-byte alignment
+    /// The caller knows every row of the tile is valid and vectorOk holds: plain vector loads,
+    /// no bounds or alignment branches (validRows, validCols and vectorOk are not read).
+    bool inBounds = false;
   };
   /// Cooperatively copies a `rows` x `cols` tile from global memory into LDS with 16-byte
   /// global loads by all `threads` threads. With `transpose`, global (r, c) lands at LDS

@@ -60,6 +60,11 @@ struct TargetInfo {
   /// (AttnRequest::scaleInExp): fewer cycles a step on CDNA (llvm-mca); on RDNA3 its head_dim
   /// 256 kernels got 9-15% slower (bench/NOTES.md).
   bool attnScaleInExp = false;
+  /// Up to this head_dim the flash_attn forward walks its interior key tiles (no mask, every key
+  /// valid, softcap off, aligned K/V rows) in a loop of their own, free of the edge code
+  /// (attn::Mainloop); 0: never. From llvm-mca (bench/NOTES.md): fewer cycles a step on AMD,
+  /// except gfx950 at head_dim 256 (past 256 VGPRs); not measured on NVIDIA.
+  int attnInteriorLoopMaxHeadDim = 0;
   /// Dynamic shared memory a workgroup may opt into on targets with wgmma (227 KiB on sm_90).
   static constexpr int hopperSharedBytes = 227 * 1024;
 

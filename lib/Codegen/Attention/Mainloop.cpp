@@ -64,15 +64,15 @@ private:
 
   /// The K and V tiles from key n0 in registers, and their stores into LDS (V's rows times
   /// `vScales`, one per V vector, where given).
-  SmallVector<Value> loadKV(Value n0);
+  SmallVector<Value> loadKV(Value n0, bool inBounds = false);
   void storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales = {});
   /// S (or S^T) of the query tile at block row `ldsQueryRow` against the staged keys: one
   /// accumulator per key tile.
   SmallVector<Value> computeScores(Value ldsQueryRow);
   /// Scaled by `scaleLog2` (a scalar, or per element), capped, and masked on edge tiles
-  /// (`needMask`).
+  /// (`needMask`); an interior tile only scaled (no mask, softcap off).
   SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value rowBase, Value n0,
-                                Value scaleLog2);
+                                Value scaleLog2, bool interior);
   /// Scaled queries (AttnPlan::scaledQueries): this thread's query vectors each times the power
   /// of two that puts its row's largest magnitude in [2^14, 2^15), in the tiles' type (f16 holds
   /// every bf16 value from 2^-14 of that up exactly, so only magnitudes below 2^-28 of the row's
@@ -316,10 +316,10 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
 }
 
 
-SmallVector<Value> Mainloop::Impl::loadKV(Value n0) {
-  SmallVector<Value> regs = rows.loadKeys(n0, m.threads());
+SmallVector<Value> Mainloop::Impl::loadKV(Value n0, bool inBounds) {
+  SmallVector<Value> regs = rows.loadKeys(n0, m.threads(), inBounds);
   kvSplit = regs.size();
-  regs.append(rows.loadValues(n0, m.threads()));
+  regs.append(rows.loadValues(n0, m.threads(), inBounds));
   return regs;
 }
 
@@ -537,9 +537,14 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
 }
 
 SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMask,
-                                              Value rowBase, Value n0, Value scaleLog2) {
+                                              Value rowBase, Value n0, Value scaleLog2,
+                                              bool interior) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
-    Value sc = scaledScores(kb, s[kt], scaleLog2, walk.cap, p.scaleInExp);
+    Value sc = scaledScores(kb, s[kt], scaleLog2, interior ? Value() : walk.cap, p.scaleInExp);
+    if (interior) {
+      s[kt] = sc;
+      continue;
+    }
     s[kt] = maskScores(kb, *walk.visibility, sView, lane, sc, rowBase,
                        kb.add(n0, kt * p.keyDim()), needMask,
                        [&](Value row) { return rows.queryOf(row); });
@@ -780,8 +785,13 @@ void Mainloop::Impl::emit() {
   if (p.scaledQueries())
     for (int qt = 0; qt < qTiles; ++qt)
       tileScales[qt] = queryTileScale(kb.add(waveQ0, qt * p.queryDim()));
-  auto loop = scf::ForOp::create(b, loc, tiles.lo, tiles.hi, kb.idx(1), init);
-  {
+  // One loop over the tiles [lo, hi) from the state `from`, of the given part of the walk:
+  // Interior tiles need no mask, have every key valid (their prefetched successors too) and
+  // softcap off; those before them all need the mask, those after from walk.unmasked.hi on.
+  enum class Part { Whole, BeforeInterior, Interior, AfterInterior };
+  auto walkTiles = [&](Value lo, Value hi, ValueRange from, Part part) {
+    const bool interior = part == Part::Interior;
+    auto loop = scf::ForOp::create(b, loc, lo, hi, kb.idx(1), from);
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(loop.getBody());
     Value tile = loop.getInductionVar();
@@ -821,12 +831,18 @@ void Mainloop::Impl::emit() {
     } else if (p.stages > 1) {
       storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(carried)), vScales);
       kb.barrier();
-      prefetched = loadKV(kb.add(n0, p.stepKeys()));
+      prefetched = loadKV(kb.add(n0, p.stepKeys()), interior);
     } else {
-      storeKV(loadKV(n0), vScales);
+      storeKV(loadKV(n0, interior), vScales);
       kb.barrier();
     }
-    Value needMask = isEdgeTile(kb, tile, walk.unmasked); // uniform
+    Value needMask; // uniform
+    switch (part) {
+    case Part::Whole: needMask = isEdgeTile(kb, tile, walk.unmasked); break;
+    case Part::BeforeInterior: needMask = arith::ConstantIntOp::create(b, loc, 1, 1); break;
+    case Part::Interior: break;
+    case Part::AfterInterior: needMask = kb.cmpLe(walk.unmasked.hi, tile); break;
+    }
     waveK = curK, waveV = curV;
     Value waveN0 = n0;
     if (keyWave) {
@@ -845,7 +861,7 @@ void Mainloop::Impl::emit() {
     for (int qt = 0; qt < qTiles; ++qt) {
       Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
       SmallVector<Value> s = scoreTiles(scaled(computeScores(ldsQueryRow), kScales), needMask,
-                                        ldsQueryRow, waveN0, tileScales[qt]);
+                                        ldsQueryRow, waveN0, tileScales[qt], interior);
       SmallVector<Value> probs, alpha;
       RowState state = softmaxStep(s, {iter[2 * qt], iter[2 * qt + 1]}, probs, alpha);
       next.push_back(state.max);
@@ -859,10 +875,32 @@ void Mainloop::Impl::emit() {
     next.append(nextScales);
     next.append(prefetched);
     scf::YieldOp::create(b, loc, next);
+    return SmallVector<Value>(loop.getResults());
+  };
+  // Where the rows allow it, the interior tiles get a loop of their own, free of every edge
+  // branch (masks, bounds-checked loads, softcap); the edge tiles before and after it take the
+  // general one. A wave-split step covers keyWaves tiles of the walk, so none is interior.
+  const bool interiorLoop = p.headDim <= t.attnInteriorLoopMaxHeadDim && p.keyWaves == 1;
+  Value inBounds = interiorLoop ? rows.inBoundsLoads() : Value();
+  SmallVector<Value> state;
+  if (!inBounds) {
+    state = walkTiles(tiles.lo, tiles.hi, init, Part::Whole);
+  } else {
+    if (walk.cap) // softcap off: not cap > 0
+      inBounds = kb.andb(inBounds, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ULE,
+                                                         walk.cap, kb.f32(0)));
+    // A prefetching step loads its successor, which must be interior too.
+    Value lo = kb.minsi(kb.maxsi(walk.unmasked.lo, tiles.lo), tiles.hi);
+    Value last = kb.sub(walk.unmasked.hi, kb.idx(p.stages > 1 ? 1 : 0));
+    Value hi = kb.maxsi(kb.minsi(last, tiles.hi), lo);
+    hi = kb.select(inBounds, hi, lo);
+    state = walkTiles(tiles.lo, lo, init, Part::BeforeInterior);
+    state = walkTiles(lo, hi, state, Part::Interior);
+    state = walkTiles(hi, tiles.hi, state, Part::AfterInterior);
   }
 
   // Epilogue: total row sums, O / l (0 for rows that saw nothing), LSE.
-  SmallVector<Value> results(loop.getResults().take_front(stateCount));
+  SmallVector<Value> results(ArrayRef<Value>(state).take_front(stateCount));
   OpBuilder::InsertionGuard g(b);
   if (keyWave) mergeKeyWaves(results);
   std::pair<Value, Value> oLane = oView.laneOffsets(kb, lane);

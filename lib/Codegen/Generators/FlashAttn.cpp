@@ -57,16 +57,17 @@ public:
                               kb.sub(seq.seqQ, q0), d, alignedQ},
                              p.blockM, p.headDim, threads);
   }
-  SmallVector<Value> loadKeys(Value n0, int threads) override {
-    return kb.loadGlobalTile(
-        {k.ptr, kb.add(kBase, kb.mul(n0, k.strideS)), k.strideS, kb.sub(seq.seqK, n0), d, alignedK},
-        p.blockN, p.headDim, threads);
+  SmallVector<Value> loadKeys(Value n0, int threads, bool inBounds) override {
+    return kb.loadGlobalTile({k.ptr, kb.add(kBase, kb.mul(n0, k.strideS)), k.strideS,
+                              kb.sub(seq.seqK, n0), d, alignedK, inBounds},
+                             p.blockN, p.headDim, threads);
   }
-  SmallVector<Value> loadValues(Value n0, int threads) override {
-    return kb.loadGlobalTile(
-        {v.ptr, kb.add(vBase, kb.mul(n0, v.strideS)), v.strideS, kb.sub(seq.seqK, n0), d, alignedV},
-        p.blockN, p.headDim, threads);
+  SmallVector<Value> loadValues(Value n0, int threads, bool inBounds) override {
+    return kb.loadGlobalTile({v.ptr, kb.add(vBase, kb.mul(n0, v.strideS)), v.strideS,
+                              kb.sub(seq.seqK, n0), d, alignedV, inBounds},
+                             p.blockN, p.headDim, threads);
   }
+  Value inBoundsLoads() override { return kb.andb(alignedK, alignedV); }
   Value queryOf(Value row) override { return kb.add(q0, row); }
   void storeOutput(Value row, Value col, Value value) override {
     OpBuilder &b = kb.builder();

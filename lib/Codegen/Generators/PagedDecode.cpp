@@ -137,10 +137,12 @@ public:
         },
         kb.sub(groupRows, row0), kb.idx(headDim), alignedQ, p.blockM, headDim, threads);
   }
-  SmallVector<Value> loadKeys(Value n0, int threads) override {
+  SmallVector<Value> loadKeys(Value n0, int threads, bool inBounds) override {
+    assert(!inBounds && "decode loads through its block table, always checked");
     return loadCacheRows(args.k, alignedK, n0, threads);
   }
-  SmallVector<Value> loadValues(Value n0, int threads) override {
+  SmallVector<Value> loadValues(Value n0, int threads, bool inBounds) override {
+    assert(!inBounds && "decode loads through its block table, always checked");
     return loadCacheRows(args.v, alignedV, n0, threads);
   }
   void copyKeysAsync(Value n0, const LdsTile &dst, int threads) override {

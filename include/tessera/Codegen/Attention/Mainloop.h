@@ -21,8 +21,14 @@ class AttnRows {
 public:
   virtual ~AttnRows() = default;
   virtual llvm::SmallVector<mlir::Value> loadQueries(int threads) = 0;
-  virtual llvm::SmallVector<mlir::Value> loadKeys(mlir::Value n0, int threads) = 0;
-  virtual llvm::SmallVector<mlir::Value> loadValues(mlir::Value n0, int threads) = 0;
+  /// This thread's vectors of the K (V) tile from key n0. `inBounds`: every key of the tile is
+  /// valid and inBoundsLoads() holds, so plain vector loads do.
+  virtual llvm::SmallVector<mlir::Value> loadKeys(mlir::Value n0, int threads, bool inBounds) = 0;
+  virtual llvm::SmallVector<mlir::Value> loadValues(mlir::Value n0, int threads,
+                                                    bool inBounds) = 0;
+  /// i1, uniform: K and V tiles wholly inside the keys may be loaded `inBounds` (their rows keep
+  /// 16-byte alignment); null where they never may.
+  virtual mlir::Value inBoundsLoads() { return {}; }
   /// With AttnPlan::kvBuffers > 1: the K (V) tile from key n0 copied asynchronously into `dst`
   /// (KernelBuilder::copyGlobalRowsToLdsAsync), landing at the mainloop's asyncWait.
   virtual void copyKeysAsync(mlir::Value n0, const LdsTile &dst, int threads);
