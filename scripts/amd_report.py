@@ -53,12 +53,19 @@ METHOD = """\
   branch (`s_branch`, `s_cbranch_*`) to a label defined *earlier* in the function is a back
   edge, and that label is a loop header. A header's loop body spans from the header to its last
   back edge. The KV loop is the loop whose body holds the most matrix instructions (`v_mfma*`,
-  `v_wmma*`; the innermost such loop on a tie). In the backward kernels that loop is the main
+  `v_wmma*`; the shortest such loop on a tie); a backward branch around other loops whose matrix
+  instructions all lie in those loops is not a loop of its own. The AMD forward walks its key
+  tiles in up to three loops with the same products: the tiles before the first one that needs
+  no mask, those that need none (no mask, bounds check or soft cap, plain vector loads; taken
+  when the strides keep every load aligned and the soft cap is off), and the rest; the tie rule
+  picks the middle one, which runs every tile of a long sequence but the edge ones. In the
+  backward kernels that loop is the main
   kernel's walk over query blocks (S^T, dP^T, dV, dK and dQ products per iteration) and the
   deterministic dQ kernel's walk over key blocks; the preprocess and dQ-convert kernels have no
   matrix instructions.
 - **One iteration** is the range from the header to its *first* back edge after which the body
-  holds no further matrix instruction. In our kernels the later back edge closes the edge-tile
+  holds no further matrix instruction. In a loop that also serves edge tiles (the backward, the
+  decode, forward kernels without the mask-free loop) the later back edge closes the edge-tile
   path (causal/window/sequence-end masking: `v_cndmask` on S) that falls through after the
   mask-free back edge and runs only on edge tiles; it is left out (`edge_insts` in `--json`).
   Triton's loops have one back edge.
@@ -70,8 +77,9 @@ METHOD = """\
   (`s_cbranch_execz` to a block opening with `s_andn2_saveexec`/`s_and_not1_saveexec`/
   `s_or_saveexec`) runs exactly one of its sides, a one-sided exec-masked block always runs,
   and runtime-uniform conditional branches (`s_cbranch_scc*`, `s_cbranch_vcc*`) may go either
-  way. In our kernels this drops the element-wise tail copies of K/V (the vector copy is kept)
-  and the runtime softcap block, i.e. it is the iteration of an interior tile with softcap off.
+  way. In a loop that also serves edge tiles this drops the element-wise tail copies of K/V (the
+  vector copy is kept) and the runtime softcap block, i.e. it is the iteration of an interior
+  tile with softcap off; the forward's mask-free loop has neither, so there the views agree.
 - **Counts**: `mat/it` = matrix instructions per iteration; `mat share` = their fraction of the
   iteration's instructions; MACs per matrix instruction from its shape (`32x32x8` = 8192).
 - **llvm-mca**: each view, instructions only, is fed to

@@ -539,8 +539,11 @@ SmallVector<Value> KernelBuilder::loadGlobalRows(Value memref,
 void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, int rows, int cols,
                                  bool transpose, int threads) {
   auto type = cast<VectorType>(vectors.front().getType());
-  // The vectors' length is the loads' (a widened fp8 vector spans several 16-byte parts).
-  const int vec = int(type.getNumElements()), part = vectorElems(type.getElementType());
+  // The vectors' length is the loads' (a widened fp8 vector spans several 16-byte parts, a
+  // narrowed one, queries rounded to fp8, part of one).
+  const int vec = int(type.getNumElements());
+  const int part = std::min(vec, vectorElems(type.getElementType()));
+  const int partBytes = part * int(type.getElementTypeBitWidth()) / 8;
   for (auto [t, data] : llvm::zip(tileVectors(*this, rows, cols, vec, threads), vectors)) {
     OpBuilder::InsertionGuard g(b);
     enterTile(*this, t);
@@ -553,7 +556,7 @@ void KernelBuilder::storeLdsTile(ArrayRef<Value> vectors, const LdsTile &dst, in
         }
         vector::StoreOp::create(b, loc, x, dst.memref,
                                 ValueRange{ldsOffset(dst, t.row, add(t.col, j))},
-                                /*nontemporal=*/false, llvm::Align(16));
+                                /*nontemporal=*/false, llvm::Align(partBytes));
       }
       continue;
     }

@@ -31,6 +31,17 @@ int elemTypeBits(ElemType t) {
   return 0;
 }
 
+int elemTypeTopExponent(ElemType t) {
+  switch (t) {
+  case ElemType::F16: return 15;
+  case ElemType::BF16:
+  case ElemType::F32: return 127;
+  case ElemType::FP8E4M3FNUZ: return 7;
+  case ElemType::FP8E4M3FN: return 8;
+  }
+  return 0;
+}
+
 Coord OperandLayout::at(int lane, int elem) const {
   Coord c;
   for (size_t b = 0; b < regBases.size(); ++b)

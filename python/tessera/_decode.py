@@ -43,6 +43,7 @@ class Call(NamedTuple):
     return_lse: bool
     num_splits: int     # as asked: 0 = the heuristic's choice
     kv_scale: str = "per_tensor"    # fp8 caches: per_tensor or per_token scales
+    fp8_products: bool = False      # fp8 caches: QK and PV on fp8 matrix instructions
 
     def empty(self):
         """True when there is no query row: nothing is launched."""
@@ -262,7 +263,7 @@ def _check_options(who, D, causal, softmax_scale, window_left, softcap, return_l
 
 
 def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-             return_lse, num_splits):
+             return_lse, num_splits, fp8_products=False):
     """Every check of a call, then its device: (infos, Call, Device). Nothing touches a device before the last
     step."""
     _arrays.refuse_grad(who, arrays)
@@ -278,8 +279,14 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
     options = _check_options(who, D, causal, softmax_scale, window_left, softcap, return_lse, num_splits)
     kv_scale = _scale_granularity(who, k_scale, v_scale, (num_pages, Hkv, block_size)) if kv_dtype in FP8 else \
         "per_tensor"
+    if fp8_products not in (False, True):
+        raise InputError(f"{who}: fp8_products must be True or False, got {fp8_products!r}")
+    if fp8_products and (kv_dtype not in FP8 or kv_scale != "per_tensor"):
+        raise InputError(f"{who}: fp8_products=True runs the products on the fp8 cache's own bytes: it needs an fp8 "
+                         f"cache ({' or '.join(FP8)}) with per-tensor k_scale and v_scale, got a {kv_dtype} cache" +
+                         (" with per-token scales" if kv_scale == "per_token" else ""))
     call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options,
-                kv_scale)
+                kv_scale, fp8_products)
     if infos["out"] is not None:
         _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
     if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
@@ -301,6 +308,7 @@ def _serves(kernel_set, call):
     a = kernel_set.attributes
     return (kernel_set.directive == "paged_decode" and a.get("dtype") == call.dtype and
             a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == call.kv_scale and
+            bool(a.get("fp8_products", False)) == call.fp8_products and
             a.get("head_dim") == call.D and
             a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
             all(a.get(f, False) for f, want in call.needed().items() if want))
@@ -311,12 +319,14 @@ def directive_for(call):
     bundle's `pd_<dtype>_d<D>_b<block>` sets have)."""
     fp8 = call.kv_dtype in FP8
     name = (f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("_fp8" if fp8 else "") +
-            ("_pertoken" if call.kv_scale == "per_token" else "") +
+            ("_pertoken" if call.kv_scale == "per_token" else "") + ("_products" if call.fp8_products else "") +
             ("" if call.mask == CAUSAL else "_none"))
     attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
                   f"mask = #tessera.mask<{call.mask}>", *FEATURES]
     if fp8:
         attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", f"kv_scale = #tessera.kv_scale<{call.kv_scale}>"]
+    if call.fp8_products:
+        attributes.append("fp8_products")
     return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
 
 
@@ -330,7 +340,7 @@ def find_kernel_set(bundle, call):
     if not fits:
         wanted = (f"dtype={call.dtype}" +
                   (f" kv_dtype={call.kv_dtype} kv_scale={call.kv_scale}" if call.kv_dtype in FP8 else "") +
-                  f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
+                  (" fp8_products" if call.fp8_products else "") + f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "
@@ -342,8 +352,8 @@ def find_kernel_set(bundle, call):
 def kernel_set_for(dev, call):
     """find_kernel_set on the device's bundle, remembered per bundle and variant; where the bundle lacks it, the set
     directive_for(call) compiles on demand (_ondemand)."""
-    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.D, call.block_size, call.masks(),
-           *call.needed().values())
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.D, call.block_size,
+           call.masks(), *call.needed().values())
     return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, call), directive_for(call))
 
 
@@ -430,11 +440,11 @@ def _check_plan(who, plan, call, dev):
     made, kernel_set = plan.call, plan.kernel_set
     if kernel_set.bundle.device is not dev:
         raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
-    fixed = ("dtype", "kv_dtype", "kv_scale", "D", "block_size", "Hq", "Hkv")
+    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "D", "block_size", "Hq", "Hkv")
     if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
         have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
         raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
-                         "dtype, head_dim, block_size and heads with at most its B and Sq")
+                         "dtype, products, head_dim, block_size and heads with at most its B and Sq")
     if call.num_splits not in (0, plan.num_splits):
         raise InputError(f"{who}: num_splits={call.num_splits} but the plan fixed {plan.num_splits}: pass 0 (or the "
                          "plan's) with plan=")
@@ -555,7 +565,7 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device):
 
 def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
                  k_scale=None, v_scale=None, window_left=-1, softcap=0.0, num_splits=0, out=None, return_lse=False,
-                 plan=None, device=None):
+                 plan=None, fp8_products=False, device=None):
     """Decode attention over a paged KV cache: for each sequence b, the Sq new query tokens q[b] against the first
     cache_seqlens[b] keys and values (the new tokens' included), gathered from the pages block_table[b] names.
 
@@ -579,19 +589,21 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     fp8 caches (float8_e4m3fn; float8_e4m3fnuz on gfx942) need k_scale and v_scale, each a positive number or a
     one-element float32 tensor on the device (dequantised value = stored x scale; a tensor is read on the device, so
     graph replays see its current value): the kernels widen the cache exactly to q's dtype and fold the scales in
-    float32 (K's into the score scale, V's into the output).
+    float32 (K's into the score scale, V's into the output). fp8_products=True (per-tensor scales) instead runs QK and
+    PV on the chip's fp8 matrix instructions, each query row scaled by a power of two into the cache's format and P
+    stretched into it before they are rounded to it (docs/decode.md: its tolerance; gfx942 and gfx950 only).
     """
     who = "tessera.paged_decode"
     if _arrays.compiling():
         return _arrays.torch_ops.call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal,
                                                    softmax_scale, k_scale, v_scale, window_left, softcap, num_splits,
-                                                   out, return_lse, plan)
+                                                   out, return_lse, plan, fp8_products)
     if block_table is None:
         _contiguous_scales(who, k_scale, v_scale)
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-                                return_lse, num_splits)
+                                return_lse, num_splits, fp8_products)
     if plan is None:
         kernel_set = kernel_set_for(dev, call)
         splits = num_splits_for(call, kernel_set, dev)
@@ -635,7 +647,7 @@ def _check_cache_strides(who, call, kernel_set, infos):
 
 def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,
                       window_left=-1, softcap=0.0, num_splits=0, return_lse=False, k_scale=None, v_scale=None,
-                      device=None):
+                      fp8_products=False, device=None):
     """A DecodePlan for paged_decode calls up to these arrays' sizes (the largest batch and query count, the widest
     block table a CUDA graph will see): checks them as paged_decode would, chooses the kernel set and num_splits
     (the heuristic's for these sizes when 0), and reserves the set's workspaces on the current stream and the
@@ -653,7 +665,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
-                                num_splits)
+                                num_splits, fp8_products)
     kernel_set = kernel_set_for(dev, call)
     splits = num_splits_for(call, kernel_set, dev)
     if not call.empty():

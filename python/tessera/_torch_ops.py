@@ -193,26 +193,27 @@ def _scale(tensor, value):
 def paged_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Optional[Tensor], cache_seqlens: Tensor,
                  kv_layout: str, causal: bool, softmax_scale: Optional[float], k_scale: Optional[Tensor],
                  v_scale: Optional[Tensor], k_scale_value: Optional[float], v_scale_value: Optional[float],
-                 window_left: int, softcap: float, num_splits: int, return_lse: bool) -> tuple[Tensor, Tensor]:
+                 window_left: int, softcap: float, num_splits: int, return_lse: bool,
+                 fp8_products: bool = False) -> tuple[Tensor, Tensor]:
     """tessera.paged_decode: (O, LSE (B, Hq, Sq) or empty). An fp8 cache's scale is a tensor (k_scale) or a number
     (k_scale_value)."""
     result = _decode.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout=kv_layout,
                                   causal=causal, softmax_scale=softmax_scale,
                                   k_scale=_scale(k_scale, k_scale_value), v_scale=_scale(v_scale, v_scale_value),
                                   window_left=window_left, softcap=softcap, num_splits=num_splits,
-                                  return_lse=return_lse)
+                                  return_lse=return_lse, fp8_products=fp8_products)
     return _with_lse(result, return_lse, q)
 
 
 @paged_decode.register_fake
 def _(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale, v_scale,
-      k_scale_value, v_scale_value, window_left, softcap, num_splits, return_lse):
+      k_scale_value, v_scale_value, window_left, softcap, num_splits, return_lse, fp8_products=False):
     B, Sq, Hq, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32)
 
 
 def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale,
-                      v_scale, window_left, softcap, num_splits, out, return_lse, plan):
+                      v_scale, window_left, softcap, num_splits, out, return_lse, plan, fp8_products=False):
     """tessera.paged_decode through the operator, as torch.compile traces it: a plan contributes its num_splits (the
     compiled graph's own workspaces come from torch's allocator); out= is filled by a copy."""
     if plan is not None:
@@ -220,7 +221,7 @@ def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout
     (k_tensor, k_value), (v_tensor, v_value) = _scale_pair(k_scale), _scale_pair(v_scale)
     o, lse = torch.ops.tessera.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, bool(causal),
                                             softmax_scale, k_tensor, v_tensor, k_value, v_value, int(window_left),
-                                            float(softcap), int(num_splits), bool(return_lse))
+                                            float(softcap), int(num_splits), bool(return_lse), bool(fp8_products))
     if out is not None:
         o = out.copy_(o)
     return (o, lse) if return_lse else o

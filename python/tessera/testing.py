@@ -68,16 +68,17 @@ class _Ops:
             self.lib = numpy
 
     def cast(self, x, name):
-        """x as float64 / float32, or rounded to f16 / bf16 (returned as float32)."""
+        """x as float64 / float32, or rounded to f16 / bf16 / an fp8 e4m3 format (returned as float32)."""
         if self.torch:
             t = self.lib
-            if name in ("f16", "bf16"):
-                return x.to({"f16": t.float16, "bf16": t.bfloat16}[name]).to(t.float32)
+            narrow = {"f16": "float16", "bf16": "bfloat16", "f8E4M3FN": "float8_e4m3fn", "f8E4M3FNUZ": "float8_e4m3fnuz"}
+            if name in narrow:
+                return x.to(getattr(t, narrow[name])).to(t.float32)
             return x.to({"f64": t.float64, "f32": t.float32}[name])
         np = self.lib
-        if name in ("f16", "bf16"):
+        if name in ("f16", "bf16", "f8E4M3FN", "f8E4M3FNUZ"):
             from ._arrays import numpy_dtype
-            return x.astype(numpy_dtype(name)).astype(np.float32)
+            return x.astype(np.float32).astype(numpy_dtype(name)).astype(np.float32)
         return x.astype({"f64": np.float64, "f32": np.float32}[name])
 
     def perm(self, x, *axes):
@@ -143,14 +144,32 @@ def _softmax(ops, s):
     return p / ops.where(l > 0, l, 1.0), row_lse
 
 
+FP8_TOP_EXPONENT = {"f8E4M3FN": 8, "f8E4M3FNUZ": 7}   # the largest power of two each holds: 256 (of 448), 128 (240)
+
+
+def _fp8_rows(ops, x, fp8):
+    """x (..., D) with each row scaled by the power of two that puts its largest magnitude in [2^(top - 1), 2^top),
+    rounded to `fp8` and scaled back (exact): tessera.paged_decode's queries under fp8_products."""
+    amax = ops.amax(abs(ops.cast(x, "f64")))
+    if ops.torch:
+        exponent = ops.lib.frexp(amax)[1].to(ops.lib.float64)
+    else:
+        exponent = ops.lib.frexp(amax)[1].astype(ops.lib.float64)
+    power = 2.0 ** ops.where((amax > 0) & (amax < float("inf")), FP8_TOP_EXPONENT[fp8] - exponent, 0.0)
+    return ops.cast(ops.cast(x, "f32") * ops.cast(power, "f32"), fp8) / ops.cast(power, "f32")
+
+
 def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
-                        softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30):
+                        softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30, p_format=None):
     """Attention forward on numpy arrays or torch tensors q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D) with
     tessera.flash_attn's semantics. precision "float64": the reference (the same input values, exact math in
     float64); "same": the straightforward same-precision implementation of CORRECTNESS.md (fp32 logits, softcap
     and softmax, P rounded to the input dtype, fp32 P·V, O rounded to the input dtype). dtype: the input dtype
     name ('f16'/'bf16', default from q). Rows without a visible key give O = 0, LSE = -inf.
     rows: only these query rows (an index array of the same library; results have len(rows) rows).
+    p_format: an fp8 format P is rounded to (precision "same"; unnormalised, exp(s - max), and stretched by the
+    largest power of two the format holds first, as tessera.paged_decode's fp8_products does) instead of the input
+    dtype.
     Works per batch item and chunk of heads (at most max_bytes of logits at a time)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
@@ -177,7 +196,14 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
             vb = ops.perm(ops.cast(v[b][:, heads], work), 1, 0, 2)          # (h, Sk, D)
             s, _ = _logits(ops, qb, kb, scale, softcap, visible)
             p, row_lse = _softmax(ops, s)
-            if precision != "float64":
+            if precision != "float64" and p_format:
+                # The online softmax's P, exp(s - max) (its largest exactly 1), stretched, rounded, over the row sum
+                # (the row's largest P is 1 / sum).
+                stretch = 2.0 ** FP8_TOP_EXPONENT[p_format]
+                largest = ops.amax(p)
+                largest = ops.where(largest > 0, largest, 1.0)
+                p = ops.cast(p / largest * stretch, p_format) / stretch * largest
+            elif precision != "float64":
                 p = ops.cast(p, dtype)
             ob = p @ vb
             if precision != "float64":
@@ -213,7 +239,8 @@ def _pages(ops, cache, pages):
 
 
 def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout="NHD", causal=True, scale=None,
-                           window_left=-1, softcap=0.0, precision="float64", k_scale=None, v_scale=None):
+                           window_left=-1, softcap=0.0, precision="float64", k_scale=None, v_scale=None,
+                           fp8_products=False):
     """tessera.paged_decode's result as attention_reference's (AttentionResult: O (B, Sq, Hq, D), LSE (B, Hq, Sq),
     o_abs), on numpy arrays or torch tensors: each sequence's first cache_seqlens[b] keys and values gathered from
     the pages its block_table row names (no other entry or slot is read: NaN there cannot reach the result), then
@@ -221,7 +248,9 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
     (window_left, unbounded). precision as attention_reference's. Rows that see no key: O = 0, LSE = -inf.
     fp8 caches with k_scale and v_scale (numbers or one-element arrays; per-token: (num_pages, Hkv, block_size)
     arrays) are dequantised first: stored x scale in float64, and for precision "same" rounded to q's dtype (the
-    straightforward dequantise-then-attend)."""
+    straightforward dequantise-then-attend); with fp8_products (per-tensor scales) "same" is the straightforward
+    fp8 product instead: the scaled cache values kept in float32, each query row rounded to the cache's format
+    through a power of two (_fp8_rows), P rounded to it (attention_reference's p_format)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     B, Sq, Hq, D = q.shape
@@ -231,6 +260,10 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
     block_size = k_cache.shape[1 if kv_layout == "NHD" else 2]
     options = dict(causal=causal, causal_align="bottom_right", scale=scale, window=(window_left, -1),
                    softcap=softcap, precision=precision)
+    fp8 = dtype_name(k_cache.dtype) if fp8_products and precision != "float64" else None
+    if fp8:
+        q = _fp8_rows(ops, q, fp8)
+        options["p_format"] = fp8
     for b in range(B):
         length = int(cache_seqlens[b])
         pages = block_table[b, :-(-length // block_size)]
@@ -242,7 +275,7 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
         if k_scale is not None:
             k, v = (ops.cast(x, "f64") * _token_scales(ops, s, pages, length) for x, s in ((k, k_scale), (v, v_scale)))
             if precision != "float64":
-                k, v = (ops.cast(x, dtype_name(q.dtype)) for x in (k, v))
+                k, v = (ops.cast(x, "f32" if fp8 else dtype_name(q.dtype)) for x in (k, v))
         r = attention_reference(q[b:b + 1], k, v, **options, dtype=dtype_name(q.dtype))
         o[b], lse[b], o_abs[b] = r.o[0], r.lse[0], r.o_abs[0]
     return AttentionResult(o, lse, o_abs)

@@ -35,14 +35,22 @@ class Case(NamedTuple):
     fp8: bool = False           # caches in the target's fp8 format (fp8_format), per-tensor scales
     per_token: bool = False     # fp8 with per-token scales (num_pages, Hkv, block_size)
     wide_queries: bool = False  # query rows scaled by 2^-60 .. 2^60 (past f16's range both ways), one all zero
+    products: bool = False      # fp8_products: QK and PV on the fp8 matrix instructions (gfx942, gfx950)
+    sink: bool = False          # every query scores 6 against its sequence's first key and 0 against the others
 
     def directive(self, target):
         granularity = "per_token" if self.per_token else "per_tensor"
         kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<{granularity}>, " if self.fp8 else "")
-        suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "")
+        suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "") + ("_products" if self.products else "")
         return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{suffix} "
                 f"{{dtype = {self.dtype}, {kv}head_dim = {self.D}, block_size = {self.block_size}, "
-                "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv}")
+                "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv" +
+                (", fp8_products}" if self.products else "}"))
+
+    def runs_on(self, target):
+        """fp8_products needs fp8 matrix instructions: gfx942's and gfx950's MFMA (not gfx11's WMMA, nor the
+        mma.sync of sm_90, whose e4m3 form Tessera does not generate yet)."""
+        return not self.products or target in ("gfx942", "gfx950")
 
 
 def fp8_format(target):
@@ -75,6 +83,16 @@ CASES = [
     Case("fp8-bf16-query-rows-of-any-magnitude", "bf16", 128, 16, (20, 37), num_splits=2, fp8=True, wide_queries=True),
     Case("fp8-per-token-bf16-query-rows-of-any-magnitude", "bf16", 64, 16, (33,), Sq=3, fp8=True, per_token=True,
          wide_queries=True),
+    # fp8_products: the rows of P span many key tiles of both split halves, a window edge and a soft cap, queries of
+    # every magnitude, several query tokens, GQA 8, pages of 1.
+    Case("fp8-products-b16-gqa4-split3", "bf16", 128, 16, (37, 1, 80), num_splits=3, fp8=True, products=True),
+    Case("fp8-products-b1-sq3-gqa8-hnd-window-softcap", "f16", 64, 1, (9, 40), Sq=3, Hkv=1, layout="HND",
+         window_left=20, softcap=5.0, fp8=True, products=True),
+    Case("fp8-products-query-rows-of-any-magnitude", "bf16", 64, 64, (100, 37), num_splits=2, fp8=True,
+         wide_queries=True, products=True),
+    # An attention sink: P is 1 at the first key and e^-6 (below fp8's normal range unless stretched into it,
+    # AttnPlan::pStretch) at the 299 others, which carry 43% of the row's weight.
+    Case("fp8-products-attention-sink", "f16", 64, 16, (300,), Hq=2, Hkv=1, fp8=True, products=True, sink=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
 
@@ -87,7 +105,7 @@ def usable(c):
 def bundles(tmp_path_factory):
     """A temporary bundle per target, searched first (TESSERA_BUNDLE_PATH). Yields {target: compile error}."""
     def text(target):
-        return "\n".join(sorted({c.directive(target) for c in CASES if usable(c)})) + "\n"
+        return "\n".join(sorted({c.directive(target) for c in CASES if usable(c) and c.runs_on(target)})) + "\n"
     yield from support.sim_bundles(tmp_path_factory, "decode-bundles", {t: text(t) for t in support.SIM_TARGETS})
 
 
@@ -157,6 +175,8 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     c = case
     if not usable(c):
         pytest.skip("bf16 numpy arrays need ml_dtypes (not installed)")
+    if not c.runs_on(target):
+        pytest.skip(f"fp8_products is not generated for {target} (no fp8 matrix instruction Tessera emits there)")
     error = bundles.get(target)
     assert not error, f"tessera-compile --target={target} failed:\n{error}"
     dev = support.sim_device(target)
@@ -169,18 +189,24 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     if c.wide_queries:
         q *= 2.0 ** rng.choice([-60, -30, -14, 0, 14, 20, 60], size=q.shape[:3])[..., None]
         q[0, 0, 0] = 0
+    if c.sink:   # K's first dimension 0 but 4 at each sequence's first key (NHD); q = 12 e_0: scores 6 and 0 (scale 1/8)
+        k[..., 0] = 0
+        k[table[:, 0], 0, :, 0] = 4 / K_SCALE
+        q[:] = 0
+        q[..., 0] = 12
     q = q.astype(support.numpy_dtype(c.dtype))
     options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, **scales)
 
     def run(k, v, table, **poisoned):
         out = np.full(q.shape, np.nan, q.dtype)
         got, lse = tessera.paged_decode(q, k, v, table, lens, **{**options, **poisoned}, num_splits=c.num_splits,
-                                        out=out, return_lse=True, device=dev)
+                                        out=out, return_lse=True, fp8_products=c.products, device=dev)
         assert got is out
         return out, lse
     out, lse = run(k, v, table)
     ref = testing.paged_decode_reference(q, k, v, table, lens, **options)
-    same = testing.paged_decode_reference(q, k, v, table, lens, **options, precision="same")
+    same = testing.paged_decode_reference(q, k, v, table, lens, **options, precision="same",
+                                          fp8_products=c.products)
     result = testing.check_attention(out, ref, same, lse=lse)
     assert result.ok, f"{target} {c} seed {seed}: {result}"
     for b, length in enumerate(c.lens):

@@ -486,9 +486,10 @@ def test_a_plan_fixes_the_set_and_splits_and_reserves_the_workspace(fake_sim, mo
 
 
 @pytest.mark.parametrize("changes, options, message", [
-    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, D=64, block_size=16, Hq=4, "
-                   r"Hkv=2\) does not fit the plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, D=64, "
-                   r"block_size=16, Hq=4, Hkv=2\)"),
+    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, D=64, "
+                   r"block_size=16, Hq=4, Hkv=2\) does not fit the plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, "
+                   r"kv_scale=per_tensor, fp8_products=False, D=64, block_size=16, Hq=4, Hkv=2\): the plan serves its "
+                   r"dtype, products, head_dim"),
     ({"Sq": 3}, {}, r"does not fit the plan"),
     ({"Hq": 8}, {}, r"does not fit the plan"),
     ({"block_size": 64}, {}, r"block_size=64, Hq=4, Hkv=2\) does not fit the plan"),
@@ -786,6 +787,34 @@ def test_fp8_caches_launch_the_fp8_set_with_their_scales(fake_sim):
                                                           r"#tessera.kv_scale<per_tensor>, head_dim = 64"):
         tessera.paged_decode(q, k.astype(fnuz), v.astype(fnuz), table, lens, k_scale=0.5, v_scale=0.5,
                              num_splits=1, device=dev)
+
+
+def test_fp8_products_need_an_fp8_cache_with_per_tensor_scales_and_pick_their_own_set(fake_sim):
+    """fp8_products=True is refused for a half-precision cache and for per-token scales (before any device work);
+    on an fp8 cache it takes only a set made with fp8_products, and the missing one's directive has it."""
+    fake, dev, launched, _, _ = fake_sim
+    q, k, v, table, lens = decode_args()
+    with pytest.raises(tessera.InputError, match=r"^tessera.paged_decode: fp8_products=True runs the products on the "
+                                                 r"fp8 cache's own bytes: it needs an fp8 cache \(f8E4M3FN or "
+                                                 r"f8E4M3FNUZ\) with per-tensor k_scale and v_scale, got a f16 cache$"):
+        tessera.paged_decode(q, k, v, table, lens, fp8_products=True, device=NO_DEVICE)
+    with pytest.raises(tessera.InputError, match=r"fp8_products must be True or False, got 'yes'"):
+        tessera.paged_decode(q, k, v, table, lens, fp8_products="yes", device=NO_DEVICE)
+    if support.ml_dtypes is None:
+        return
+    fp8 = support.ml_dtypes.float8_e4m3fn
+    k8, v8 = k.astype(fp8), v.astype(fp8)
+    per_token = np.ones((6, 2, 16), np.float32)
+    with pytest.raises(tessera.InputError, match=r"got a f8E4M3FN cache with per-token scales$"):
+        tessera.paged_decode_plan(q, k8, v8, table, lens, k_scale=per_token, v_scale=per_token, fp8_products=True,
+                                  device=NO_DEVICE)
+    with pytest.raises(tessera.KernelNotFoundError, match=r"kv_dtype=f8E4M3FN kv_scale=per_tensor fp8_products "
+                                                          r"head_dim=64 .*this directive compiles one: "
+                                                          r"tessera.paged_decode @pd_f16_d64_b16_fp8_products \{.*"
+                                                          r"split_kv, fp8_products\}"):
+        tessera.paged_decode(q, k8, v8, table, lens, k_scale=0.5, v_scale=0.5, num_splits=1, fp8_products=True,
+                             device=dev)
+    assert fake.launches() == []
 
 
 @pytest.mark.parametrize("k, v, message", [

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <tuple>
 
 using namespace tessera;
 
@@ -210,6 +211,35 @@ TEST(FlashAttnPlan, LdsBytesFollowTheTargetsTileLayout) {
   const TargetInfo &sm90 = target("sm_90");
   int pad = sm90.ldsSwizzle == LdsSwizzle::Pad ? 8 : 0;
   EXPECT_EQ(ldsTileBytes(sm90, ElemType::F16, 64, 128), 64 * (128 + pad) * 2);
+}
+
+} // namespace
+
+namespace {
+
+TEST(FlashAttnPlan, Fp8ProductsQuantiseQueriesAndStretchP) {
+  // fp8 products (decode's fp8_products): both atoms read the chip's own e4m3, the queries are
+  // scaled into it, and P is stretched by the largest power of two the format holds.
+  for (auto [chip, fp8, stretch] : {std::tuple{"gfx942", ElemType::FP8E4M3FNUZ, 128},
+                                    std::tuple{"gfx950", ElemType::FP8E4M3FN, 256}}) {
+    AttnRequest r = request(128, ElemType::BF16);
+    r.qkElem = r.pvElem = fp8;
+    AttnPlanResult result = planAttention(r, target(chip));
+    ASSERT_TRUE(result.plan) << chip << ": " << result.whyNot;
+    const AttnPlan &p = *result.plan;
+    EXPECT_EQ(p.qk->inputType, fp8) << chip;
+    EXPECT_EQ(p.pv->inputType, fp8) << chip;
+    EXPECT_TRUE(p.scaledQueries()) << chip;
+    EXPECT_EQ(p.pStretch(), stretch) << chip;
+    if (p.pInRegisters()) expectConversionDeliversP(p);
+  }
+  AttnRequest half = request(128, ElemType::F16);
+  AttnPlanResult r = planAttention(half, target("gfx942"));
+  ASSERT_TRUE(r.plan);
+  EXPECT_EQ(r.plan->pStretch(), 0); // a half-precision P is rounded as it is
+  EXPECT_EQ(elemTypeTopExponent(ElemType::F16), 15);
+  EXPECT_EQ(elemTypeTopExponent(ElemType::FP8E4M3FN), 8);
+  EXPECT_EQ(elemTypeTopExponent(ElemType::FP8E4M3FNUZ), 7);
 }
 
 } // namespace

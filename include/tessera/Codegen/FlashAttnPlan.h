@@ -84,9 +84,16 @@ struct AttnPlan {
   const OperandLayout &pOperandLayout() const { return transposed ? pv->b : pv->a; }
   /// P needs cross-lane shuffles on its way to the PV atom.
   bool pShuffles() const;
-  /// The queries enter the QK product in another type (bf16 queries on f16 with an fp8 cache):
-  /// each row scaled by a power of two into that type's range, the scores scaled back.
+  /// The queries enter the QK product in another type (bf16 queries on f16 with an fp8 cache,
+  /// or on the cache's fp8 with fp8 products): each row scaled by a power of two into that
+  /// type's range, the scores scaled back.
   bool scaledQueries() const { return queryElem != elem; }
+  /// P on fp8 matrix instructions: the probabilities (at most 1) times this power of two, the
+  /// largest the format holds, before they are rounded, so that they use its normal range
+  /// rather than its subnormals; O is divided by it with the row sum. 0 otherwise.
+  int pStretch() const {
+    return elemTypeBits(pvElem) == 8 ? 1 << elemTypeTopExponent(pvElem) : 0;
+  }
   /// The 16-byte vectors of a query row (the row maxima of scaled queries are reduced over them).
   int queryVectorsPerRow() const { return headDim * elemTypeBits(queryElem) / 128; }
 };

@@ -15,6 +15,9 @@ enum class ElemType { F16, BF16, F32, FP8E4M3FNUZ, FP8E4M3FN };
 
 const char *elemTypeName(ElemType t);
 int elemTypeBits(ElemType t);
+/// The exponent of the largest power of two of `t`'s finite range: 15 for f16 (65504), 127 for
+/// bf16 and f32, 8 for OCP e4m3 (448), 7 for FNUZ e4m3 (240).
+int elemTypeTopExponent(ElemType t);
 
 /// A (row, col) position inside an operand fragment.
 struct Coord {

@@ -74,14 +74,19 @@ private:
   SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value rowBase, Value n0,
                                 Value scaleLog2, bool interior);
   /// Scaled queries (AttnPlan::scaledQueries): this thread's query vectors each times the power
-  /// of two that puts its row's largest magnitude in [2^14, 2^15), in the tiles' type (f16 holds
-  /// every bf16 value from 2^-14 of that up exactly, so only magnitudes below 2^-28 of the row's
-  /// largest lose bits); and per query tile, the score scale times each S element's inverse
-  /// power (exact).
+  /// of two that puts its row's largest magnitude just below the largest power of two the tiles'
+  /// type holds ([2^14, 2^15) in f16, which holds every bf16 value from 2^-14 of that up
+  /// exactly, so only magnitudes below 2^-28 of the row's largest lose bits; [2^7, 2^8) in OCP
+  /// e4m3, [2^6, 2^7) in FNUZ e4m3, where every value rounds to 3 bits); and per query tile, the
+  /// score scale times each S element's inverse power (exact).
   SmallVector<Value> scaleQueries(ArrayRef<Value> vectors);
   Value rowMax(Value row);
   std::pair<Value, Value> rowPowers(Value max);
   Value queryTileScale(Value ldsQueryRow);
+  /// A probability (at most 1) as P V's operand element: in an fp8 product times
+  /// AttnPlan::pStretch first, so that it lands in the format's normal range (O is divided by
+  /// it with the row sum).
+  Value pElement(Value prob);
   /// One online-softmax step of a query tile: the new state, the probabilities, the rescale
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
@@ -265,6 +270,11 @@ Value Mainloop::Impl::perElement(ArrayRef<Value> slotValues, bool outputs) {
   return vector::ShuffleOp::create(b, loc, vec, vec, slotIdx);
 }
 
+Value Mainloop::Impl::pElement(Value prob) {
+  if (int stretch = p.pStretch()) prob = kb.fmul(prob, kb.f32(float(stretch)));
+  return kb.convertFinite(prob, pvElem);
+}
+
 /// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
 Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
   auto laneBitSet = [&](int bit) {
@@ -289,7 +299,7 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
   SmallVector<Value> elems;
   for (auto [e, src] : llvm::enumerate(step)) {
     if (auto it = swapped.find(int(e)); it != swapped.end()) {
-      elems.push_back(kb.convertFinite(it->second, pvElem));
+      elems.push_back(pElement(it->second));
       continue;
     }
     Value tile = pTiles[src.keyTile];
@@ -309,7 +319,7 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
         value = kb.select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
                           own.elem[0] ? value : fromPartner);
     }
-    elems.push_back(kb.convertFinite(value, pvElem));
+    elems.push_back(pElement(value));
   }
   auto type = VectorType::get({int64_t(elems.size())}, pvElem);
   return vector::FromElementsOp::create(b, loc, type, elems);
@@ -454,13 +464,15 @@ Value Mainloop::Impl::rowMax(Value row) {
 }
 
 std::pair<Value, Value> Mainloop::Impl::rowPowers(Value max) {
-  // max = 2^(E - 127) x 1.m: 2^(141 - E) puts it in [2^14, 2^15); at most 2^126, so that the
+  // max = 2^(E - 127) x 1.m: 2^(126 + top - E) puts it in [2^(top - 1), 2^top), top the
+  // exponent of the largest power of two of the tiles' type; at most 2^126, so that the
   // inverse is a normal f32. A zero, infinite or NaN row keeps its values (power 1).
+  const int top = elemTypeTopExponent(p.elem);
   auto i32 = b.getI32Type();
   auto c = [&](int v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
   Value bits = arith::BitcastOp::create(b, loc, i32, max);
   Value biased = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, bits, c(23)), c(255));
-  Value e = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, c(141), biased), c(126));
+  Value e = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, c(126 + top), biased), c(126));
   Value keep = arith::OrIOp::create(
       b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, biased, c(255)),
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bits, c(0)));
@@ -587,7 +599,7 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
       for (const AccElement &el : sView.elements()) {
         Value row = kb.add(kb.add(ldsQueryRow, laneQuery), el.query);
         Value col = kb.add(laneKey, kt * p.keyDim() + el.inner);
-        memref::StoreOp::create(b, loc, kb.convertFinite(extract(probs[kt], el.reg), pvElem),
+        memref::StoreOp::create(b, loc, pElement(extract(probs[kt], el.reg)),
                                 m.ldsP.memref, ValueRange{kb.ldsOffset(m.ldsP, row, col)});
       }
     kb.barrier();
@@ -675,7 +687,10 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
   for (int sl = 0; sl < slots(); ++sl) lPart.push_back(extract(state.sum, sl));
   SmallVector<Value> l = reduceAcrossLanes(lPart, CK::ADD);
   SmallVector<Value> inv;
-  for (Value sum : l) inv.push_back(softmax.inverseSum(sum));
+  for (Value sum : l) {
+    inv.push_back(softmax.inverseSum(sum));
+    if (int stretch = p.pStretch()) inv.back() = kb.fmul(inv.back(), kb.f32(1.0f / float(stretch)));
+  }
   Value rowBase = kb.add(waveQ0, qt * p.queryDim());
   auto [laneQuery, laneD] = oLane;
   const int headTile = p.transposed ? p.pv->m : p.pv->n;

@@ -600,7 +600,12 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   // conversion (to bf16 it takes four on NVIDIA): the queries scaled per row into f16's range
   // (Mainloop), P rounded to f16 (three more bits). Per-token scales multiply V before its
   // product, which f16's range could not always hold: P V stays bf16 there.
-  if (op.getKvElementType().getIntOrFloatBitWidth() < 16 && request.elem == ElemType::BF16) {
+  if (op.getFp8Products()) {
+    // The products on the cache's own fp8: the queries scaled per row into its range and
+    // rounded (Mainloop), P stretched to it (AttnPlan::pStretch).
+    request.qkElem = request.pvElem = *toElemType(op.getKvElementType());
+  } else if (op.getKvElementType().getIntOrFloatBitWidth() < 16 &&
+             request.elem == ElemType::BF16) {
     request.qkElem = ElemType::F16;
     if (op.getKvScale() == tessera::KVScale::PerTensor) request.pvElem = ElemType::F16;
   }
@@ -609,8 +614,8 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
                                      int(tile.getStages())};
     return planAttention(request, target);
   }
-  // Register staging holds the tiles widened to the query's type: count those bytes.
-  const int stagedBytes = op.getDtype().getIntOrFloatBitWidth() / 8;
+  // Register staging holds the tiles in the products' type: count those bytes.
+  const int stagedBytes = elemTypeBits(request.qkElem.value_or(request.elem)) / 8;
   AttnPlanResult first;
   for (int waves : {2, 4}) {
     request.waves = {waves};
@@ -651,6 +656,11 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
 } // namespace
 
 FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
+  if (op.getFp8Products())
+    if (AtomChoice fp8 = chooseAtoms(target, *toElemType(op.getKvElementType())); !fp8)
+      return op.emitOpError() << "'fp8_products' needs matrix instructions that read the fp8 cache ("
+                              << fp8.failure << "); without it the cache is dequantised to "
+                              << op.getDtype() << " for the products";
   AttnPlanResult plan = planDecode(op, target);
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnPlan &p = *plan.plan;

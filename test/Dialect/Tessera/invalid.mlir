@@ -117,6 +117,16 @@ tessera.paged_decode @d {dtype = bf16, head_dim = 128, block_size = 16, kv_scale
 
 // -----
 
+// expected-error @+1 {{'tessera.paged_decode' op 'fp8_products' needs an fp8 'kv_dtype' with per_tensor 'kv_scale'}}
+tessera.paged_decode @d {dtype = bf16, kv_dtype = f8E4M3FN, head_dim = 128, block_size = 16, kv_scale = #tessera.kv_scale<per_token>, fp8_products}
+
+// -----
+
+// expected-error @+1 {{'tessera.paged_decode' op 'fp8_products' needs an fp8 'kv_dtype' with per_tensor 'kv_scale'}}
+tessera.paged_decode @d {dtype = bf16, head_dim = 128, block_size = 16, fp8_products}
+
+// -----
+
 // expected-error @+1 {{'tessera.paged_decode' op 'block_size' must be a power of two between 1 and 1024, got 48}}
 tessera.paged_decode @d {dtype = f16, head_dim = 128, block_size = 48}
 

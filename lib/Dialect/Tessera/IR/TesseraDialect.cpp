@@ -181,6 +181,9 @@ LogicalResult PagedDecodeOp::verify() {
                          << " requires 'kv_scale' (per_tensor or per_token)";
   if (!isFp8E4M3(kv) && getKvScale())
     return emitOpError() << "'kv_scale' applies only to an fp8 'kv_dtype', got " << kv;
+  // Per-token V scales would have to scale V before a product that reads the stored bytes.
+  if (getFp8Products() && (!isFp8E4M3(kv) || getKvScale() != KVScale::PerTensor))
+    return emitOpError() << "'fp8_products' needs an fp8 'kv_dtype' with per_tensor 'kv_scale'";
   int64_t block = getBlockSize();
   if (block < 1 || block > 1024 || !llvm::isPowerOf2_64(block))
     return emitOpError() << "'block_size' must be a power of two between 1 and 1024, got "

@@ -106,7 +106,10 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
     KV cache stored in pages of `block_size` tokens addressed through a block table
     (vLLM layout). `kv_dtype` is the cache element type: `dtype` itself, or fp8 e4m3
     (`f8E4M3FNUZ` on gfx942, `f8E4M3FN` elsewhere) with dequantisation scales of
-    granularity `kv_scale`. Sequence lengths, block tables and the scale are runtime
+    granularity `kv_scale`. `fp8_products` (an fp8 cache with per-tensor scales) runs the QK
+    and PV products on the chip's fp8 matrix instructions, the queries and P quantised to the
+    cache's format; without it the cache is dequantised to `dtype` before the products (the
+    high-precision default). Sequence lengths, block tables and the scale are runtime
     arguments. `split_kv` splits long contexts across workgroups and combines the partial
     results (the number of splits is a runtime argument). `mask` is `none` or
     `causal_bottom_right` (several query tokens at the end of the context). A plain kernel
@@ -130,6 +133,7 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
                        UnitAttr:$softcap,
                        UnitAttr:$return_lse,
                        UnitAttr:$split_kv,
+                       UnitAttr:$fp8_products,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
   let extraClassDeclaration = [{
