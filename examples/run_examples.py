@@ -16,9 +16,11 @@ ATTENTION = [(1, 17, 33, 2, 1, 64, True), (2, 70, 50, 4, 2, 128, False), (1, 130
 # (B, Sq, Sk, Hq, Hkv, D, causal, deterministic): the backward, judged by CORRECTNESS.md's rule (3x).
 BACKWARD = [(1, 37, 53, 3, 1, 64, True, False), (1, 40, 23, 2, 2, 32, False, True)]
 # (cache_seqlens, Sq, Hq, Hkv, D, block_size, num_splits, fp8): paged decode, judged by CORRECTNESS.md's rule (2x);
-# fp8: the caches and their per-token scales written by tessera.paged_cache_write, as a server fills them.
-DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3, False), ((9, 70), 2, 4, 1, 64, 64, 1, False),
-          ((37, 1, 80), 1, 8, 2, 128, 16, 3, True)]
+# fp8 "token": the caches and their per-token scales written by tessera.paged_cache_write, as a server fills them;
+# "products": written with per-tensor scales, decoded with fp8_products (gfx942 and gfx950: FP8_PRODUCTS_TARGETS).
+DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3, None), ((9, 70), 2, 4, 1, 64, 64, 1, None),
+          ((37, 1, 80), 1, 8, 2, 128, 16, 3, "token"), ((37, 1, 80), 1, 8, 2, 128, 16, 3, "products")]
+FP8_PRODUCTS_TARGETS = ("gfx942", "gfx950")
 
 
 def cuda_arch():
@@ -69,8 +71,8 @@ def run_backward(target, gpu, B, Sq, Sk, Hq, Hkv, D, causal, deterministic, rng)
 
 def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, fp8, rng):
     """(max error against float64, whether it is within the tolerance rule) of tessera.paged_decode over a cache
-    whose pages are a random choice of three times the needed ones (fp8: e4m3 pages and per-token scales that
-    tessera.paged_cache_write fills from f16 rows)."""
+    whose pages are a random choice of three times the needed ones (fp8: e4m3 pages that tessera.paged_cache_write
+    fills from f16 rows, with per-token scales it computes, or for "products" per-tensor ones)."""
     blocks = max(-(-n // block_size) for n in lens)
     pages = 3 * len(lens) * blocks
     table = rng.permutation(pages)[:len(lens) * blocks].reshape(len(lens), blocks).astype(np.int32)
@@ -92,17 +94,20 @@ def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, fp8, r
         rows = [rng.standard_normal((len(slots), Hkv, D)).astype(np.float16) for _ in range(2)]
         k, v = (cuda(np.zeros((pages, block_size, Hkv, D), np.uint8)) for _ in range(2))
         k, v = (x.view(torch.float8_e4m3fn if gpu else fp8_type) for x in (k, v))
-        scales = {name: cuda(np.ones((pages, Hkv, block_size), np.float32)) for name in ("k_scale", "v_scale")}
+        shape = (pages, Hkv, block_size) if fp8 == "token" else (1,)
+        scales = {name: cuda(np.full(shape, 0.02, np.float32)) for name in ("k_scale", "v_scale")}
         tessera.paged_cache_write(*(cuda(x) for x in rows), k, v, cuda(slots), **scales, device=device)
     else:
         k, v = (cuda(rng.standard_normal((pages, block_size, Hkv, D)).astype(np.float16)) for _ in range(2))
     lens = np.array(lens, np.int32)
+    products = fp8 == "products"
     o = host(tessera.paged_decode(cuda(q), k, v, cuda(table), cuda(lens), num_splits=num_splits, **scales,
-                                  device=device))
+                                  fp8_products=products, device=device))
     k, v = (host(x.view(torch.uint8)).view(fp8_type) if gpu and fp8 else host(x) for x in (k, v))
     scales = {name: host(x) for name, x in scales.items()}
     ref = tessera.testing.paged_decode_reference(q, k, v, table, lens, **scales)
-    same = tessera.testing.paged_decode_reference(q, k, v, table, lens, **scales, precision="same")
+    same = tessera.testing.paged_decode_reference(q, k, v, table, lens, **scales, precision="same",
+                                                  fp8_products=products)
     return float(np.abs(o.astype(np.float64) - ref.o).max()), tessera.testing.check_attention(o, ref, same).ok
 
 
@@ -151,9 +156,11 @@ def main():
             shape = f"attn bwd {B}x{Sq}x{Sk} H{Hq}/{Hkv} D{D}{' causal' if causal else ''}{' det' if det else ''}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
         for lens, Sq, Hq, Hkv, D, block_size, splits, fp8 in DECODE:
+            if fp8 == "products" and target not in FP8_PRODUCTS_TARGETS:
+                continue
             err, passed = run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, splits, fp8, rng)
             ok &= passed
-            shape = f"decode {len(lens)}x{Sq} H{Hq}/{Hkv} D{D} b{block_size} s{splits}{' fp8/token' if fp8 else ''}"
+            shape = f"decode {len(lens)}x{Sq} H{Hq}/{Hkv} D{D} b{block_size} s{splits}{' fp8/' + fp8 if fp8 else ''}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
     print(f"{'target':8} {'where':5} {'kernel':40} {'max error':>10}  result")
     for target, where, shape, err, passed in rows:

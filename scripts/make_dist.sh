@@ -106,7 +106,7 @@ cp "$root/bench/_common.py" "$root/bench/plot.py" "$root/bench/bench_gemm.py" "$
 cp "$root/scripts/gpu_check.sh" "$root/scripts/amd_report.py" "$dist/scripts/"
 # The directives of the default bundles: what the tests check the bundles against.
 cp "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir" \
-  "$root/examples/decode_fp8.mlir" "$dist/examples/"
+  "$root/examples/decode_fp8.mlir" "$root/examples/decode_fp8_products.mlir" "$dist/examples/"
 
 # The wheel: the package with the runtime and the bundles inside it (tessera/_dist/, found before anything but
 # TESSERA_HOME and TESSERA_BUILD_DIR), tagged for this platform since it carries a native library.
