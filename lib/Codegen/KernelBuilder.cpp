@@ -822,19 +822,22 @@ Value KernelBuilder::mma(const MMAAtom &atom, Value a, Value bFrag, Value c) {
 }
 
 // nvvm.mma.sync takes A and B as 32-bit registers of two elements each (f16 pairs as
-// vector<2xf16>, bf16 pairs as i32) and C as scalars, and returns a struct of scalars.
+// vector<2xf16>, bf16 pairs as i32) and C as scalars, and returns a struct of scalars. Its dense
+// form has no fp8 inputs (MLIR 22); those go to LLVM's intrinsic directly, four bytes an i32.
 Value KernelBuilder::mmaSync(const MMAAtom &atom, Value a, Value bFrag, Value c) {
-  bool bf16 = atom.inputType == ElemType::BF16;
+  const bool bf16 = atom.inputType == ElemType::BF16;
+  const int perRegister = 32 / elemTypeBits(atom.inputType);
   auto registers = [&](Value frag) {
     SmallVector<Value> regs;
     int n = cast<VectorType>(frag.getType()).getNumElements();
-    for (int i = 0; i < n; i += 2) {
-      Value pair = vector::ShuffleOp::create(b, loc, frag, frag, ArrayRef<int64_t>{i, i + 1});
-      if (bf16) {
-        auto word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), pair);
-        pair = vector::ExtractOp::create(b, loc, word, 0);
+    for (int i = 0; i < n; i += perRegister) {
+      auto lanes = llvm::to_vector(llvm::seq<int64_t>(i, i + perRegister));
+      Value part = vector::ShuffleOp::create(b, loc, frag, frag, lanes);
+      if (bf16 || perRegister == 4) {
+        auto word = vector::BitCastOp::create(b, loc, VectorType::get({1}, b.getI32Type()), part);
+        part = vector::ExtractOp::create(b, loc, word, 0);
       }
-      regs.push_back(pair);
+      regs.push_back(part);
     }
     return regs;
   };
@@ -843,12 +846,23 @@ Value KernelBuilder::mmaSync(const MMAAtom &atom, Value a, Value bFrag, Value c)
   for (int i = 0; i < accElems; ++i) accIn.push_back(vector::ExtractOp::create(b, loc, c, i));
   SmallVector<Type> fields(accElems, b.getF32Type());
   auto resultType = LLVM::LLVMStructType::getLiteral(b.getContext(), fields);
-  auto ptx = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-  Value d = NVVM::MmaOp::create(b, loc, resultType, registers(a), registers(bFrag), accIn,
-                                ArrayRef<int64_t>{atom.m, atom.n, atom.k}, std::nullopt,
-                                std::nullopt, std::array<NVVM::MMATypes, 2>{ptx, ptx},
-                                std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                                               NVVM::MMALayout::col});
+  Value d;
+  if (perRegister == 4) {
+    assert(atom.inputType == ElemType::FP8E4M3FN && atom.k == 32 && "mma.sync e4m3 m16n8k32 only");
+    SmallVector<Value> operands = registers(a);
+    operands.append(registers(bFrag));
+    operands.append(accIn);
+    d = LLVM::CallIntrinsicOp::create(b, loc, resultType,
+                                      b.getStringAttr(kMmaSyncE4M3Intrinsic), operands)
+            .getResult(0);
+  } else {
+    auto ptx = bf16 ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    d = NVVM::MmaOp::create(b, loc, resultType, registers(a), registers(bFrag), accIn,
+                            ArrayRef<int64_t>{atom.m, atom.n, atom.k}, std::nullopt, std::nullopt,
+                            std::array<NVVM::MMATypes, 2>{ptx, ptx},
+                            std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                                           NVVM::MMALayout::col});
+  }
   SmallVector<Value> out;
   for (int i = 0; i < accElems; ++i)
     out.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));

@@ -151,10 +151,19 @@ MMAAtom wmma(MMAIntrinsic id, const char *name, ElemType in) {
 // groupID = lane >> 2 and threadID_in_group = lane % 4:
 // A: a0,a1 = (g, 2t + {0,1}), a2,a3 = (g + 8, ..), a4..a7 the same at column + 8;
 // B: b0,b1 = (2t + {0,1}, g), b2,b3 = (2t + 8 + {0,1}, g); C: c0,c1 = (g, 2t + {0,1}), c2,c3 = (g + 8, ..).
+// m16n8k32 with 8-bit inputs ("Matrix Fragments for mma.m16n8k32"): four elements per 32-bit
+// register, consecutive along K: A: a0..a3 = (g, 4t + {0..3}), a4..a7 = (g + 8, ..), a8..a15 the
+// same at column + 16; B: b0..b3 = (4t + {0..3}, g), b4..b7 = (4t + 16 + {0..3}, g); C as m16n8k16.
 MMAAtom mmaSync(MMAIntrinsic id, const char *name, ElemType in) {
-  MMAAtom atom{id, name, AtomKind::MMASync, 16, 8, 16, 32, in, ElemType::F32, {}, {}, {}};
-  atom.a = {16, 16, {{0, 1}, {8, 0}, {0, 8}}, concat(steps(2, true, 2), steps(3, false))};
-  atom.b = {16, 8, {{1, 0}, {8, 0}}, concat(steps(2, false, 2), steps(3, true))};
+  const bool bytes = elemTypeBits(in) == 8;
+  MMAAtom atom{id, name, AtomKind::MMASync, 16, 8, bytes ? 32 : 16, 32, in, ElemType::F32, {}, {}, {}};
+  if (bytes) {
+    atom.a = {16, 32, {{0, 1}, {0, 2}, {8, 0}, {0, 16}}, concat(steps(2, true, 4), steps(3, false))};
+    atom.b = {32, 8, {{1, 0}, {2, 0}, {16, 0}}, concat(steps(2, false, 4), steps(3, true))};
+  } else {
+    atom.a = {16, 16, {{0, 1}, {8, 0}, {0, 8}}, concat(steps(2, true, 2), steps(3, false))};
+    atom.b = {16, 8, {{1, 0}, {8, 0}}, concat(steps(2, false, 2), steps(3, true))};
+  }
   atom.c = {16, 8, {{0, 1}, {8, 0}}, concat(steps(2, true, 2), steps(3, false))};
   return atom;
 }
@@ -185,6 +194,8 @@ MMAAtom makeAtom(MMAIntrinsic id) {
     return mmaSync(id, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", E::F16);
   case I::NV_MMA_SYNC_F32_16x8x16_BF16:
     return mmaSync(id, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", E::BF16);
+  case I::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN:
+    return mmaSync(id, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", E::FP8E4M3FN);
   }
   return {};
 }

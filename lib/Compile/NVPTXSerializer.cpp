@@ -1,6 +1,7 @@
 // NVIDIA serialisation in-process: kernel IR -> LLVM IR -> PTX; ptxas, when present, only
 // reports registers and spills for the manifest.
 #include "tessera/Compile/Compile.h"
+#include "tessera/Codegen/MMAAtom.h"
 #include "tessera/Dialect/Tessera/Transforms/Passes.h"
 #include "LLVMCodegen.h"
 
@@ -132,8 +133,10 @@ FailureOr<CompiledKernel> compileNVPTXModule(gpu::GPUModuleOp module, const Targ
       module, [&](OpPassManager &pm) { buildNVVMLoweringPipeline(pm); }, "NVVM", llvmContext);
   if (!llvmModule) return failure();
   std::string error;
+  // mma.sync on e4m3 needs PTX ISA 8.4 (CUDA 12.4 drivers); every other kernel keeps 8.1.
+  const char *ptx = llvmModule->getFunction(kMmaSyncE4M3Intrinsic) ? "+ptx84" : "+ptx81";
   std::unique_ptr<llvm::TargetMachine> tm =
-      createTargetMachine("nvptx64-nvidia-cuda", target.chip, "+ptx81", error);
+      createTargetMachine("nvptx64-nvidia-cuda", target.chip, ptx, error);
   if (!tm) return emitError(loc) << "NVPTX backend unavailable: " << error;
   optimizeModule(*llvmModule, *tm);
   sinkMatrixLoadOffsets(*llvmModule);

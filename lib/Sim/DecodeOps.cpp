@@ -657,9 +657,11 @@ std::vector<ElemRef> Decoder::operandElems(ValueRange values, std::optional<Elem
     int32_t s = use(v);
     const Slot &sl = P.slots[s];
     if (packed && sl.kind == ElemKind::I32) {
-      // Two 16-bit values per 32-bit register, element 0 in the low half (PTX .bf16x2).
+      // Two 16-bit or four 8-bit values per 32-bit register, element 0 in the low bits (PTX
+      // .bf16x2, .e4m3x4).
+      const int8_t perRegister = int8_t(32 / bitWidth(*packed));
       for (uint32_t e = 0; e < sl.count; ++e)
-        for (int8_t h = 0; h < 2; ++h)
+        for (int8_t h = 0; h < perRegister; ++h)
           refs.push_back({s, e, h, *packed});
       continue;
     }
@@ -691,7 +693,7 @@ Inst Decoder::matrixOp(Operation *op, MatrixFamily family, int m, int n, int k, 
     bool fnuz = *target.fp8 == ElemType::FP8E4M3FNUZ;
     available = fnuz ? (inKind == ElemKind::F8E4M3FNUZ || inKind == ElemKind::F8E5M2FNUZ)
                      : (inKind == ElemKind::F8E4M3FN || inKind == ElemKind::F8E5M2);
-    available &= family == MatrixFamily::MFMA;
+    available &= family == MatrixFamily::MFMA || family == MatrixFamily::MMASync;
   } else if (!fp8) {
     auto listed = [&](const std::string &name) {
       return llvm::any_of(target.atoms, [&](MMAIntrinsic i) { return getAtom(i).name == name; });
@@ -755,6 +757,21 @@ std::optional<Inst> Decoder::decodeMatrix(Operation *op) {
         return matrixOp(op, MatrixFamily::MMASync, s.getM(), s.getN(), s.getK(), 0,
                         operandElems(o.getOperandA(), packed), operandElems(o.getOperandB(), packed),
                         operandElems(o.getOperandC(), {}), o.getRes(), in);
+      })
+      .Case([&](LLVM::CallIntrinsicOp o) -> std::optional<Inst> {
+        // The one LLVM intrinsic kernels call: mma.sync m16n8k32 on e4m3, which nvvm.mma.sync lacks
+        // (A: 4 i32, B: 2 i32, C: 4 f32; a struct of 4 f32).
+        static constexpr const char *kE4M3 = "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32";
+        if (o.getIntrin() != kE4M3 || o.getNumResults() != 1 || o.getArgs().size() != 10) {
+          unsupported(op, "llvm.call_intrinsic of " + o.getIntrin().str() + " (of the intrinsics only " + kE4M3 +
+                              " is modelled)");
+          return std::nullopt;
+        }
+        OperandRange args = o.getArgs();
+        const ElemKind e4m3 = ElemKind::F8E4M3FN;
+        return matrixOp(op, MatrixFamily::MMASync, 16, 8, 32, 0, operandElems(args.slice(0, 4), e4m3),
+                        operandElems(args.slice(4, 2), e4m3), operandElems(args.slice(6, 4), {}), o.getResult(0),
+                        e4m3);
       })
       .Case([&](nvgpu::MmaSyncOp o) -> std::optional<Inst> {
         std::array<int64_t, 3> s = o.getMmaShapeAsArray();

@@ -661,7 +661,8 @@ bool Executor::execMatrix(const Inst &I, const uint8_t *mask) {
       const Cell &c = cells(r.slot)[size_t(r.elem) * T + first + lane];
       if (r.half < 0)
         return c.f;
-      return decodeFloat((zeroExtend(c.i, 32) >> (16 * r.half)) & 0xffff, r.packed);
+      const unsigned width = bitWidth(r.packed);
+      return decodeFloat((zeroExtend(c.i, 32) >> (width * r.half)) & ((1u << width) - 1), r.packed);
     };
     // Named: MatrixFragments holds function_refs, which must not outlive their callables.
     auto a = [&](int lane, int e) { return value(desc.a[e], lane); };

@@ -55,6 +55,17 @@ MatrixPos mmaC(int lane, int i) {
   int g = lane >> 2, t = lane & 3;
   return {g + 8 * (i >> 1), 2 * t + (i & 1)};
 }
+// ---- mma.sync.aligned.m16n8k32.row.col with 8-bit inputs (PTX ISA, m16n8k32 fragments) -------
+//   A (a0..a15, four a register): row groupID (+8 for 4 <= i < 8 and i >= 12); col 4 * tig + (i & 3)
+//   (+16 for i >= 8).  B (b0..b7): row 4 * tig + (i & 3) (+16 for i >= 4); col groupID.
+MatrixPos mmaA8(int lane, int i) {
+  int g = lane >> 2, t = lane & 3;
+  return {g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >> 3)};
+}
+MatrixPos mmaB8(int lane, int i) {
+  int g = lane >> 2, t = lane & 3;
+  return {4 * t + (i & 3) + 16 * (i >> 2), g};
+}
 
 const MatrixLayout kLayouts[] = {
     {MatrixFamily::MFMA, 32, 32, 8, 64, 4, 4, 16, mfmaA<32, 4>, mfmaB<32, 4>, mfmaC<32>},
@@ -65,6 +76,7 @@ const MatrixLayout kLayouts[] = {
     {MatrixFamily::WMMA, 16, 16, 16, 32, 16, 16, 16, wmmaA, wmmaB, wmmaC16<0>},
     {MatrixFamily::WMMA, 16, 16, 16, 32, 16, 16, 16, wmmaA, wmmaB, wmmaC16<1>},
     {MatrixFamily::MMASync, 16, 8, 16, 32, 8, 4, 4, mmaA, mmaB, mmaC},
+    {MatrixFamily::MMASync, 16, 8, 32, 32, 16, 8, 4, mmaA8, mmaB8, mmaC},
 };
 
 uint64_t bitsOf(double d) {
@@ -132,9 +144,12 @@ std::string matrixMnemonic(const MatrixLayout &l, ElemKind in, ElemKind acc) {
     return "v_mfma_" + std::string(kindName(acc)) + "_" + shape + "_" +
            (isFloat(in) && bitWidth(in) == 8 ? inName + "_" + inName : inName);
   case MatrixFamily::WMMA: return "v_wmma_" + std::string(kindName(acc)) + "_" + shape + "_" + inName;
-  case MatrixFamily::MMASync:
+  case MatrixFamily::MMASync: {
+    // PTX names OCP e4m3 `e4m3`.
+    const std::string ptxIn = in == ElemKind::F8E4M3FN ? "e4m3" : inName;
     return "mma.sync.aligned.m" + std::to_string(l.m) + "n" + std::to_string(l.n) + "k" + std::to_string(l.k) +
-           ".row.col." + kindName(acc) + "." + inName + "." + inName + "." + kindName(acc);
+           ".row.col." + kindName(acc) + "." + ptxIn + "." + ptxIn + "." + kindName(acc);
+  }
   }
   return {};
 }

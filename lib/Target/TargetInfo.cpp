@@ -9,8 +9,10 @@ const std::vector<TargetInfo> &allTargets() {
   // Register and occupancy figures: AMD CDNA3/CDNA4 ISA guides (512 unified VGPR+AGPR per
   // lane, granule 8, 8 waves per SIMD, 4 SIMDs per CU) and RDNA3 (wave32: 1536 VGPRs per SIMD
   // lane, granule 24 when allocating for wave32, 16 waves per SIMD, 2 SIMDs per half-WGP x 2).
-  // fp8 atoms read the chip's own e4m3 flavour (`fp8`); the Hopper targets list none (their
-  // fp8 is a KV-cache format, dequantised before mma.sync).
+  // fp8 atoms read the chip's own e4m3 flavour (`fp8`). The Hopper targets list none yet: their
+  // mma.sync e4m3 form (NV_MMA_SYNC_F32_16x8x32_F8E4M3FN, which the simulator runs) waits for
+  // kernels that give it V with its bytes transposed; their fp8 is a KV-cache format, dequantised
+  // before mma.sync.
   using I = MMAIntrinsic;
   static const std::vector<TargetInfo> targets = {
       {"gfx942", Vendor::AMD, "CDNA3", 64, 64 * 1024, 32, LdsSwizzle::Pad, CrossLane::Dpp,

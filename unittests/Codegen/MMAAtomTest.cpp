@@ -116,6 +116,24 @@ VendorMaps ptxM16n8k16() {
   return v;
 }
 
+// PTX ISA, "Matrix Fragments for mma.m16n8k32" (.e4m3/.e5m2/.s8/.u8 in, four a register): a_i at row groupID
+// (+8 for 4 <= i < 8 and 12 <= i < 16), column 4 * tig + (i & 3) (+16 for i >= 8); b_i at row 4 * tig + (i & 3)
+// (+16 for i >= 4), column groupID; C and D as m16n8k16's.
+VendorMaps ptxM16n8k32() {
+  VendorMaps v = ptxM16n8k16();
+  for (int lane = 0; lane < 32; ++lane) {
+    const int group = lane >> 2, tig = lane % 4;
+    std::vector<Coord> a, b;
+    for (int i = 0; i < 16; ++i)
+      a.push_back({group + ((i >= 4 && i < 8) || i >= 12 ? 8 : 0), tig * 4 + (i & 3) + (i >= 8 ? 16 : 0)});
+    for (int i = 0; i < 8; ++i) b.push_back({tig * 4 + (i & 3) + (i >= 4 ? 16 : 0), group});
+    v.a.pos[size_t(lane)] = a;
+    v.b.pos[size_t(lane)] = b;
+  }
+  for (LaneMap *m : {&v.a, &v.b}) fitExtent(*m);
+  return v;
+}
+
 // The independent reference of each atom, keyed by intrinsic, with the vendor's mnemonic taken from the table's file
 // name rather than from the atom table itself. gfx950's double-K f16/bf16 MFMAs have no calculator table: the CDNA4
 // ISA gives them 8 consecutive K per lane in the lane pattern of CDNA3's fp8 16x16x32 / 32x32x16, whose byte columns
@@ -145,18 +163,20 @@ const std::map<MMAIntrinsic, CalculatorTable> &calculatorTables() {
   return tables;
 }
 
-const std::map<MMAIntrinsic, std::string> &ptxM16n8k16Atoms() {
+const std::map<MMAIntrinsic, std::string> &ptxAtoms() {
   using I = MMAIntrinsic;
   static const std::map<MMAIntrinsic, std::string> names = {
       {I::NV_MMA_SYNC_F32_16x8x16_F16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"},
-      {I::NV_MMA_SYNC_F32_16x8x16_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}};
+      {I::NV_MMA_SYNC_F32_16x8x16_BF16, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"},
+      {I::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}};
   return names;
 }
 
 std::optional<VendorMaps> vendorMaps(MMAIntrinsic intrinsic) {
   if (auto it = calculatorTables().find(intrinsic); it != calculatorTables().end())
     return readCalculatorCsv(it->second.csv);
-  if (ptxM16n8k16Atoms().count(intrinsic)) return ptxM16n8k16();
+  if (auto it = ptxAtoms().find(intrinsic); it != ptxAtoms().end())
+    return it->second.find(".m16n8k32.") != std::string::npos ? ptxM16n8k32() : ptxM16n8k16();
   return std::nullopt;
 }
 
@@ -299,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(AllAtoms, AtomVsVendor, ::testing::ValuesIn(allIntrinsi
 // An intrinsic without a reference would otherwise drop out of the tests above silently.
 TEST(AtomTable, EveryIntrinsicHasAVendorReference) {
   for (MMAIntrinsic i : allIntrinsics())
-    EXPECT_TRUE(calculatorTables().count(i) || ptxM16n8k16Atoms().count(i)) << stringifyMMAIntrinsic(i);
+    EXPECT_TRUE(calculatorTables().count(i) || ptxAtoms().count(i)) << stringifyMMAIntrinsic(i);
 }
 
 TEST(AtomTable, IsIndexedByIntrinsic) {
@@ -317,7 +337,7 @@ TEST(AtomTable, NamesAreTheVendorMnemonics) {
     const std::string csv = table.csv.substr(table.csv.find('_') + 1);
     EXPECT_EQ(getAtom(i).name + ".csv", csv) << stringifyMMAIntrinsic(i);
   }
-  for (const auto &[i, name] : ptxM16n8k16Atoms()) EXPECT_EQ(getAtom(i).name, name);
+  for (const auto &[i, name] : ptxAtoms()) EXPECT_EQ(getAtom(i).name, name);
   // wmma f32 output on gfx11: "v_wmma_f32_16x16x16_f16"; the double-K f16 MFMAs of gfx950:
   EXPECT_EQ(getAtom(MMAIntrinsic::MFMA_F32_32x32x16_F16).name, "v_mfma_f32_32x32x16_f16");
   EXPECT_EQ(getAtom(MMAIntrinsic::MFMA_F32_16x16x32_BF16).name, "v_mfma_f32_16x16x32_bf16");

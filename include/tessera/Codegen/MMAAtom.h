@@ -88,9 +88,13 @@ enum class MMAIntrinsic {
   WMMAR3_F32_16x16x16_BF16,
   NV_MMA_SYNC_F32_16x8x16_F16,
   NV_MMA_SYNC_F32_16x8x16_BF16,
+  /// sm_89+ (PTX ISA 8.4). No target lists it yet: the kernels need a byte-transposed V operand.
+  NV_MMA_SYNC_F32_16x8x32_F8E4M3FN,
 };
+/// LLVM's intrinsic for NV_MMA_SYNC_F32_16x8x32_F8E4M3FN (an `llvm.call_intrinsic` in kernel IR).
+inline constexpr const char *kMmaSyncE4M3Intrinsic = "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32";
 /// The number of MMAIntrinsic values (the last one plus one).
-constexpr int kNumMMAIntrinsics = int(MMAIntrinsic::NV_MMA_SYNC_F32_16x8x16_BF16) + 1;
+constexpr int kNumMMAIntrinsics = int(MMAIntrinsic::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN) + 1;
 
 /// One matrix instruction: D[m x n] (f32) = A[m x k] * B[k x n] + C.
 struct MMAAtom {
