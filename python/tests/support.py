@@ -65,11 +65,12 @@ def simulatable(target):
 
 
 def compiler_path():
-    """tessera-compile of a build tree (TESSERA_BUILD_DIR, else build*/ in the checkout), or None."""
+    """tessera-compile of a build tree (TESSERA_BUILD_DIR, else build*/ in the checkout) as an absolute path (tests
+    link to the build tree from elsewhere), or None."""
     build = os.environ.get("TESSERA_BUILD_DIR")
     candidates = ([Path(build) / "bin" / "tessera-compile"] if build else []) + \
         sorted(REPO.glob("build*/bin/tessera-compile"))
-    return next((c for c in candidates if c.is_file()), None)
+    return next((c.resolve() for c in candidates if c.is_file()), None)
 
 
 def compile_bundles(folder, modules):
