@@ -151,19 +151,18 @@ MMAAtom wmma(MMAIntrinsic id, const char *name, ElemType in) {
 // groupID = lane >> 2 and threadID_in_group = lane % 4:
 // A: a0,a1 = (g, 2t + {0,1}), a2,a3 = (g + 8, ..), a4..a7 the same at column + 8;
 // B: b0,b1 = (2t + {0,1}, g), b2,b3 = (2t + 8 + {0,1}, g); C: c0,c1 = (g, 2t + {0,1}), c2,c3 = (g + 8, ..).
-// m16n8k32 with 8-bit inputs ("Matrix Fragments for mma.m16n8k32"): four elements per 32-bit
-// register, consecutive along K: A: a0..a3 = (g, 4t + {0..3}), a4..a7 = (g + 8, ..), a8..a15 the
-// same at column + 16; B: b0..b3 = (4t + {0..3}, g), b4..b7 = (4t + 16 + {0..3}, g); C as m16n8k16.
+// m16n8k32 with 8-bit inputs ("Matrix Fragments for mma.m16n8k32") has the same pattern with
+// R = 4 elements a 32-bit register instead of 2, consecutive along K (K = 8R): A: a0..a(R-1) =
+// (g, Rt + {0..R-1}), the next register 8 rows lower, the last two 4R columns right; B:
+// b0..b(R-1) = (Rt + {0..R-1}, g), the next register 4R rows lower; C is m16n8k16's.
 MMAAtom mmaSync(MMAIntrinsic id, const char *name, ElemType in) {
-  const bool bytes = elemTypeBits(in) == 8;
-  MMAAtom atom{id, name, AtomKind::MMASync, 16, 8, bytes ? 32 : 16, 32, in, ElemType::F32, {}, {}, {}};
-  if (bytes) {
-    atom.a = {16, 32, {{0, 1}, {0, 2}, {8, 0}, {0, 16}}, concat(steps(2, true, 4), steps(3, false))};
-    atom.b = {32, 8, {{1, 0}, {2, 0}, {16, 0}}, concat(steps(2, false, 4), steps(3, true))};
-  } else {
-    atom.a = {16, 16, {{0, 1}, {8, 0}, {0, 8}}, concat(steps(2, true, 2), steps(3, false))};
-    atom.b = {16, 8, {{1, 0}, {8, 0}}, concat(steps(2, false, 2), steps(3, true))};
-  }
+  const int perRegister = 32 / elemTypeBits(in), k = 8 * perRegister;
+  MMAAtom atom{id, name, AtomKind::MMASync, 16, 8, k, 32, in, ElemType::F32, {}, {}, {}};
+  const int regBits = __builtin_ctz(perRegister);
+  atom.a = {16, k, concat(steps(regBits, true), {{8, 0}, {0, k / 2}}),
+            concat(steps(2, true, perRegister), steps(3, false))};
+  atom.b = {k, 8, concat(steps(regBits, false), {{k / 2, 0}}),
+            concat(steps(2, false, perRegister), steps(3, true))};
   atom.c = {16, 8, {{0, 1}, {8, 0}}, concat(steps(2, true, 2), steps(3, false))};
   return atom;
 }

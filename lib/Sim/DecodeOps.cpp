@@ -761,10 +761,9 @@ std::optional<Inst> Decoder::decodeMatrix(Operation *op) {
       .Case([&](LLVM::CallIntrinsicOp o) -> std::optional<Inst> {
         // The one LLVM intrinsic kernels call: mma.sync m16n8k32 on e4m3, which nvvm.mma.sync lacks
         // (A: 4 i32, B: 2 i32, C: 4 f32; a struct of 4 f32).
-        static constexpr const char *kE4M3 = "llvm.nvvm.mma.m16n8k32.row.col.f32.e4m3.e4m3.f32";
-        if (o.getIntrin() != kE4M3 || o.getNumResults() != 1 || o.getArgs().size() != 10) {
-          unsupported(op, "llvm.call_intrinsic of " + o.getIntrin().str() + " (of the intrinsics only " + kE4M3 +
-                              " is modelled)");
+        if (o.getIntrin() != kMmaSyncE4M3Intrinsic || o.getNumResults() != 1 || o.getArgs().size() != 10) {
+          unsupported(op, "llvm.call_intrinsic of " + o.getIntrin().str() + " (of the intrinsics only " +
+                              kMmaSyncE4M3Intrinsic + " is modelled)");
           return std::nullopt;
         }
         OperandRange args = o.getArgs();

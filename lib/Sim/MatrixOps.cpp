@@ -38,33 +38,24 @@ template <int Subword> MatrixPos wmmaC16(int lane, int e) {
   return wmmaC(lane, e / 2);
 }
 
-// ---- NVIDIA mma.sync.aligned.m16n8k16.row.col (PTX ISA 9.7.14.5.8) --------------------------
-// groupID = lane >> 2, threadID_in_group = lane % 4.
-//   A (a0..a7): row groupID (+8 for a2, a3, a6, a7); col 2 * tig + (i & 1) (+8 for i >= 4).
-//   B (b0..b3): row 2 * tig + (i & 1) (+8 for i >= 2); col groupID.
+// ---- NVIDIA mma.sync.aligned.m16n8k16 / m16n8k32 .row.col (PTX ISA 9.7.14.5.8) ----------------
+// groupID = lane >> 2, threadID_in_group = lane % 4; R elements a 32-bit register (2 for f16/bf16
+// at k16, 4 for 8-bit inputs at k32), consecutive along K:
+//   A (a0..a4R-1): row groupID (+8 in the second and fourth register); col R * tig + i % R (+4R in
+//   the last two registers). k16: a2, a3, a6, a7 are 8 rows lower, a4..a7 8 columns right.
+//   B (b0..b2R-1): row R * tig + i % R (+4R in the second register); col groupID.
 //   C (c0..c3): row groupID (+8 for i >= 2); col 2 * tig + (i & 1).
-MatrixPos mmaA(int lane, int i) {
+template <int R> MatrixPos mmaA(int lane, int i) {
   int g = lane >> 2, t = lane & 3;
-  return {g + 8 * ((i >> 1) & 1), 2 * t + (i & 1) + 8 * (i >> 2)};
+  return {g + 8 * ((i / R) & 1), R * t + i % R + 4 * R * (i / (2 * R))};
 }
-MatrixPos mmaB(int lane, int i) {
+template <int R> MatrixPos mmaB(int lane, int i) {
   int g = lane >> 2, t = lane & 3;
-  return {2 * t + (i & 1) + 8 * (i >> 1), g};
+  return {R * t + i % R + 4 * R * (i / R), g};
 }
 MatrixPos mmaC(int lane, int i) {
   int g = lane >> 2, t = lane & 3;
   return {g + 8 * (i >> 1), 2 * t + (i & 1)};
-}
-// ---- mma.sync.aligned.m16n8k32.row.col with 8-bit inputs (PTX ISA, m16n8k32 fragments) -------
-//   A (a0..a15, four a register): row groupID (+8 for 4 <= i < 8 and i >= 12); col 4 * tig + (i & 3)
-//   (+16 for i >= 8).  B (b0..b7): row 4 * tig + (i & 3) (+16 for i >= 4); col groupID.
-MatrixPos mmaA8(int lane, int i) {
-  int g = lane >> 2, t = lane & 3;
-  return {g + 8 * ((i >> 2) & 1), 4 * t + (i & 3) + 16 * (i >> 3)};
-}
-MatrixPos mmaB8(int lane, int i) {
-  int g = lane >> 2, t = lane & 3;
-  return {4 * t + (i & 3) + 16 * (i >> 2), g};
 }
 
 const MatrixLayout kLayouts[] = {
@@ -75,8 +66,8 @@ const MatrixLayout kLayouts[] = {
     {MatrixFamily::WMMA, 16, 16, 16, 32, 16, 16, 8, wmmaA, wmmaB, wmmaC},
     {MatrixFamily::WMMA, 16, 16, 16, 32, 16, 16, 16, wmmaA, wmmaB, wmmaC16<0>},
     {MatrixFamily::WMMA, 16, 16, 16, 32, 16, 16, 16, wmmaA, wmmaB, wmmaC16<1>},
-    {MatrixFamily::MMASync, 16, 8, 16, 32, 8, 4, 4, mmaA, mmaB, mmaC},
-    {MatrixFamily::MMASync, 16, 8, 32, 32, 16, 8, 4, mmaA8, mmaB8, mmaC},
+    {MatrixFamily::MMASync, 16, 8, 16, 32, 8, 4, 4, mmaA<2>, mmaB<2>, mmaC},
+    {MatrixFamily::MMASync, 16, 8, 32, 32, 16, 8, 4, mmaA<4>, mmaB<4>, mmaC},
 };
 
 uint64_t bitsOf(double d) {

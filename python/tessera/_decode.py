@@ -340,7 +340,8 @@ def find_kernel_set(bundle, call):
     if not fits:
         wanted = (f"dtype={call.dtype}" +
                   (f" kv_dtype={call.kv_dtype} kv_scale={call.kv_scale}" if call.kv_dtype in FP8 else "") +
-                  (" fp8_products" if call.fp8_products else "") + f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
+                  (" fp8_products" if call.fp8_products else "") +
+                  f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no paged_decode kernel set with "

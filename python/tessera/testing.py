@@ -151,10 +151,7 @@ def _fp8_rows(ops, x, fp8):
     """x (..., D) with each row scaled by the power of two that puts its largest magnitude in [2^(top - 1), 2^top),
     rounded to `fp8` and scaled back (exact): tessera.paged_decode's queries under fp8_products."""
     amax = ops.amax(abs(ops.cast(x, "f64")))
-    if ops.torch:
-        exponent = ops.lib.frexp(amax)[1].to(ops.lib.float64)
-    else:
-        exponent = ops.lib.frexp(amax)[1].astype(ops.lib.float64)
+    exponent = ops.cast(ops.lib.frexp(amax)[1], "f64")
     power = 2.0 ** ops.where((amax > 0) & (amax < float("inf")), FP8_TOP_EXPONENT[fp8] - exponent, 0.0)
     return ops.cast(ops.cast(x, "f32") * ops.cast(power, "f32"), fp8) / ops.cast(power, "f32")
 
