@@ -4,8 +4,9 @@ FlashAttention-2) backends on the same keys and values laid out densely (B, Hkv,
 output checked against float64 on a sample of sequences and against the peer everywhere; effective bandwidth (the
 bytes of the valid keys and values over the time per call) and time per call, table last, JSON to
 $TESSERA_BENCH_OUT. Each case also runs tessera on the same keys and values in OCP e4m3 caches, with per-tensor scales
-(amax / 448: time per call, GB/s of the fp8 bytes, speed-up over the bf16 cache and over cuDNN) and with per-token
-scales (each token's amax / 448: time per call and speed-up over the bf16 cache)."""
+(amax / 448: time per call, GB/s of the fp8 bytes, speed-up over the bf16 cache and over cuDNN), the same with
+fp8_products (the products on the fp8 matrix instructions: time per call, speed-up over the bf16 cache and over
+cuDNN) and with per-token scales (each token's amax / 448: time per call and speed-up over the bf16 cache)."""
 import argparse
 import os
 import random
@@ -103,7 +104,7 @@ def peer_fn(backend, q, dense, lengths, Sq):
     return run
 
 
-def check(out, peer_out, q, caches, table, lens, gen, layout, **scales):
+def check(out, peer_out, q, caches, table, lens, gen, layout, fp8_products=False, **scales):
     """The tolerance rule of CORRECTNESS.md on a sample of sequences (float64 and same-precision paged references),
     no NaN/Inf anywhere, and agreement with the peer everywhere: both within the bound of the reference means
     |tessera - peer| <= 2 x bound, plus one output ulp for their rounding (as bench_attn)."""
@@ -112,7 +113,8 @@ def check(out, peer_out, q, caches, table, lens, gen, layout, **scales):
     rows = torch.tensor(picked, device="cuda")
     sample_args = (q[rows], *caches, table[rows], lens[rows])
     ref = testing.paged_decode_reference(*sample_args, kv_layout=layout, **scales)
-    same = testing.paged_decode_reference(*sample_args, kv_layout=layout, precision="same", **scales)
+    same = testing.paged_decode_reference(*sample_args, kv_layout=layout, precision="same", fp8_products=fp8_products,
+                                          **scales)
     sample = testing.check_attention(out[rows], ref, same)
     bound = 2 * sample.o.reference_error + 1e-5 * float(ref.o_abs.max())
     finite = bool(torch.isfinite(out).all())
@@ -173,22 +175,22 @@ def run_case(name, lengths, Sq, block, splits, D, layout, rep_ms, rounds, gen, r
     # The same keys and values in OCP e4m3 caches: per-tensor scales (amax / 448, device tensors), then per-token.
     tensor_scales = {f"{n}_scale": (x.float().abs().amax() / 448).reshape(1) for n, x in zip("kv", caches)}
     token = {f"{n}_scale": token_scales(x, layout) for n, x in zip("kv", caches)}
-    for who, scales in (("fp8", tensor_scales), ("fp8t", token)):
-        per_token = who == "fp8t"
+    for who, scales in (("fp8", tensor_scales), ("fp8p", tensor_scales), ("fp8t", token)):
+        per_token, products = who == "fp8t", who == "fp8p"
         by_token = (lambda s: (s.transpose(1, 2) if layout == "NHD" else s)[..., None]) if per_token else (lambda s: s)
         caches8 = [(x.float() / by_token(s)).to(torch.float8_e4m3fn)
                    for x, s in zip(caches, scales.values())]
         out8 = torch.full_like(q, float("nan"))
         try:
             plan8 = tessera.paged_decode_plan(q, *caches8, table, lens, kv_layout=layout, num_splits=splits,
-                                              **(scales if per_token else {}))
+                                              fp8_products=products, **(scales if per_token else {}))
 
-            def run8(caches8=caches8, out8=out8, plan8=plan8, scales=scales):
+            def run8(caches8=caches8, out8=out8, plan8=plan8, scales=scales, products=products):
                 return tessera.paged_decode(q, *caches8, table, lens, kv_layout=layout, out=out8, plan=plan8,
-                                            **scales)
+                                            fp8_products=products, **scales)
             run8()
             torch.cuda.synchronize()
-            fp8 = check(out8, None, q, caches8, table, lens, row_gen, layout, **scales)
+            fp8 = check(out8, None, q, caches8, table, lens, row_gen, layout, fp8_products=products, **scales)
             row.update({f"{who}_{k}": v for k, v in fp8.items()})
             timed[who] = run8
         except tessera.TesseraError as e:
@@ -202,7 +204,7 @@ def run_case(name, lengths, Sq, block, splits, D, layout, rep_ms, rounds, gen, r
     for peer in PEERS:
         if "tessera_gbs" in row and f"{peer}_gbs" in row:
             row[f"ratio_{peer}"] = row["tessera_gbs"] / row[f"{peer}_gbs"]
-    for who in ("fp8", "fp8t"):
+    for who in ("fp8", "fp8p", "fp8t"):
         if f"{who}_us" in row:   # calls per second against bf16's (the same tokens); bytes read are half
             row[f"{who}_gbs"] = row[f"{who}_gbs"] / 2
             if "tessera_us" in row:
@@ -221,7 +223,8 @@ def table(meta, rows):
              f"{meta['date']}); device copy ceiling {ceiling:.0f} GB/s (read + write)",
              f"{'case':>16} {'Sq':>2} {'block':>5} {'splits':>6} {'t us':>8} {'cudnn us':>8} {'flash us':>8} "
              f"{'t GB/s':>7} {'% copy':>6} {'cudnn':>7} {'flash':>7} {'t/cudnn':>7} {'t/flash':>7} "
-             f"{'fp8 us':>8} {'fp8 GB/s':>8} {'fp8/bf16':>8} {'fp8/cudnn':>9} {'fp8t us':>8} {'fp8t/bf16':>9}  check"]
+             f"{'fp8 us':>8} {'fp8 GB/s':>8} {'fp8/bf16':>8} {'fp8/cudnn':>9} {'fp8p us':>8} {'fp8p/bf16':>9} "
+             f"{'fp8p/cudnn':>10} {'fp8t us':>8} {'fp8t/bf16':>9}  check"]
     for r in rows:
         if "error" in r:
             verdict = r["error"]
@@ -238,11 +241,12 @@ def table(meta, rows):
                      f"{_num(r, 'flash_gbs', '7.0f')} {_num(r, 'ratio_cudnn', '7.2f')} "
                      f"{_num(r, 'ratio_flash', '7.2f')} {_num(r, 'fp8_us', '8.1f')} {_num(r, 'fp8_gbs', '8.0f')} "
                      f"{_num(r, 'fp8_speedup', '8.2f')} {_num(r, 'fp8_ratio_cudnn', '9.2f')} "
-                     f"{_num(r, 'fp8t_us', '8.1f')} {_num(r, 'fp8t_speedup', '9.2f')}  {verdict}{notes}"
+                     f"{_num(r, 'fp8p_us', '8.1f')} {_num(r, 'fp8p_speedup', '9.2f')} "
+                     f"{_num(r, 'fp8p_ratio_cudnn', '10.2f')} {_num(r, 'fp8t_us', '8.1f')} {_num(r, 'fp8t_speedup', '9.2f')}  {verdict}{notes}"
                      + "".join((f"; {who} {'ok' if r[who + '_correct'] else 'WRONG ' + r[who + '_check']} (max err "
                                 f"{r[who + '_max_error_sampled']:.3g})" if who + "_correct" in r else "")
                                + (f"; {who}: {r[who + '_error']}" if who + "_error" in r else "")
-                               for who in ("fp8", "fp8t")))
+                               for who in ("fp8", "fp8p", "fp8t")))
     return "\n".join(lines)
 
 

@@ -17,10 +17,11 @@ ATTENTION = [(1, 17, 33, 2, 1, 64, True), (2, 70, 50, 4, 2, 128, False), (1, 130
 BACKWARD = [(1, 37, 53, 3, 1, 64, True, False), (1, 40, 23, 2, 2, 32, False, True)]
 # (cache_seqlens, Sq, Hq, Hkv, D, block_size, num_splits, fp8): paged decode, judged by CORRECTNESS.md's rule (2x);
 # fp8 "token": the caches and their per-token scales written by tessera.paged_cache_write, as a server fills them;
-# "products": written with per-tensor scales, decoded with fp8_products (gfx942 and gfx950: FP8_PRODUCTS_TARGETS).
+# "products": written with per-tensor scales, decoded with fp8_products (gfx942, gfx950, sm_90, sm_90a:
+# FP8_PRODUCTS_TARGETS).
 DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3, None), ((9, 70), 2, 4, 1, 64, 64, 1, None),
           ((37, 1, 80), 1, 8, 2, 128, 16, 3, "token"), ((37, 1, 80), 1, 8, 2, 128, 16, 3, "products")]
-FP8_PRODUCTS_TARGETS = ("gfx942", "gfx950")
+FP8_PRODUCTS_TARGETS = ("gfx942", "gfx950", "sm_90", "sm_90a")
 
 
 def cuda_arch():

@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cat "$root/examples/gemm.mlir" "$root/examples/attention.mlir" "$root/examples/decode.mlir"
 fp8=("$root/examples/decode_fp8.mlir")
-case "$1" in gfx942 | gfx950) fp8+=("$root/examples/decode_fp8_products.mlir") ;; esac
+case "$1" in gfx942 | gfx950 | sm_90 | sm_90a) fp8+=("$root/examples/decode_fp8_products.mlir") ;; esac
 if [ "$1" = gfx942 ]; then
   sed 's/kv_dtype = f8E4M3FN,/kv_dtype = f8E4M3FNUZ,/' "${fp8[@]}"
 else

@@ -3,6 +3,7 @@
 
 #include "llvm/Support/MathExtras.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -44,7 +45,66 @@ std::optional<LaneChoice> laneChoice(const std::vector<int> &f) {
 
 } // namespace
 
+namespace {
+
+/// The order of V^T's columns that gives every lane, for each query, P's operand columns as the
+/// keys it holds in S (both ascending), if one order does so for every lane.
+std::optional<std::vector<int>> ownKeyOrder(const AttnPlan &p) {
+  const OperandLayout &op = p.pOperandLayout(), &acc = p.qk->c;
+  const int k = p.pvKeyDim();
+  if (k % p.keyDim()) return std::nullopt;
+  // (lane, query) -> operand columns / S keys of one k-step.
+  std::map<std::pair<int, int>, std::vector<int>> cols, keys;
+  for (int lane = 0; lane < op.lanes(); ++lane) {
+    for (int e = 0; e < op.elementsPerLane(); ++e) {
+      Coord c = op.at(lane, e);
+      cols[{lane, queryOf(p, c)}].push_back(keyOf(p, c));
+    }
+    for (int tile = 0; tile < k / p.keyDim(); ++tile)
+      for (int e = 0; e < acc.elementsPerLane(); ++e) {
+        Coord c = acc.at(lane, e);
+        keys[{lane, queryOf(p, c)}].push_back(tile * p.keyDim() + keyOf(p, c));
+      }
+  }
+  std::vector<int> order(k, -1);
+  for (auto &[at, c] : cols) {
+    std::vector<int> &s = keys[at];
+    if (s.size() != c.size()) return std::nullopt;
+    std::sort(c.begin(), c.end());
+    std::sort(s.begin(), s.end());
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (order[c[i]] >= 0 && order[c[i]] != s[i]) return std::nullopt;
+      order[c[i]] = s[i];
+    }
+  }
+  std::vector<int> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < k; ++i)
+    if (sorted[i] != i) return std::nullopt;
+  return order;
+}
+
+bool planConversion(AttnPlan &p);
+
+} // namespace
+
 bool planRegisterConversion(AttnPlan &p) {
+  p.pvKeyOrder.clear();
+  if (planConversion(p)) return true;
+  // Reordered keys: S = Q K^T only (V^T's columns are keys there; MFMA and WMMA find an order
+  // without).
+  if (!p.transposesStagedV() || p.transposed) return false;
+  std::optional<std::vector<int>> order = ownKeyOrder(p);
+  if (!order) return false;
+  p.pvKeyOrder = std::move(*order);
+  if (planConversion(p)) return true;
+  p.pvKeyOrder.clear();
+  return false;
+}
+
+namespace {
+
+bool planConversion(AttnPlan &p) {
   const OperandLayout &op = p.pOperandLayout();
   const OperandLayout &acc = p.qk->c;
   int pvQueries = p.transposed ? p.pv->n : p.pv->m;
@@ -67,7 +127,8 @@ bool planRegisterConversion(AttnPlan &p) {
       for (int lane = 0; lane < op.lanes(); ++lane) {
         Coord want = op.at(lane, e);
         int query = queryOf(p, want);
-        int key = keyOf(p, want) + ks * p.pvKeyDim();
+        int col = keyOf(p, want);
+        int key = (p.pvKeyOrder.empty() ? col : p.pvKeyOrder[col]) + ks * p.pvKeyDim();
         if (tile && *tile != key / p.keyDim()) return false;
         tile = key / p.keyDim();
         auto it = holder.find({query, key % p.keyDim()});
@@ -93,6 +154,8 @@ bool planRegisterConversion(AttnPlan &p) {
   }
   return true;
 }
+
+} // namespace
 
 std::vector<HalfSwapPair> halfSwapPairs(const std::vector<AccSource> &step, int waveSize) {
   const int half = waveSize / 2, halfBit = llvm::Log2_32(half);
@@ -154,6 +217,8 @@ int attnLdsBytes(const AttnPlan &p, const TargetInfo &t, std::optional<ElemType>
   // Key-splitting waves merge in the K/V tiles' LDS, after the last tile.
   int kv = cacheElem && p.kvBuffers > 1 ? kvTiles(p.elem) + p.kvBuffers * kvTiles(*cacheElem)
                                         : p.kvBuffers * kvTiles(p.elem);
+  if (p.transposesStagedV() && !cacheElem)
+    kv += ldsTileBytes(t, p.pvElem, p.keyWaves * p.headDim, p.blockN);
   int merge = 4 * attnMergeFloats(p) * ldsRowStride(t, 32, t.waveSize);
   int queryMax =
       p.scaledQueries() ? ldsTileBytes(t, ElemType::F32, p.blockM, p.queryVectorsPerRow()) : 0;
@@ -251,6 +316,7 @@ AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
               p.qk = qk, p.pv = pv, p.transposed = transposed;
               p.elem = qkElem, p.pvElem = pvElem, p.queryElem = r.elem;
               p.rescaleOnNewMaxOnly = r.rescaleOnNewMaxOnly;
+              p.kvBuffers = r.kvBuffers;
               p.scaleInExp = r.scaleInExp && !p.scaledQueries();
               p.headDim = r.headDim;
               p.waves = r.tile ? r.tile->waves : waves;

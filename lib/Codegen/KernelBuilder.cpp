@@ -702,10 +702,6 @@ Value KernelBuilder::loadFragment(const LdsTile &tile, const OperandLayout &layo
   return concatVectors(b, loc, pieces);
 }
 
-bool KernelBuilder::hasTransposedLoads(const MMAAtom &atom) const {
-  return atom.kind == AtomKind::MMASync;
-}
-
 Value KernelBuilder::loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                                  Value lane, Value outerBase, int kBase, bool kAlongRows) {
   if (atom.kind == AtomKind::MMASync)
@@ -739,21 +735,28 @@ void KernelBuilder::atomicAddContiguous(ArrayRef<Value> values, Value memref, Va
                                 memref, index);
 }
 
-// ldmatrix moves 8x8 blocks of 16-bit elements: lane 8j + r gives the address of row r of block
-// j, and every lane receives two consecutive elements of each block's row lane / 4 (columns
-// 2 (lane % 4) +{0,1}), or with .trans of its column. For the m16n8k16 operands this is exactly
-// the fragment layout when the blocks are taken in register order:
-//   A (16 x 16): blocks (rows 0-7 | 8-15) x (k 0-7 | 8-15), row-block fastest;
-//   B (16 x 8):  blocks k 0-7, k 8-15; two B tiles side by side (x4): the second's after.
+// ldmatrix moves blocks of 8 rows of 16 bytes (8 x 8 16-bit elements, 8 x 16 8-bit ones): lane
+// 8j + r gives the address of row r of block j, and every lane receives the 4 bytes at
+// 4 (lane % 4) of each block's row lane / 4 (two 16-bit elements, four 8-bit ones), or with
+// .trans (16-bit only) of its column. For the mma.sync operands (m16n8k16, the 8-bit m16n8k32)
+// this is exactly the fragment layout when the blocks are taken in register order, `kb` the
+// block's K extent (8 or 16):
+//   A (16 x 2kb): blocks (rows 0-7 | 8-15) x (k 0.. | kb..), row-block fastest;
+//   B (2kb x 8):  blocks k 0.., k kb..; two B tiles side by side (x4): the second's after.
 // Block origins below are in stored-tile coordinates (tile row, tile column).
 Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                                      Value lane, Value outerBase, int kBase, bool kAlongRows,
                                      bool pair) {
+  Type elem = cast<MemRefType>(tile.memref.getType()).getElementType();
+  const int bits = int(elem.getIntOrFloatBitWidth());
+  assert((bits == 16 || (bits == 8 && !kAlongRows)) && "ldmatrix transposes 16-bit elements only");
+  const int kBlock = 128 / bits;
   bool isA = which == Operand::A;
   int blocks = isA || pair ? 4 : 2;
   SmallVector<std::pair<int, int>> origin; // (outer offset, k offset) per block
   for (int j = 0; j < blocks; ++j)
-    origin.push_back(isA ? std::pair{8 * (j % 2), 8 * (j / 2)} : std::pair{8 * (j / 2), 8 * (j % 2)});
+    origin.push_back(isA ? std::pair{8 * (j % 2), kBlock * (j / 2)}
+                         : std::pair{8 * (j / 2), kBlock * (j % 2)});
   Value laneInBlocks = remui(lane, 8 * blocks);
   Value block = divui(laneInBlocks, 8), row = remui(laneInBlocks, 8);
   // The block origin of this lane, as index arithmetic over its block number.
@@ -767,8 +770,7 @@ Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, O
   // Stored [outer][k]: the lane's row runs along outer. Stored [k][outer] (.trans): along k.
   Value tileRow = kAlongRows ? add(k, row) : add(outer, row);
   Value tileCol = kAlongRows ? outer : k;
-  Type elem = cast<MemRefType>(tile.memref.getType()).getElementType();
-  auto type = VectorType::get({blocks, 2}, elem);
+  auto type = VectorType::get({blocks, 32 / bits}, elem);
   Value frag = nvgpu::LdMatrixOp::create(b, loc, type, tile.memref,
                                          ValueRange{ldsOffset(tile, tileRow, tileCol)},
                                          b.getBoolAttr(kAlongRows), b.getI32IntegerAttr(blocks));

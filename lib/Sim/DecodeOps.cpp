@@ -455,13 +455,16 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
         return I;
       })
       .Case([&](nvgpu::LdMatrixOp o) -> std::optional<Inst> {
-        // Each lane gives the address of one 8-element row; the warp gets the 8x8 tiles back
-        // in the mma.sync fragment order.
+        // Each lane gives the address of one 16-byte row; the warp gets the 8-row tiles back
+        // in the mma.sync fragment order (8-bit elements: not transposed).
         Inst I = memoryAccess(op, Op::LdMatrix, o.getSrcMemref(), o.getIndices(), o.getRes(), o.getRes().getType());
         I.imm = o.getNumTiles();
         I.imm2 = o.getTranspose();
-        if (bitWidth(I.kind) != 16 || I.count != 2 * uint32_t(I.imm) || target.waveSize != 32) {
-          unsupported(op, "ldmatrix of 16-bit elements, two per tile, on a warp-32 target");
+        const int bits = bitWidth(I.kind);
+        if ((bits != 16 && (bits != 8 || I.imm2)) || I.count != 32 / bits * uint32_t(I.imm) ||
+            target.waveSize != 32) {
+          unsupported(op, "ldmatrix of 16-bit elements (8-bit ones not transposed), 4 bytes a "
+                          "tile a lane, on a warp-32 target");
           return std::nullopt;
         }
         return I;

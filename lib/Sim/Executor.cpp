@@ -415,14 +415,15 @@ void Executor::execAsyncWait(const Inst &I, const uint8_t *mask) {
 }
 
 bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
-  // PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}.b16: lanes 8i .. 8i + 7 address rows 0-7 of tile i;
-  // lane l receives row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of every tile (with .trans
-  // the transposed positions).
+  // PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}.b16: lanes 8i .. 8i + 7 address the 16-byte rows 0-7
+  // of tile i; lane l receives bytes 4 (l % 4) .. 4 (l % 4) + 3 of row l / 4 of every tile: two
+  // 16-bit elements (with .trans, those of the transposed positions) or four 8-bit ones.
   const ElemKind kind = P.memrefs[I.mem].kind;
   const int tiles = int(I.imm);
   const bool transpose = I.imm2;
+  const int perRow = 16 / int(storageBytes(kind)), perLane = perRow / 4;
   Cell *out = cells(I.out[0]);
-  Cell rows[4][8][8];
+  Cell rows[4][8][16];
   for (uint32_t first = 0; first < T; first += wave) {
     uint32_t active = 0;
     for (uint32_t l = 0; l < wave && first + l < T; ++l)
@@ -435,17 +436,17 @@ bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
                         std::to_string(first / wave) + " (ldmatrix needs the whole warp)");
     for (int tile = 0; tile < tiles; ++tile)
       for (int r = 0; r < 8; ++r) {
-        uint8_t *at = address(I, first + 8 * tile + r, 0, 8, Access::Load);
+        uint8_t *at = address(I, first + 8 * tile + r, 0, uint32_t(perRow), Access::Load);
         if (!at)
           return false;
-        for (int c = 0; c < 8; ++c)
+        for (int c = 0; c < perRow; ++c)
           rows[tile][r][c] = loadElem(at + c * storageBytes(kind), kind);
       }
     for (uint32_t l = 0; l < wave; ++l)
       for (int tile = 0; tile < tiles; ++tile)
-        for (int j = 0; j < 2; ++j) {
-          int r = int(l / 4), c = int(2 * (l % 4)) + j;
-          out[size_t(2 * tile + j) * T + first + l] = transpose ? rows[tile][c][r] : rows[tile][r][c];
+        for (int j = 0; j < perLane; ++j) {
+          int r = int(l / 4), c = perLane * int(l % 4) + j;
+          out[size_t(perLane * tile + j) * T + first + l] = transpose ? rows[tile][c][r] : rows[tile][r][c];
         }
   }
   return true;

@@ -9,10 +9,9 @@ const std::vector<TargetInfo> &allTargets() {
   // Register and occupancy figures: AMD CDNA3/CDNA4 ISA guides (512 unified VGPR+AGPR per
   // lane, granule 8, 8 waves per SIMD, 4 SIMDs per CU) and RDNA3 (wave32: 1536 VGPRs per SIMD
   // lane, granule 24 when allocating for wave32, 16 waves per SIMD, 2 SIMDs per half-WGP x 2).
-  // fp8 atoms read the chip's own e4m3 flavour (`fp8`). The Hopper targets list none yet: their
-  // mma.sync e4m3 form (NV_MMA_SYNC_F32_16x8x32_F8E4M3FN, which the simulator runs) waits for
-  // kernels that give it V with its bytes transposed; their fp8 is a KV-cache format, dequantised
-  // before mma.sync.
+  // fp8 atoms read the chip's own e4m3 flavour (`fp8`). Hopper's mma.sync e4m3 form reads both
+  // operands K-contiguous and ldmatrix cannot transpose bytes: kernels that use it stage V^T
+  // themselves (AttnPlan::transposesStagedV).
   using I = MMAIntrinsic;
   static const std::vector<TargetInfo> targets = {
       {"gfx942", Vendor::AMD, "CDNA3", 64, 64 * 1024, 32, LdsSwizzle::Pad, CrossLane::Dpp,
@@ -52,14 +51,16 @@ const std::vector<TargetInfo> &allTargets() {
        255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/false, /*hasAsyncCopy=*/true},
       {"sm_90", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
-       {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16},
+       {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16,
+        I::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN},
        255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/false, /*hasAsyncCopy=*/true},
       // sm_90a: Hopper with its architecture-specific instructions (wgmma, setmaxnreg), which
       // only run on sm_90 itself. flash_attn gets the warp-specialised wgmma/TMA kernel there
       // (dynamic shared memory, hopperSharedBytes); everything else the portable kernels.
       {"sm_90a", Vendor::NVIDIA, "Hopper", 32, 48 * 1024, 32, LdsSwizzle::Xor,
        CrossLane::Shuffle, ElemType::FP8E4M3FN, false,
-       {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16},
+       {I::NV_MMA_SYNC_F32_16x8x16_F16, I::NV_MMA_SYNC_F32_16x8x16_BF16,
+        I::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN},
        255, 512, 8, 16, 4, /*gemmStages=*/2, /*hasWgmma=*/true, /*hasAsyncCopy=*/true},
   };
   return targets;

@@ -35,7 +35,7 @@ class Case(NamedTuple):
     fp8: bool = False           # caches in the target's fp8 format (fp8_format), per-tensor scales
     per_token: bool = False     # fp8 with per-token scales (num_pages, Hkv, block_size)
     wide_queries: bool = False  # query rows scaled by 2^-60 .. 2^60 (past f16's range both ways), one all zero
-    products: bool = False      # fp8_products: QK and PV on the fp8 matrix instructions (gfx942, gfx950)
+    products: bool = False      # fp8_products: QK and PV on the fp8 matrix instructions (gfx942, gfx950, sm_90)
     sink: bool = False          # every query scores 6 against its sequence's first key and 0 against the others
 
     def directive(self, target):
@@ -48,9 +48,9 @@ class Case(NamedTuple):
                 (", fp8_products}" if self.products else "}"))
 
     def runs_on(self, target):
-        """fp8_products needs fp8 matrix instructions: gfx942's and gfx950's MFMA (not gfx11's WMMA, nor the
-        mma.sync of sm_90, whose e4m3 form Tessera does not generate yet)."""
-        return not self.products or target in ("gfx942", "gfx950")
+        """fp8_products needs fp8 matrix instructions: gfx942's and gfx950's MFMA, sm_90's mma.sync (not gfx11's
+        WMMA)."""
+        return not self.products or target in ("gfx942", "gfx950", "sm_90")
 
 
 def fp8_format(target):

@@ -42,7 +42,8 @@ void expectConversionDeliversP(const AttnPlan &p) {
           fromElem = choose(src.sendElem, fromLane); // what the partner sends
         }
         Coord want = op.at(lane, e), have = acc.at(fromLane, fromElem);
-        int wantKey = keyOf(want) + ks * p.pvKeyDim();
+        const int col = keyOf(want); // V^T's column: the key pvKeyOrder puts there
+        int wantKey = (p.pvKeyOrder.empty() ? col : p.pvKeyOrder[col]) + ks * p.pvKeyDim();
         EXPECT_EQ(queryOf(have), queryOf(want)) << p.qk->name << " ks " << ks << " e " << e;
         EXPECT_EQ(src.keyTile * p.keyDim() + keyOf(have), wantKey)
             << p.qk->name << " ks " << ks << " e " << e << " lane " << lane;
@@ -240,6 +241,44 @@ TEST(FlashAttnPlan, Fp8ProductsQuantiseQueriesAndStretchP) {
   EXPECT_EQ(elemTypeTopExponent(ElemType::F16), 15);
   EXPECT_EQ(elemTypeTopExponent(ElemType::FP8E4M3FN), 8);
   EXPECT_EQ(elemTypeTopExponent(ElemType::FP8E4M3FNUZ), 7);
+}
+
+TEST(FlashAttnPlan, Fp8ProductsOnMmaSyncReorderVTransposedColumns) {
+  // sm_90's e4m3 mma.sync: a lane's 4 consecutive keys of P's operand are 2 + 2 of S's
+  // accumulators 8 keys apart, so P reaches the PV atom only through V^T columns in another
+  // order (16 b + 4 t + i holds key 16 b + 8 (i / 2) + 2 t + i % 2), which the mainloop's own
+  // transposing copy of V can give (K/V buffers) and ldmatrix.trans could not.
+  AttnRequest r = request(128, ElemType::BF16);
+  r.qkElem = r.pvElem = ElemType::FP8E4M3FN;
+  r.splitKeysAcrossWaves = true;
+  r.waves = {2};
+  r.kvBuffers = 2;
+  AttnPlanResult result = planAttention(r, target("sm_90"));
+  ASSERT_TRUE(result.plan) << result.whyNot;
+  const AttnPlan &p = *result.plan;
+  EXPECT_EQ(p.pv->intrinsic, MMAIntrinsic::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN);
+  EXPECT_FALSE(p.transposed);
+  EXPECT_TRUE(p.transposesStagedV());
+  ASSERT_TRUE(p.pInRegisters());
+  EXPECT_FALSE(p.pShuffles()); // every element the lane's own
+  std::vector<int> order;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < 4; ++i) order.push_back(16 * b + 8 * (i / 2) + 2 * t + i % 2);
+  EXPECT_EQ(p.pvKeyOrder, order);
+  expectConversionDeliversP(p);
+  // Without a copy of its own to reorder V^T (registers staging), P goes through LDS.
+  r.kvBuffers = 1;
+  result = planAttention(r, target("sm_90"));
+  EXPECT_FALSE(result.plan && result.plan->pInRegisters() && !result.plan->pvKeyOrder.empty());
+  // 16-bit mma.sync keeps V [key][d] (ldmatrix.trans) and its keys in order.
+  AttnRequest half = request(128, ElemType::BF16);
+  half.kvBuffers = 2;
+  half.splitKeysAcrossWaves = true;
+  result = planAttention(half, target("sm_90"));
+  ASSERT_TRUE(result.plan);
+  EXPECT_TRUE(result.plan->vNatural());
+  EXPECT_TRUE(result.plan->pvKeyOrder.empty());
 }
 
 } // namespace

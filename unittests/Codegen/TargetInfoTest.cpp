@@ -86,11 +86,14 @@ TEST(ChooseAtoms, Fp8WhereTheTargetHasNoneFailsWithTheReason) {
             "gfx950 has no matrix instruction for f8E4M3FNUZ inputs: its fp8 e4m3 format is f8E4M3FN");
   EXPECT_EQ(chooseAtoms(target("gfx1100"), ElemType::FP8E4M3FNUZ).failure,
             "gfx1100 has no matrix instruction for f8E4M3FNUZ inputs: RDNA3 has no fp8 matrix instructions");
-  // Hopper's fp8 is a KV-cache format: the portable sm_90 path has no fp8 matrix atom.
-  AtomChoice hopper = chooseAtoms(target("sm_90"), ElemType::FP8E4M3FN);
-  EXPECT_TRUE(hopper.atoms.empty());
-  EXPECT_EQ(hopper.failure, "sm_90 has no matrix instruction for f8E4M3FN inputs");
-  for (const char *chip : {"gfx1100", "gfx1151", "sm_80", "sm_90", "sm_90a"})
+  EXPECT_EQ(chooseAtoms(target("sm_90"), ElemType::FP8E4M3FNUZ).failure,
+            "sm_90 has no matrix instruction for f8E4M3FNUZ inputs: its fp8 e4m3 format is f8E4M3FN");
+  // Hopper's mma.sync reads OCP e4m3 (m16n8k32); Ampere and RDNA3 read no fp8.
+  for (const char *chip : {"sm_90", "sm_90a"})
+    EXPECT_EQ(chooseAtoms(target(chip), ElemType::FP8E4M3FN).atoms,
+              std::vector<const MMAAtom *>{&getAtom(MMAIntrinsic::NV_MMA_SYNC_F32_16x8x32_F8E4M3FN)})
+        << chip;
+  for (const char *chip : {"gfx1100", "gfx1151", "sm_80"})
     for (MMAIntrinsic i : target(chip).atoms) EXPECT_NE(elemTypeBits(getAtom(i).inputType), 8) << chip;
 }
 

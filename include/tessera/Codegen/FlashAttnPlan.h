@@ -53,6 +53,11 @@ struct AttnPlan {
   /// asynchronously during compute (targets with async copies, a recipe that gathers
   /// asynchronously).
   int kvBuffers = 1;
+  /// With V^T staged by the mainloop's own copy (transposesStagedV): the order of its columns
+  /// within each P V k-step, operand column c holding key pvKeyOrder[c], so that every element
+  /// of P's operand is one the lane holds in S (mma.sync's 8-bit operands, whose 4 consecutive
+  /// keys a lane are 2 + 2 of S's). Empty: in key order.
+  std::vector<int> pvKeyOrder;
   /// Waves that split each step's keys instead of the queries (decode: a KV head's group has
   /// few query rows): all waves hold the same blockM queries, wave w the keys [w * blockN,
   /// (w + 1) * blockN) of the step's stepKeys(); their softmax states merge after the loop.
@@ -71,6 +76,11 @@ struct AttnPlan {
   ElemType queryElem = ElemType::F16; ///< the queries' own
 
   bool pInRegisters() const { return pRoute == PRoute::Registers; }
+  /// V staged [key][d], read by transposing matrix loads; else V^T, [d][key].
+  bool vNatural() const { return !transposed && hasTransposedMatrixLoads(*pv); }
+  /// K/V buffers copied asynchronously where V^T is needed: V lands [key][d] in staging buffers
+  /// and the mainloop transposes each step's tile into V^T, one [d][key] block per key wave.
+  bool transposesStagedV() const { return kvBuffers > 1 && !vNatural(); }
   int queryDim() const { return transposed ? qk->n : qk->m; }  // queries per S tile
   int keyDim() const { return transposed ? qk->m : qk->n; }    // keys per S tile
   int waveQueries() const { return blockM / (waves / keyWaves); }
@@ -119,6 +129,8 @@ struct AttnRequest {
   bool splitKeysAcrossWaves = false;
   /// AttnPlan::rescaleOnNewMaxOnly.
   bool rescaleOnNewMaxOnly = false;
+  /// AttnPlan::kvBuffers (a recipe that copies K/V asynchronously).
+  int kvBuffers = 1;
   /// AttnPlan::scaleInExp, where the queries are not scaled.
   bool scaleInExp = false;
   struct Tile {
@@ -140,7 +152,9 @@ AttnPlanResult planAttention(const AttnRequest &request, const TargetInfo &targe
 
 /// Plans how every element of the P operand of each PV k-step is taken from the S accumulators
 /// without LDS (p.conversion): from the same lane, or from one partner lane (a fixed XOR of the
-/// lane id, one shuffle) with per-lane choices decided by single lane bits. False otherwise.
+/// lane id, one shuffle) with per-lane choices decided by single lane bits; where that fails and
+/// the mainloop stages V^T itself, with V^T's columns reordered so that every element is the
+/// lane's own (p.pvKeyOrder). False otherwise.
 bool planRegisterConversion(AttnPlan &p);
 
 /// Two elements of a P operand k-step that one half-wave swap delivers together

@@ -111,6 +111,13 @@ struct MMAAtom {
   int64_t flops() const { return int64_t(2) * m * n * k; }
 };
 
+/// True when `atom`'s operands can be loaded with matrix loads that transpose (ldmatrix .trans,
+/// 16-bit elements only before Blackwell), so a tile whose rows run along K needs no transposed
+/// staging.
+inline bool hasTransposedMatrixLoads(const MMAAtom &atom) {
+  return atom.kind == AtomKind::MMASync && elemTypeBits(atom.inputType) == 16;
+}
+
 /// Every atom Tessera knows, across all targets, indexed by MMAIntrinsic.
 const std::vector<MMAAtom> &allAtoms();
 

@@ -66,6 +66,10 @@ private:
   /// `vScales`, one per V vector, where given).
   SmallVector<Value> loadKV(Value n0, bool inBounds = false);
   void storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales = {});
+  /// V^T from the staged [key][d] tile `staged` (AttnPlan::transposesStagedV): 4 x 4 blocks of
+  /// bytes, each read as 4 keys' words and written as 4 d rows' words, the columns in
+  /// p.pvKeyOrder, each key wave's keys one [d][blockN] block of rows.
+  void transposeValues(const LdsTile &staged);
   /// S (or S^T) of the query tile at block row `ldsQueryRow` against the staged keys: one
   /// accumulator per key tile.
   SmallVector<Value> computeScores(Value ldsQueryRow);
@@ -172,24 +176,19 @@ void Mainloop::allocate() {
   if (p.scaledQueries())
     ldsQueryMax = kb.allocLds(func, b.getF32Type(), p.blockM, p.queryVectorsPerRow());
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
-  // (ldmatrix.trans), else transposed into [d][key] while staging.
-  assert((p.kvBuffers == 1 || vNatural()) && "asynchronous copies cannot transpose V");
-  assert((p.keyWaves == 1 || vNatural() || t.ldsSwizzle == LdsSwizzle::Pad) &&
+  // (ldmatrix.trans), else transposed into [d][key] while staging, or from its staging buffers.
+  assert((p.kvBuffers == 1 || vNatural() || p.transposesStagedV()) &&
+         "asynchronous copies cannot transpose V");
+  assert((p.keyWaves == 1 || vNatural() || p.transposesStagedV() ||
+          t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, pvElem, p.blockM, p.blockN);
   if (keyScales) ldsScales = kb.allocLds(func, b.getF32Type(), attnKeyScaleRows(p), p.stepKeys());
   // The K and V tiles' buffers, one after the other (AttnPlan::kvBuffers); a narrower cache's
-  // buffers are staging ones, each step widened into a single K and V tile.
-  const int tileBuffers = widensStaged() ? 1 : p.kvBuffers;
+  // buffers are staging ones, each step widened into a single K and V tile, as are V's where
+  // V^T is transposed from them.
   const int keys = p.stepKeys();
-  if (p.keyWaves == 1) {
-    ldsK = kb.allocLds(func, elem, tileBuffers * keys, p.headDim);
-    ldsV = vNatural() ? kb.allocLds(func, pvElem, tileBuffers * keys, p.headDim)
-                      : kb.allocLds(func, pvElem, p.headDim, keys);
-    return;
-  }
-  // Key-splitting waves: the K/V tiles and the waves' merge (used after the last tile) share
-  // one LDS arena, so the merge costs no LDS of its own (attnLdsBytes counts the larger).
+  const int kBuffers = widensStaged() ? 1 : p.kvBuffers, vBuffers = stagesV() ? 1 : p.kvBuffers;
   struct Part {
     LdsTile *tile;
     Type type;
@@ -202,15 +201,22 @@ void Mainloop::allocate() {
     parts.push_back({tile, type, rows, cols, size});
     size += (ldsTileBytes(t, *toElemType(type), rows, cols) + 15) / 16 * 16;
   };
-  place(&ldsK, elem, tileBuffers * keys, p.headDim);
+  place(&ldsK, elem, kBuffers * keys, p.headDim);
   if (vNatural())
-    place(&ldsV, pvElem, tileBuffers * keys, p.headDim);
+    place(&ldsV, pvElem, vBuffers * keys, p.headDim);
+  else if (p.transposesStagedV())
+    place(&ldsV, pvElem, p.keyWaves * p.headDim, p.blockN);
   else
     place(&ldsV, pvElem, p.headDim, keys);
-  if (widensStaged()) {
-    place(&ldsK8, cacheElem, p.kvBuffers * keys, p.headDim);
-    place(&ldsV8, cacheElem, p.kvBuffers * keys, p.headDim);
+  if (widensStaged()) place(&ldsK8, cacheElem, p.kvBuffers * keys, p.headDim);
+  if (stagesV()) place(&ldsV8, cacheElem, p.kvBuffers * keys, p.headDim);
+  if (p.keyWaves == 1) {
+    for (const Part &part : parts)
+      *part.tile = kb.allocLds(func, part.type, part.rows, part.cols);
+    return;
   }
+  // Key-splitting waves: the K/V tiles and the waves' merge (used after the last tile) share
+  // one LDS arena, so the merge costs no LDS of its own (attnLdsBytes counts the larger).
   const int floats = attnMergeFloats(p);
   size = std::max<int64_t>(size, int64_t(4) * floats * ldsRowStride(t, 32, t.waveSize));
   auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
@@ -224,7 +230,7 @@ void Mainloop::allocate() {
 }
 
 bool Mainloop::vNatural() const {
-  return !p.transposed && KernelBuilder(b, loc, t).hasTransposedLoads(*p.pv);
+  return p.vNatural();
 }
 
 void Mainloop::emit(AttnRows &rows, const KeyWalk &walk) { Impl(*this, rows, walk).emit(); }
@@ -357,6 +363,67 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales) {
                   m.threads());
   kb.storeLdsTile(all.drop_front(kvSplit), curV, p.stepKeys(), p.headDim,
                   /*transpose=*/!m.vNatural(), m.threads());
+}
+
+void Mainloop::Impl::transposeValues(const LdsTile &staged) {
+  // Each k-step's columns (pvKeyDim keys of one key wave) are one chunk, chunks dealt to the
+  // waves in turn. Within a chunk lane l takes column group g = l % G (G = pvKeyDim / 4) and
+  // the d groups l / G + (32 / G) i: one word of each of its 4 keys a d group (conflict-free
+  // reads along the rows), written as one word of each of its 4 d rows, row (j ^ q) of the group
+  // at write j (q = l / G % 4), so that a write's lanes cover 4 rows x G words: every bank.
+  const int k = p.pvKeyDim(), groups = k / 4, rowsPerRound = t.waveSize / groups;
+  assert(k % 4 == 0 && t.waveSize % groups == 0 && p.headDim % (4 * rowsPerRound) == 0 &&
+         "V^T transposed in 4 x 4 blocks of whole k-steps");
+  const std::vector<int> &order = p.pvKeyOrder;
+  Value g = kb.remui(lane, groups), q = kb.divui(lane, groups);
+  Value rot = kb.andi(q, 3);
+  // The step-relative key of this lane's column j of a chunk (V^T's column order).
+  SmallVector<Value> keyOf;
+  for (int j = 0; j < 4; ++j) {
+    Value key = kb.add(kb.mul(g, 4), j);
+    if (!order.empty()) {
+      Value chosen = kb.idx(order[j]);
+      for (int c = 1; c < groups; ++c)
+        chosen = kb.select(icmp(arith::CmpIPredicate::eq, g, kb.idx(c)),
+                           kb.idx(order[4 * c + j]), chosen);
+      key = chosen;
+    }
+    keyOf.push_back(key);
+  }
+  auto word = VectorType::get({4}, pvElem);
+  const int chunks = p.stepKeys() / k, waves = p.waves;
+  auto loop = scf::ForOp::create(b, loc, kb.waveId(), kb.idx(chunks), kb.idx(waves));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value chunk = loop.getInductionVar();
+  Value firstKey = kb.mul(chunk, k);
+  Value vRow0 = kb.mul(kb.divui(firstKey, p.blockN), p.headDim);
+  Value col0 = kb.add(kb.remui(firstKey, p.blockN), kb.mul(g, 4));
+  for (int round = 0; round < p.headDim / (4 * rowsPerRound); ++round) {
+    Value d0 = kb.mul(kb.add(q, round * rowsPerRound), 4);
+    SmallVector<Value> bytes; // [key j][d i]
+    Value all;
+    for (int j = 0; j < 4; ++j) {
+      Value at = kb.ldsOffset(staged, kb.add(firstKey, keyOf[j]), d0);
+      Value w = vector::LoadOp::create(b, loc, word, staged.memref, ValueRange{at}, false,
+                                       llvm::Align(4));
+      all = j == 0 ? w
+                   : vector::ShuffleOp::create(b, loc, all, w,
+                                               llvm::to_vector(llvm::seq<int64_t>(0, 4 * (j + 1))));
+    }
+    SmallVector<Value> rows; // row i: (key 0..3 of d0 + i)
+    for (int i = 0; i < 4; ++i)
+      rows.push_back(vector::ShuffleOp::create(b, loc, all, all,
+                                               ArrayRef<int64_t>{i, 4 + i, 8 + i, 12 + i}));
+    for (int j = 0; j < 4; ++j) {
+      Value r = kb.xori(rot, kb.idx(j));
+      Value x = rows[0];
+      for (int i = 1; i < 4; ++i)
+        x = kb.select(icmp(arith::CmpIPredicate::eq, r, kb.idx(i)), rows[i], x);
+      Value at = kb.ldsOffset(m.ldsV, kb.add(vRow0, kb.add(d0, r)), col0);
+      vector::StoreOp::create(b, loc, x, m.ldsV.memref, ValueRange{at}, false, llvm::Align(4));
+    }
+  }
 }
 
 SmallVector<Value> Mainloop::Impl::loadScales(Value any, Value n0) {
@@ -770,7 +837,8 @@ void Mainloop::Impl::emit() {
   const TileRange &tiles = walk.tiles;
   curK = m.ldsK, curV = m.ldsV;
   const bool staged = m.widensStaged();
-  const LdsTile &asyncK = staged ? m.ldsK8 : m.ldsK, &asyncV = staged ? m.ldsV8 : m.ldsV;
+  const bool transposesV = !staged && p.transposesStagedV();
+  const LdsTile &asyncK = staged ? m.ldsK8 : m.ldsK, &asyncV = m.stagesV() ? m.ldsV8 : m.ldsV;
   const bool withScales = rows.hasKeyScales();
   assert(withScales == m.keyScales && "Mainloop(keyScales) and the rows must agree");
   // Per-key scales travel with their tiles when these are copied asynchronously.
@@ -814,8 +882,8 @@ void Mainloop::Impl::emit() {
     Value which;
     if (p.kvBuffers > 1) {
       which = kb.remui(kb.sub(tile, tiles.lo), p.kvBuffers);
-      if (!staged)
-        curK = kb.buffer(m.ldsK, p.kvBuffers, which), curV = kb.buffer(m.ldsV, p.kvBuffers, which);
+      if (!staged) curK = kb.buffer(m.ldsK, p.kvBuffers, which);
+      if (!m.stagesV()) curV = kb.buffer(m.ldsV, p.kvBuffers, which);
       kb.asyncWait(p.kvBuffers - 2);
     }
     kb.barrier(); // previous step's K/V/P reads are done (and the staged rows written)
@@ -840,6 +908,10 @@ void Mainloop::Impl::emit() {
                                      p.headDim, m.threads(), bytes));
         storeKV(narrow, asyncScales ? readValueScales(which) : SmallVector<Value>());
         kb.barrier();
+      } else if (transposesV) {
+        assert(!withScales && "per-key scales come with a narrower cache: widened, V scaled");
+        transposeValues(kb.buffer(asyncV, p.kvBuffers, which));
+        kb.barrier();
       } else {
         assert(!withScales && "per-key scales come with a narrower cache: widened, V scaled");
       }
@@ -862,8 +934,9 @@ void Mainloop::Impl::emit() {
     Value waveN0 = n0;
     if (keyWave) {
       waveK = kb.buffer(curK, p.keyWaves, keyWave);
-      waveV = m.vNatural() ? kb.buffer(curV, p.keyWaves, keyWave)
-                           : kb.columns(curV, p.keyWaves, keyWave); // V^T: [d][key]
+      // V^T ([d][key]): its keys' columns, or its rows when transposed per key wave.
+      waveV = m.vNatural() || p.transposesStagedV() ? kb.buffer(curV, p.keyWaves, keyWave)
+                                                     : kb.columns(curV, p.keyWaves, keyWave);
       waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
     }
     SmallVector<Value> kScales;

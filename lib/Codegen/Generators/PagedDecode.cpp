@@ -584,8 +584,8 @@ int decodeLdsBytes(const AttnPlan &p, tessera::PagedDecodeOp op, const TargetInf
 
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
 /// before four (a KV head's group rarely has more rows). Where the target copies asynchronously
-/// and V is staged [key][d], K and V are double-buffered in LDS, the next tile copied during each
-/// step (the most keys per step LDS allows; three or four buffers, more tiles in flight,
+/// (mma.sync), K and V are double-buffered in LDS, the next tile copied during each step (V^T of
+/// fp8 products transposed from its buffer each step, AttnPlan::transposesStagedV) (the most keys per step LDS allows; three or four buffers, more tiles in flight,
 /// measured no faster on the H200, bench/NOTES.md). Elsewhere at most as many keys per step as
 /// keep a thread's share of the K and V tiles to 8 vectors in registers (few threads load them).
 AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
@@ -623,11 +623,12 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
       for (int keys : {64, 32, 16}) {
         request.maxKeysPerStep = keys;
         request.splitKeysAcrossWaves = true;
+        request.kvBuffers = 2;
         AttnPlanResult r = planAttention(request, target);
         if (!r.plan || r.plan->transposed || r.plan->pv->kind != AtomKind::MMASync) break;
-        r.plan->kvBuffers = 2;
         if (decodeLdsBytes(*r.plan, op, target) <= target.ldsBytes) return r;
       }
+    request.kvBuffers = 1;
     const int threads = waves * target.waveSize;
     int stepKeys = 0;
     for (int keys : {64, 32, 16})

@@ -121,8 +121,8 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
   // Operands are staged with K along the columns ([M][K], [N][K]) so fragment loads run along
   // K, transposing while staging; where transposing matrix loads exist (ldmatrix.trans) an
   // operand stored with K along its rows is staged as it is instead.
-  const bool aKRows = p.transA && kb.hasTransposedLoads(atom);
-  const bool bKRows = !p.transB && kb.hasTransposedLoads(atom);
+  const bool aKRows = p.transA && hasTransposedMatrixLoads(atom);
+  const bool bKRows = !p.transB && hasTransposedMatrixLoads(atom);
   LdsTile ldsA = aKRows ? kb.allocLds(func, p.inType, p.tileK, p.tileM)
                         : kb.allocLds(func, p.inType, p.tileM, p.tileK);
   LdsTile ldsB = bKRows ? kb.allocLds(func, p.inType, p.tileK, p.tileN)

@@ -90,6 +90,9 @@ private:
   /// Two K/V buffers of a narrower cache: its tiles are copied asynchronously into staging
   /// buffers (ldsK8, ldsV8) and widened into one K and one V tile each step.
   bool widensStaged() const { return p.kvBuffers > 1 && cacheElem != elem; }
+  /// V copied asynchronously into the staging buffers ldsV8: to be widened, or transposed into
+  /// V^T (AttnPlan::transposesStagedV).
+  bool stagesV() const { return widensStaged() || p.transposesStagedV(); }
   mlir::Type queryElem, elem, cacheElem, pvElem;
   bool keyScales;
   /// ldsScales (per-key scales): attnKeyScaleRows rows, copied asynchronously with the K/V

@@ -9,6 +9,8 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassManager.h"
@@ -92,6 +94,61 @@ struct TensorMapParamsPass
   }
 };
 
+/// ldmatrix of 8-bit floats (fp8 fragments, never transposed): convert-nvgpu-to-nvvm builds
+/// their registers as vectors of the unconverted fp8 type (MLIR 22), which does not verify. The
+/// instruction only moves 32-bit words, so it is emitted on the tile's address directly and
+/// each word reinterpreted as four bytes.
+struct LdMatrixOfBytes : OpRewritePattern<nvgpu::LdMatrixOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(nvgpu::LdMatrixOp op, PatternRewriter &rw) const override {
+    VectorType type = op.getRes().getType();
+    auto memref = cast<MemRefType>(op.getSrcMemref().getType());
+    if (!isa<FloatType>(type.getElementType()) || type.getElementTypeBitWidth() != 8 ||
+        op.getTranspose() || memref.getRank() != 1 || !memref.getLayout().isIdentity())
+      return failure();
+    Location loc = op.getLoc();
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(rw, loc, op.getSrcMemref());
+    Value at = arith::AddIOp::create(rw, loc, base, op.getIndices()[0]);
+    Value address = arith::IndexCastOp::create(rw, loc, rw.getI64Type(), at);
+    auto shared = LLVM::LLVMPointerType::get(rw.getContext(), 3);
+    Value pointer = LLVM::IntToPtrOp::create(rw, loc, shared, address);
+    const int tiles = op.getNumTiles();
+    Type i32 = rw.getI32Type();
+    Type words = tiles == 1 ? i32
+                            : LLVM::LLVMStructType::getLiteral(
+                                  rw.getContext(), SmallVector<Type>(tiles, i32));
+    Value loaded = NVVM::LdMatrixOp::create(
+        rw, loc, words, pointer, tiles, NVVM::MMALayout::row,
+        NVVM::LdStMatrixShapeAttr::get(rw.getContext(), 8, 8), NVVM::LdStMatrixEltType::B16);
+    auto rowType = VectorType::get({type.getDimSize(1)}, type.getElementType());
+    Value result = ub::PoisonOp::create(rw, loc, type);
+    for (int j = 0; j < tiles; ++j) {
+      Value word = tiles == 1 ? loaded : LLVM::ExtractValueOp::create(rw, loc, loaded, j);
+      Value one = vector::FromElementsOp::create(rw, loc, VectorType::get({1}, i32), word);
+      Value bytes = vector::BitCastOp::create(
+          rw, loc, VectorType::get({type.getDimSize(1)}, rw.getI8Type()), one);
+      Value row = arith::BitcastOp::create(rw, loc, rowType, bytes);
+      result = vector::InsertOp::create(rw, loc, row, result, j);
+    }
+    rw.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LdMatrixOfBytesPass : PassWrapper<LdMatrixOfBytesPass, OperationPass<gpu::GPUModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LdMatrixOfBytesPass)
+  StringRef getArgument() const override { return "tessera-nvvm-ldmatrix-bytes"; }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, LLVM::LLVMDialect, memref::MemRefDialect,
+                    NVVM::NVVMDialect, ub::UBDialect, vector::VectorDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<LdMatrixOfBytes>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
+  }
+};
+
 struct NoLibdevicePass : PassWrapper<NoLibdevicePass, OperationPass<gpu::GPUModuleOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(NoLibdevicePass)
   StringRef getArgument() const override { return "tessera-nvvm-no-libdevice"; }
@@ -150,6 +207,7 @@ std::optional<std::string> tessera::nvvmChip(gpu::GPUModuleOp module) {
 void tessera::buildNVVMLoweringPipeline(OpPassManager &pm) {
   pm.addPass(tessera::createTesseraStaticKernelArgs());
   pm.addPass(tessera::createLowerKernelOpsPass());
+  pm.addPass(std::make_unique<LdMatrixOfBytesPass>());
   pm.addPass(createConvertNVGPUToNVVMPass());
   pm.addPass(tessera::createFp8ConversionsPass(/*nvvm=*/true));
   pm.addPass(createSCFToControlFlowPass());
