@@ -280,7 +280,8 @@ Verdict check(AttnPlan &p, const AttnRequest &r, const TargetInfo &target, PRout
                                          : (p.pInRegisters() && !p.pShuffles() ? 40 : 30) -
                                                5 * r.slidingWindow - 5 * r.softcap;
   p.tightRegisters = accRegs * 100 > target.maxVgprsPerWave * budgetPercent;
-  if (!r.tile && p.tightRegisters && p.blockN > 16)
+  // Past the budget fewer keys per step are tried, down to the fewest the P V atom takes.
+  if (!r.tile && p.tightRegisters && p.blockN > std::max(16, pv.k))
     return fail(Check::Registers, std::to_string(accRegs) +
                                       " accumulator registers per lane, over " +
                                       std::to_string(budgetPercent) + "% of " +

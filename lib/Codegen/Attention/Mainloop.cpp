@@ -91,6 +91,9 @@ private:
   /// AttnPlan::pStretch first, so that it lands in the format's normal range (O is divided by
   /// it with the row sum).
   Value pElement(Value prob);
+  /// The probabilities `probs` as one P operand: an fp8 one stretched and rounded as one vector
+  /// (pairs convert together where the target has such converts).
+  Value pVector(ArrayRef<Value> probs);
   /// One online-softmax step of a query tile: the new state, the probabilities, the rescale
   /// factor per slot.
   RowState softmaxStep(ArrayRef<Value> s, RowState old, SmallVector<Value> &probs,
@@ -281,6 +284,20 @@ Value Mainloop::Impl::pElement(Value prob) {
   return kb.convertFinite(prob, pvElem);
 }
 
+Value Mainloop::Impl::pVector(ArrayRef<Value> probs) {
+  auto type = VectorType::get({int64_t(probs.size())}, pvElem);
+  if (!p.pStretch()) {
+    SmallVector<Value> elems;
+    for (Value prob : probs) elems.push_back(pElement(prob));
+    return vector::FromElementsOp::create(b, loc, type, elems);
+  }
+  Value f32 = vector::FromElementsOp::create(b, loc, type.clone(b.getF32Type()), probs);
+  Value stretch = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(cast<ShapedType>(f32.getType()),
+                                     b.getF32FloatAttr(float(p.pStretch()))));
+  return arith::TruncFOp::create(b, loc, type, kb.fmul(f32, stretch));
+}
+
 /// The P operand of one PV k-step, assembled from the probabilities of the S tiles.
 Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
   auto laneBitSet = [&](int bit) {
@@ -305,7 +322,7 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
   SmallVector<Value> elems;
   for (auto [e, src] : llvm::enumerate(step)) {
     if (auto it = swapped.find(int(e)); it != swapped.end()) {
-      elems.push_back(pElement(it->second));
+      elems.push_back(it->second);
       continue;
     }
     Value tile = pTiles[src.keyTile];
@@ -325,10 +342,9 @@ Value Mainloop::Impl::pOperand(ArrayRef<Value> pTiles, int kstep) {
         value = kb.select(laneBitSet(own.laneBit), own.elem[1] ? value : fromPartner,
                           own.elem[0] ? value : fromPartner);
     }
-    elems.push_back(pElement(value));
+    elems.push_back(value);
   }
-  auto type = VectorType::get({int64_t(elems.size())}, pvElem);
-  return vector::FromElementsOp::create(b, loc, type, elems);
+  return pVector(elems);
 }
 
 

@@ -1,5 +1,6 @@
 // arith.extf / arith.truncf on fp8 e4m3 (OCP "FN" and "FNUZ"), which the LLVM lowering cannot
-// convert (LLVM has no 8-bit float type): on sm_90 the widening runs on `cvt.rn.f16x2.e4m3x2`,
+// convert (LLVM has no 8-bit float type): on sm_90 the widening runs on `cvt.rn.f16x2.e4m3x2` and
+// the narrowing of f32 pairs on `cvt.rn.satfinite.e4m3x2.f32` (its saturation undone),
 // everywhere else (gfx11, and whatever ArithToAMDGPU left on gfx942/gfx950) in exact integer
 // code. Both directions round to nearest even; a value past the format's range becomes its NaN
 // (arith.truncf's non-saturating semantics: callers clamp first to saturate). The pass also turns
@@ -132,10 +133,44 @@ struct WidenFp8 : OpRewritePattern<arith::ExtFOp> {
   bool nvvm;
 };
 
+/// f32 pairs -> OCP e4m3 pairs on sm_89+ (`cvt.rn.satfinite.e4m3x2.f32`, rounding to nearest
+/// even), magnitudes past 464 (saturated to 448 there) made the format's NaN as arith.truncf's.
+Value narrowOnNvvm(PatternRewriter &b, Location loc, Value x, VectorType result) {
+  Bits k{b, loc, x.getType()};
+  const int64_t n = result.getNumElements();
+  auto two = VectorType::get({2}, b.getI8Type());
+  SmallVector<Value> pairs;
+  for (int64_t j = 0; j < n; j += 2) {
+    // The first operand lands in the upper byte: element j + 1.
+    Value lo = vector::ExtractOp::create(b, loc, x, j), hi = vector::ExtractOp::create(b, loc, x, j + 1);
+    pairs.push_back(NVVM::ConvertF32x2ToF8x2Op::create(
+        b, loc, two, hi, lo, NVVM::FPRoundingMode::RN, NVVM::SaturationMode::SATFINITE,
+        /*relu=*/false, result.getElementType()));
+  }
+  while (pairs.size() > 1) {
+    SmallVector<Value> joined;
+    for (size_t j = 0; j + 1 < pairs.size(); j += 2) {
+      int64_t len = cast<VectorType>(pairs[j].getType()).getNumElements();
+      auto lanes = llvm::to_vector(llvm::seq<int64_t>(0, 2 * len));
+      joined.push_back(vector::ShuffleOp::create(b, loc, pairs[j], pairs[j + 1], lanes));
+    }
+    if (pairs.size() % 2) joined.push_back(pairs.back());
+    pairs = std::move(joined);
+  }
+  Value bits = k.toI32(x);
+  Value abs = k.toF32(k.andi(bits, 0x7FFFFFFF));
+  Value overflow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, abs, k.f(464));
+  Value nan = arith::TruncIOp::create(b, loc, result.clone(b.getI8Type()),
+                                      arith::OrIOp::create(b, loc, k.shr(k.andi(bits, 0x80000000), 24), k.i(0x7F)));
+  Value bytes = arith::SelectOp::create(b, loc, overflow, nan, pairs.front());
+  return arith::BitcastOp::create(b, loc, result, bytes);
+}
+
 /// f32 -> e4m3 in integer code, rounding to nearest even; NaN and values past the range become
 /// the format's NaN.
 struct NarrowToFp8 : OpRewritePattern<arith::TruncFOp> {
-  using OpRewritePattern::OpRewritePattern;
+  NarrowToFp8(MLIRContext *ctx, bool nvvm) : OpRewritePattern(ctx), nvvm(nvvm) {}
+  bool nvvm;
   LogicalResult matchAndRewrite(arith::TruncFOp op, PatternRewriter &b) const override {
     std::optional<E4M3> fmt = e4m3Of(getElementTypeOrSelf(op.getType()));
     if (!fmt) return failure();
@@ -146,6 +181,11 @@ struct NarrowToFp8 : OpRewritePattern<arith::TruncFOp> {
       x = getElementTypeOrSelf(x.getType()).getIntOrFloatBitWidth() < 32
               ? Value(arith::ExtFOp::create(b, loc, k.f32(), x))
               : Value(arith::TruncFOp::create(b, loc, k.f32(), x));
+    auto vec = dyn_cast<VectorType>(op.getType());
+    if (nvvm && !fmt->fnuz && vec && vec.getRank() == 1 && vec.getNumElements() % 2 == 0) {
+      b.replaceOp(op, narrowOnNvvm(b, loc, x, vec));
+      return success();
+    }
     Value bits = k.toI32(x);
     Value sign = k.shr(k.andi(bits, 0x80000000), 24);
     Value magnitude = k.andi(bits, 0x7FFFFFFF);
@@ -191,7 +231,7 @@ struct Fp8ConversionsPass : PassWrapper<Fp8ConversionsPass, OperationPass<>> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<WidenFp8>(&getContext(), nvvm);
-    patterns.add<NarrowToFp8>(&getContext());
+    patterns.add<NarrowToFp8>(&getContext(), nvvm);
     // ArithToAMDGPU's strided slices as shuffles (LLVM translates those).
     vector::populateVectorInsertExtractStridedSliceTransforms(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) signalPassFailure();
