@@ -592,7 +592,8 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     graph replays see its current value): the kernels widen the cache exactly to q's dtype and fold the scales in
     float32 (K's into the score scale, V's into the output). fp8_products=True (per-tensor scales) instead runs QK and
     PV on the chip's fp8 matrix instructions, each query row scaled by a power of two into the cache's format and P
-    stretched into it before they are rounded to it (docs/decode.md: its tolerance; gfx942 and gfx950 only).
+    stretched into it before they are rounded to it (docs/decode.md: its tolerance; gfx942, gfx950, sm_90 and
+    sm_90a; not gfx11).
     """
     who = "tessera.paged_decode"
     if _arrays.compiling():

@@ -53,6 +53,7 @@ class Case(NamedTuple):
     return_lse: bool = True
     packed_q: bool = False     # q sliced from a (B, Sq, Hq + 2 Hkv, D) projection
     fp8: bool = False          # OCP e4m3 caches holding N(0, 1) / FP8_SCALES, per-tensor scales
+    products: bool = False     # fp8_products: QK and PV on the e4m3 mma.sync
 
     def options(self):
         return dict(kv_layout=self.layout, causal=self.causal, window_left=self.window_left, softcap=self.softcap)
@@ -61,7 +62,8 @@ class Case(NamedTuple):
         return (f"B{len(self.lengths)} lens{self.lengths} Sq{self.Sq} Hq{self.Hq} Hkv{self.Hkv} D{self.D} {self.dtype} "
                 f"{self.layout} b{self.block_size} {'causal' if self.causal else 'full'} window{self.window_left} "
                 f"softcap{self.softcap} splits{self.num_splits}{' lse' if self.return_lse else ''}"
-                f"{' packed' if self.packed_q else ''}{' fp8' if self.fp8 else ''}")
+                f"{' packed' if self.packed_q else ''}{' fp8' if self.fp8 else ''}"
+                f"{' products' if self.products else ''}")
 
 
 def grid_cases():
@@ -158,7 +160,8 @@ def scales(c):
 def check(out, lse, q, k_cache, v_cache, table, lengths, c):
     options = dict(c.options(), scale=None, **scales(c))
     ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options)
-    same = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options, precision="same")
+    same = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options, precision="same",
+                                          fp8_products=c.products)
     return testing.check_attention(out, ref, same, lse), ref
 
 
@@ -166,7 +169,7 @@ def run(q, k_cache, v_cache, table, lengths, c, **extra):
     """paged_decode into a NaN-poisoned output; (out, lse or None)."""
     out = poisoned(q.shape, c.dtype)
     got = tessera.paged_decode(q, k_cache, v_cache, table, lengths, **c.options(), num_splits=c.num_splits,
-                               return_lse=c.return_lse, out=out, **scales(c), **extra)
+                               return_lse=c.return_lse, out=out, fp8_products=c.products, **scales(c), **extra)
     if c.return_lse:
         assert got[0] is out and got[1].shape == (q.shape[0], c.Hq, c.Sq) and got[1].dtype == torch.float32
         return got
@@ -408,6 +411,21 @@ def test_fp8_caches_match_float64(case):
     """OCP e4m3 caches with per-tensor scales (a number and a device tensor) against the float64 reference on the
     dequantised cache, with CORRECTNESS.md's rule against dequantise-to-the-query-dtype attention; unused slots
     NaN (0x7F) or 448 change nothing."""
+    run_case(case)
+
+
+PRODUCT_CASES = [Case(dtype=d, D=128, block_size=b, layout=layout, Sq=sq, num_splits=splits, fp8=True, products=True,
+                      window_left=window, softcap=cap)
+                 for d, b, layout, sq, splits, window, cap in [
+                     ("bf16", 16, "NHD", 1, 0, -1, 0.0), ("f16", 64, "HND", 3, 3, -1, 0.0),
+                     ("bf16", 64, "NHD", 1, 40, 700, 0.0), ("f16", 16, "NHD", 3, 1, 100, 30.0)]]
+
+
+@pytest.mark.parametrize("case", PRODUCT_CASES, ids=str)
+def test_fp8_products_match_float64(case):
+    """fp8_products on the e4m3 mma.sync (V^T transposed in LDS, its columns reordered for P): the float64
+    reference on the dequantised cache, with CORRECTNESS.md's rule against the same products in the cache's e4m3
+    (queries rounded per row, P stretched and rounded); unused slots change nothing."""
     run_case(case)
 
 
