@@ -384,15 +384,19 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales) {
 void Mainloop::Impl::transposeValues(const LdsTile &staged) {
   // Each k-step's columns (pvKeyDim keys of one key wave) are one chunk, chunks dealt to the
   // waves in turn. Within a chunk lane l takes column group g = l % G (G = pvKeyDim / 4) and
-  // the d groups l / G + (32 / G) i: one word of each of its 4 keys a d group (conflict-free
-  // reads along the rows), written as one word of each of its 4 d rows, row (j ^ q) of the group
-  // at write j (q = l / G % 4), so that a write's lanes cover 4 rows x G words: every bank.
+  // the d groups l / G + (32 / G) i: one word of each of its 4 keys a d group, written as one
+  // word of each of its 4 d rows, row (j ^ q) of the group at write j (q = l / G % 4), so that a
+  // write's lanes cover 4 rows x G words: every bank. The upper half of the column groups takes
+  // the rounds of d groups in another order (i ^ 1): their keys share the lower half's XOR
+  // swizzle, and the reads of one round then cover every bank too.
   const int k = p.pvKeyDim(), groups = k / 4, rowsPerRound = t.waveSize / groups;
   assert(k % 4 == 0 && t.waveSize % groups == 0 && p.headDim % (4 * rowsPerRound) == 0 &&
          "V^T transposed in 4 x 4 blocks of whole k-steps");
   const std::vector<int> &order = p.pvKeyOrder;
   Value g = kb.remui(lane, groups), q = kb.divui(lane, groups);
   Value rot = kb.andi(q, 3);
+  const int rounds = p.headDim / (4 * rowsPerRound);
+  Value roundFlip = rounds % 2 == 0 && groups > 1 ? kb.divui(g, groups / 2) : kb.idx(0);
   // The step-relative key of this lane's column j of a chunk (V^T's column order).
   SmallVector<Value> keyOf;
   for (int j = 0; j < 4; ++j) {
@@ -415,8 +419,8 @@ void Mainloop::Impl::transposeValues(const LdsTile &staged) {
   Value firstKey = kb.mul(chunk, k);
   Value vRow0 = kb.mul(kb.divui(firstKey, p.blockN), p.headDim);
   Value col0 = kb.add(kb.remui(firstKey, p.blockN), kb.mul(g, 4));
-  for (int round = 0; round < p.headDim / (4 * rowsPerRound); ++round) {
-    Value d0 = kb.mul(kb.add(q, round * rowsPerRound), 4);
+  for (int round = 0; round < rounds; ++round) {
+    Value d0 = kb.mul(kb.add(q, kb.mul(kb.xori(roundFlip, kb.idx(round)), rowsPerRound)), 4);
     SmallVector<Value> bytes; // [key j][d i]
     Value all;
     for (int j = 0; j < 4; ++j) {
@@ -613,19 +617,20 @@ Value Mainloop::Impl::queryTileScale(Value ldsQueryRow) {
 SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
   const MMAAtom &qk = *p.qk;
   SmallVector<Value> s(p.keyTiles(), kb.zero(kb.accType(qk)));
+  SmallVector<Value> keyRows;
+  for (int kt = 0; kt < p.keyTiles(); ++kt) keyRows.push_back(kb.idx(kt * p.keyDim()));
   for (int kk = 0; kk < p.headDim; kk += qk.k) {
     if (p.tightRegisters) kb.memoryScheduleFence();
+    if (!p.transposed) { // K's fragments of adjacent key tiles two at a time (ldmatrix.x4)
+      Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::A, lane, ldsQueryRow, kk);
+      SmallVector<Value> kFrags = kb.loadOperands(waveK, qk, Operand::B, lane, keyRows, kk);
+      for (int kt = 0; kt < p.keyTiles(); ++kt) s[kt] = kb.mma(qk, qFrag, kFrags[kt], s[kt]);
+      continue;
+    }
     for (int kt = 0; kt < p.keyTiles(); ++kt) {
-      Value keyRow = kb.idx(kt * p.keyDim());
-      if (p.transposed) {
-        Value kFrag = kb.loadOperand(waveK, qk, Operand::A, lane, keyRow, kk);
-        Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::B, lane, ldsQueryRow, kk);
-        s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
-      } else {
-        Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::A, lane, ldsQueryRow, kk);
-        Value kFrag = kb.loadOperand(waveK, qk, Operand::B, lane, keyRow, kk);
-        s[kt] = kb.mma(qk, qFrag, kFrag, s[kt]);
-      }
+      Value kFrag = kb.loadOperand(waveK, qk, Operand::A, lane, keyRows[kt], kk);
+      Value qFrag = kb.loadOperand(m.ldsQ, qk, Operand::B, lane, ldsQueryRow, kk);
+      s[kt] = kb.mma(qk, kFrag, qFrag, s[kt]);
     }
   }
   return s;
@@ -691,17 +696,22 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
     Value pFrag = p.pInRegisters() ? pOperand(probs, ks)
                                    : kb.loadFragment(m.ldsP, p.pOperandLayout(), p.transposed,
                                                      lane, ldsQueryRow, ks * pv.k);
+    if (!p.transposed) { // V's fragments of adjacent head tiles two at a time (ldmatrix.x4)
+      for (int ht = 0; ht < p.headTiles(); ht += 2) {
+        if (p.tightRegisters) kb.memoryScheduleFence();
+        SmallVector<Value> rows{kb.idx(ht * pv.n)};
+        if (ht + 1 < p.headTiles()) rows.push_back(kb.idx((ht + 1) * pv.n));
+        SmallVector<Value> vFrags = kb.loadOperands(waveV, pv, Operand::B, lane, rows, ks * pv.k,
+                                                    /*kAlongRows=*/m.vNatural());
+        for (auto [i, vFrag] : llvm::enumerate(vFrags))
+          out[ht + i] = kb.mma(pv, pFrag, vFrag, out[ht + i]);
+      }
+      continue;
+    }
     for (int ht = 0; ht < p.headTiles(); ++ht) {
       if (p.tightRegisters) kb.memoryScheduleFence();
-      Value &acc = out[ht];
-      if (p.transposed) {
-        Value vFrag = kb.loadOperand(waveV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
-        acc = kb.mma(pv, vFrag, pFrag, acc);
-      } else {
-        Value vFrag = kb.loadOperand(waveV, pv, Operand::B, lane, kb.idx(ht * pv.n), ks * pv.k,
-                                     /*kAlongRows=*/m.vNatural());
-        acc = kb.mma(pv, pFrag, vFrag, acc);
-      }
+      Value vFrag = kb.loadOperand(waveV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
+      out[ht] = kb.mma(pv, vFrag, pFrag, out[ht]);
     }
   }
 }
