@@ -27,6 +27,6 @@
 // SM90: nvvm.mma.sync
 // SM90: gpu.shuffle  xor %{{.+}}, %c1_i32, %c32_i32 : f32
 // SM90: gpu.shuffle  xor %{{.+}}, %c2_i32, %c32_i32 : f32
-// SM90: nvgpu.ldmatrix {{.+}} {numTiles = 2 : i32, transpose = true}
+// SM90: nvgpu.ldmatrix {{.+}} {numTiles = 4 : i32, transpose = true}
 // SM90: nvvm.mma.sync
 tessera.flash_attn @fa {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse}
