@@ -193,7 +193,7 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
             vb = ops.perm(ops.cast(v[b][:, heads], work), 1, 0, 2)          # (h, Sk, D)
             s, _ = _logits(ops, qb, kb, scale, softcap, visible)
             p, row_lse = _softmax(ops, s)
-            if precision != "float64" and p_format:
+            if precision != "float64" and p_format and Sk:   # (no keys: nothing to round)
                 # The online softmax's P, exp(s - max) (its largest exactly 1), stretched, rounded, over the row sum
                 # (the row's largest P is 1 / sum).
                 stretch = 2.0 ** FP8_TOP_EXPONENT[p_format]

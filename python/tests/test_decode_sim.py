@@ -92,6 +92,8 @@ CASES = [
          wide_queries=True, products=True),
     # An attention sink: P is 1 at the first key and e^-6 (below fp8's normal range unless stretched into it,
     # AttnPlan::pStretch) at the 299 others, which carry 43% of the row's weight.
+    # An empty sequence (O = 0, LSE = -inf) and a single key (P = 1 stretched: exactly V) beside a long one.
+    Case("fp8-products-empty-and-one-key", "bf16", 128, 16, (0, 1, 300), num_splits=2, fp8=True, products=True),
     Case("fp8-products-attention-sink", "f16", 64, 16, (300,), Hq=2, Hkv=1, fp8=True, products=True, sink=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
