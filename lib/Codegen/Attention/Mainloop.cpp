@@ -180,9 +180,9 @@ void Mainloop::allocate() {
     ldsQueryMax = kb.allocLds(func, b.getF32Type(), p.blockM, p.queryVectorsPerRow());
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
   // (ldmatrix.trans), else transposed into [d][key] while staging, or from its staging buffers.
-  assert((p.kvBuffers == 1 || vNatural() || p.transposesStagedV()) &&
+  assert((p.kvBuffers == 1 || p.vNatural() || p.transposesStagedV()) &&
          "asynchronous copies cannot transpose V");
-  assert((p.keyWaves == 1 || vNatural() || p.transposesStagedV() ||
+  assert((p.keyWaves == 1 || p.vNatural() || p.transposesStagedV() ||
           t.ldsSwizzle == LdsSwizzle::Pad) &&
          "key-splitting waves take column parts of a transposed V tile: row padding only");
   if (!p.pInRegisters()) ldsP = kb.allocLds(func, pvElem, p.blockM, p.blockN);
@@ -205,7 +205,7 @@ void Mainloop::allocate() {
     size += (ldsTileBytes(t, *toElemType(type), rows, cols) + 15) / 16 * 16;
   };
   place(&ldsK, elem, kBuffers * keys, p.headDim);
-  if (vNatural())
+  if (p.vNatural())
     place(&ldsV, pvElem, vBuffers * keys, p.headDim);
   else if (p.transposesStagedV())
     place(&ldsV, pvElem, p.keyWaves * p.headDim, p.blockN);
@@ -230,10 +230,6 @@ void Mainloop::allocate() {
   for (const Part &part : parts)
     *part.tile = kb.ldsTileIn(arena, part.at, part.type, part.rows, part.cols);
   ldsMerge = kb.ldsTileIn(arena, 0, b.getF32Type(), floats, t.waveSize);
-}
-
-bool Mainloop::vNatural() const {
-  return p.vNatural();
 }
 
 void Mainloop::emit(AttnRows &rows, const KeyWalk &walk) { Impl(*this, rows, walk).emit(); }
@@ -378,7 +374,7 @@ void Mainloop::Impl::storeKV(ArrayRef<Value> regs, ArrayRef<Value> vScales) {
   kb.storeLdsTile(all.take_front(kvSplit), curK, p.stepKeys(), p.headDim, /*transpose=*/false,
                   m.threads());
   kb.storeLdsTile(all.drop_front(kvSplit), curV, p.stepKeys(), p.headDim,
-                  /*transpose=*/!m.vNatural(), m.threads());
+                  /*transpose=*/!p.vNatural(), m.threads());
 }
 
 void Mainloop::Impl::transposeValues(const LdsTile &staged) {
@@ -702,7 +698,7 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
         SmallVector<Value> rows{kb.idx(ht * pv.n)};
         if (ht + 1 < p.headTiles()) rows.push_back(kb.idx((ht + 1) * pv.n));
         SmallVector<Value> vFrags = kb.loadOperands(waveV, pv, Operand::B, lane, rows, ks * pv.k,
-                                                    /*kAlongRows=*/m.vNatural());
+                                                    /*kAlongRows=*/p.vNatural());
         for (auto [i, vFrag] : llvm::enumerate(vFrags))
           out[ht + i] = kb.mma(pv, pFrag, vFrag, out[ht + i]);
       }
@@ -961,7 +957,7 @@ void Mainloop::Impl::emit() {
     if (keyWave) {
       waveK = kb.buffer(curK, p.keyWaves, keyWave);
       // V^T ([d][key]): its keys' columns, or its rows when transposed per key wave.
-      waveV = m.vNatural() || p.transposesStagedV() ? kb.buffer(curV, p.keyWaves, keyWave)
+      waveV = p.vNatural() || p.transposesStagedV() ? kb.buffer(curV, p.keyWaves, keyWave)
                                                      : kb.columns(curV, p.keyWaves, keyWave);
       waveN0 = kb.add(n0, kb.mul(keyWave, p.blockN));
     }

@@ -80,8 +80,6 @@ public:
 
 private:
   class Impl;
-  /// V staged [key][d] (read by transposing matrix loads), else [d][key].
-  bool vNatural() const;
   const AttnPlan &p;
   const TargetInfo &t;
   mlir::OpBuilder &b;

@@ -90,19 +90,8 @@ Value widenInSoftware(PatternRewriter &b, Location loc, Value src, E4M3 fmt) {
   return k.toF32(k.select(isNan, k.i(0x7FC00000), bits));
 }
 
-/// e4m3 pairs -> f16 pairs on sm_89+ (`cvt.rn.f16x2.e4m3x2`), then f16 -> f32.
-Value widenOnNvvm(PatternRewriter &b, Location loc, Value src) {
-  auto type = cast<VectorType>(src.getType());
-  const int64_t n = type.getNumElements();
-  auto halves = VectorType::get({2}, b.getF16Type());
-  Value bytes = arith::BitcastOp::create(b, loc, type.clone(b.getI8Type()), src);
-  // Pairs converted, then joined pairwise by shuffles (which lower to LLVM directly).
-  SmallVector<Value> parts;
-  for (int64_t j = 0; j < n; j += 2) {
-    Value two = vector::ShuffleOp::create(b, loc, bytes, bytes, ArrayRef<int64_t>{j, j + 1});
-    parts.push_back(NVVM::ConvertF8x2ToF16x2Op::create(b, loc, halves, two, /*relu=*/false,
-                                                       type.getElementType()));
-  }
+/// The vectors `parts` concatenated, joined pairwise by shuffles (which lower to LLVM directly).
+Value concatPairwise(PatternRewriter &b, Location loc, SmallVector<Value> parts) {
   while (parts.size() > 1) {
     SmallVector<Value> joined;
     for (size_t j = 0; j + 1 < parts.size(); j += 2) {
@@ -113,7 +102,23 @@ Value widenOnNvvm(PatternRewriter &b, Location loc, Value src) {
     if (parts.size() % 2) joined.push_back(parts.back());
     parts = std::move(joined);
   }
-  return arith::ExtFOp::create(b, loc, type.clone(b.getF32Type()), parts.front());
+  return parts.front();
+}
+
+/// e4m3 pairs -> f16 pairs on sm_89+ (`cvt.rn.f16x2.e4m3x2`), then f16 -> f32.
+Value widenOnNvvm(PatternRewriter &b, Location loc, Value src) {
+  auto type = cast<VectorType>(src.getType());
+  const int64_t n = type.getNumElements();
+  auto halves = VectorType::get({2}, b.getF16Type());
+  Value bytes = arith::BitcastOp::create(b, loc, type.clone(b.getI8Type()), src);
+  // Pairs converted, then joined.
+  SmallVector<Value> parts;
+  for (int64_t j = 0; j < n; j += 2) {
+    Value two = vector::ShuffleOp::create(b, loc, bytes, bytes, ArrayRef<int64_t>{j, j + 1});
+    parts.push_back(NVVM::ConvertF8x2ToF16x2Op::create(b, loc, halves, two, /*relu=*/false,
+                                                       type.getElementType()));
+  }
+  return arith::ExtFOp::create(b, loc, type.clone(b.getF32Type()), concatPairwise(b, loc, parts));
 }
 
 struct WidenFp8 : OpRewritePattern<arith::ExtFOp> {
@@ -147,22 +152,12 @@ Value narrowOnNvvm(PatternRewriter &b, Location loc, Value x, VectorType result)
         b, loc, two, hi, lo, NVVM::FPRoundingMode::RN, NVVM::SaturationMode::SATFINITE,
         /*relu=*/false, result.getElementType()));
   }
-  while (pairs.size() > 1) {
-    SmallVector<Value> joined;
-    for (size_t j = 0; j + 1 < pairs.size(); j += 2) {
-      int64_t len = cast<VectorType>(pairs[j].getType()).getNumElements();
-      auto lanes = llvm::to_vector(llvm::seq<int64_t>(0, 2 * len));
-      joined.push_back(vector::ShuffleOp::create(b, loc, pairs[j], pairs[j + 1], lanes));
-    }
-    if (pairs.size() % 2) joined.push_back(pairs.back());
-    pairs = std::move(joined);
-  }
   Value bits = k.toI32(x);
   Value abs = k.toF32(k.andi(bits, 0x7FFFFFFF));
   Value overflow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, abs, k.f(464));
   Value nan = arith::TruncIOp::create(b, loc, result.clone(b.getI8Type()),
                                       arith::OrIOp::create(b, loc, k.shr(k.andi(bits, 0x80000000), 24), k.i(0x7F)));
-  Value bytes = arith::SelectOp::create(b, loc, overflow, nan, pairs.front());
+  Value bytes = arith::SelectOp::create(b, loc, overflow, nan, concatPairwise(b, loc, pairs));
   return arith::BitcastOp::create(b, loc, result, bytes);
 }
 
