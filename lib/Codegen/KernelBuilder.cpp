@@ -668,7 +668,7 @@ void KernelBuilder::asyncWait(int pending) {
 // Fragments and matrix-core ops
 //===----------------------------------------------------------------------===//
 
-static Value concatVectors(OpBuilder &b, Location loc, ArrayRef<Value> pieces) {
+Value KernelBuilder::concat(ArrayRef<Value> pieces) {
   Value acc = pieces.front();
   for (Value piece : pieces.drop_front()) {
     int64_t n = cast<VectorType>(acc.getType()).getNumElements() +
@@ -699,7 +699,7 @@ Value KernelBuilder::loadFragment(const LdsTile &tile, const OperandLayout &layo
                                             tile.memref, ValueRange{offset},
                                             /*nontemporal=*/false, llvm::Align(bytes)));
   }
-  return concatVectors(b, loc, pieces);
+  return concat(pieces);
 }
 
 Value KernelBuilder::loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
@@ -777,7 +777,7 @@ Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, O
   // Rows of the 2-D result, concatenated (an n-D shape_cast does not lower to NVVM directly).
   SmallVector<Value> rows;
   for (int j = 0; j < blocks; ++j) rows.push_back(vector::ExtractOp::create(b, loc, frag, j));
-  return concatVectors(b, loc, rows);
+  return concat(rows);
 }
 
 SmallVector<Value> KernelBuilder::loadOperands(const LdsTile &tile, const MMAAtom &atom,

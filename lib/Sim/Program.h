@@ -132,9 +132,7 @@ struct MemRefDesc {
   std::vector<int64_t> strides;///< elements per index step, one per dimension
 };
 
-/// One element of a matrix operand in a lane: element `elem` of `slot`, or when `half` is 0
-/// or 1, that 16-bit half of an i32 element holding two `packed` values (NVVM's bf16x2).
-/// Element `elem` of `slot`, or with `half` >= 0 the `half`-th `packed` value of that 32-bit
+/// One element of a matrix operand in a lane: element `elem` of `slot`, or with `half` >= 0 the `half`-th `packed` value of that 32-bit
 /// element (low bits first: two 16-bit or four 8-bit values a register, as PTX packs them).
 struct ElemRef {
   int32_t slot;

@@ -298,10 +298,13 @@ public:
   mlir::Value loadFragment(const LdsTile &tile, const OperandLayout &layout, bool isB,
                            mlir::Value lane, mlir::Value outerBase, int kBase);
   enum class Operand { A, B };
+  /// The 1-D vectors `pieces` concatenated in order.
+  mlir::Value concat(llvm::ArrayRef<mlir::Value> pieces);
   /// Loads operand `which` of `atom` at (outerBase, kBase) of an LDS tile. The tile's columns
   /// are K ([M][K] for A, [N][K] for B) unless `kAlongRows` ([K][M] / [K][N]). mma.sync
-  /// operands come through ldmatrix (.trans for kAlongRows, hasTransposedMatrixLoads); the others through loadFragment,
-  /// or element by element for kAlongRows (no transposing LDS reads).
+  /// operands come through ldmatrix (.trans for kAlongRows, hasTransposedMatrixLoads); the
+  /// others through loadFragment, or element by element for kAlongRows (no transposing LDS
+  /// reads).
   mlir::Value loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                           mlir::Value lane, mlir::Value outerBase, int kBase,
                           bool kAlongRows = false);

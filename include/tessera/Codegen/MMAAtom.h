@@ -88,7 +88,7 @@ enum class MMAIntrinsic {
   WMMAR3_F32_16x16x16_BF16,
   NV_MMA_SYNC_F32_16x8x16_F16,
   NV_MMA_SYNC_F32_16x8x16_BF16,
-  /// sm_89+ (PTX ISA 8.4). No target lists it yet: the kernels need a byte-transposed V operand.
+  /// sm_89+ (PTX ISA 8.4): both operands K-contiguous bytes (a V operand is transposed in LDS).
   NV_MMA_SYNC_F32_16x8x32_F8E4M3FN,
 };
 /// LLVM's intrinsic for NV_MMA_SYNC_F32_16x8x32_F8E4M3FN (an `llvm.call_intrinsic` in kernel IR).

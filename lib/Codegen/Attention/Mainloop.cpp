@@ -417,16 +417,13 @@ void Mainloop::Impl::transposeValues(const LdsTile &staged) {
   Value col0 = kb.add(kb.remui(firstKey, p.blockN), kb.mul(g, 4));
   for (int round = 0; round < rounds; ++round) {
     Value d0 = kb.mul(kb.add(q, kb.mul(kb.xori(roundFlip, kb.idx(round)), rowsPerRound)), 4);
-    SmallVector<Value> bytes; // [key j][d i]
-    Value all;
+    SmallVector<Value> words; // key j's bytes of d0 .. d0 + 3
     for (int j = 0; j < 4; ++j) {
       Value at = kb.ldsOffset(staged, kb.add(firstKey, keyOf[j]), d0);
-      Value w = vector::LoadOp::create(b, loc, word, staged.memref, ValueRange{at}, false,
-                                       llvm::Align(4));
-      all = j == 0 ? w
-                   : vector::ShuffleOp::create(b, loc, all, w,
-                                               llvm::to_vector(llvm::seq<int64_t>(0, 4 * (j + 1))));
+      words.push_back(vector::LoadOp::create(b, loc, word, staged.memref, ValueRange{at}, false,
+                                             llvm::Align(4)));
     }
+    Value all = kb.concat(words);
     SmallVector<Value> rows; // row i: (key 0..3 of d0 + i)
     for (int i = 0; i < 4; ++i)
       rows.push_back(vector::ShuffleOp::create(b, loc, all, all,
@@ -930,12 +927,12 @@ void Mainloop::Impl::emit() {
                                      p.headDim, m.threads(), bytes));
         storeKV(narrow, asyncScales ? readValueScales(which) : SmallVector<Value>());
         kb.barrier();
-      } else if (transposesV) {
-        assert(!withScales && "per-key scales come with a narrower cache: widened, V scaled");
-        transposeValues(kb.buffer(asyncV, p.kvBuffers, which));
-        kb.barrier();
       } else {
         assert(!withScales && "per-key scales come with a narrower cache: widened, V scaled");
+        if (transposesV) {
+          transposeValues(kb.buffer(asyncV, p.kvBuffers, which));
+          kb.barrier();
+        }
       }
     } else if (p.stages > 1) {
       storeKV(SmallVector<Value>(loop.getRegionIterArgs().drop_front(carried)), vScales);

@@ -584,9 +584,10 @@ int decodeLdsBytes(const AttnPlan &p, tessera::PagedDecodeOp op, const TargetInf
 
 /// The decode plan: the forward's planner with two waves of the target's atom tiles of queries
 /// before four (a KV head's group rarely has more rows). Where the target copies asynchronously
-/// (mma.sync), K and V are double-buffered in LDS, the next tile copied during each step (V^T of
-/// fp8 products transposed from its buffer each step, AttnPlan::transposesStagedV) (the most keys per step LDS allows; three or four buffers, more tiles in flight,
-/// measured no faster on the H200, bench/NOTES.md). Elsewhere at most as many keys per step as
+/// (mma.sync), K and V are double-buffered in LDS, the next tile copied during each step (the
+/// most keys per step LDS allows; three or four buffers, more tiles in flight, measured no faster
+/// on the H200, bench/NOTES.md); fp8 products transpose V^T from its buffer each step
+/// (AttnPlan::transposesStagedV). Elsewhere at most as many keys per step as
 /// keep a thread's share of the K and V tiles to 8 vectors in registers (few threads load them).
 AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   AttnRequest request;

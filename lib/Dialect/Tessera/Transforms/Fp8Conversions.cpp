@@ -138,31 +138,23 @@ struct WidenFp8 : OpRewritePattern<arith::ExtFOp> {
   bool nvvm;
 };
 
-/// f32 pairs -> OCP e4m3 pairs on sm_89+ (`cvt.rn.satfinite.e4m3x2.f32`, rounding to nearest
-/// even), magnitudes past 464 (saturated to 448 there) made the format's NaN as arith.truncf's.
-Value narrowOnNvvm(PatternRewriter &b, Location loc, Value x, VectorType result) {
-  Bits k{b, loc, x.getType()};
-  const int64_t n = result.getNumElements();
+/// f32 pairs -> OCP e4m3 codes (i8) on sm_89+ (`cvt.rn.satfinite.e4m3x2.f32`, rounding to
+/// nearest even; past 448 saturated).
+Value narrowPairsOnNvvm(PatternRewriter &b, Location loc, Value x, VectorType result) {
   auto two = VectorType::get({2}, b.getI8Type());
   SmallVector<Value> pairs;
-  for (int64_t j = 0; j < n; j += 2) {
+  for (int64_t j = 0; j < result.getNumElements(); j += 2) {
     // The first operand lands in the upper byte: element j + 1.
     Value lo = vector::ExtractOp::create(b, loc, x, j), hi = vector::ExtractOp::create(b, loc, x, j + 1);
     pairs.push_back(NVVM::ConvertF32x2ToF8x2Op::create(
         b, loc, two, hi, lo, NVVM::FPRoundingMode::RN, NVVM::SaturationMode::SATFINITE,
         /*relu=*/false, result.getElementType()));
   }
-  Value bits = k.toI32(x);
-  Value abs = k.toF32(k.andi(bits, 0x7FFFFFFF));
-  Value overflow = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, abs, k.f(464));
-  Value nan = arith::TruncIOp::create(b, loc, result.clone(b.getI8Type()),
-                                      arith::OrIOp::create(b, loc, k.shr(k.andi(bits, 0x80000000), 24), k.i(0x7F)));
-  Value bytes = arith::SelectOp::create(b, loc, overflow, nan, concatPairwise(b, loc, pairs));
-  return arith::BitcastOp::create(b, loc, result, bytes);
+  return concatPairwise(b, loc, pairs);
 }
 
-/// f32 -> e4m3 in integer code, rounding to nearest even; NaN and values past the range become
-/// the format's NaN.
+/// f32 -> e4m3 rounding to nearest even (on sm_90's paired converts for even OCP vectors, in
+/// integer code elsewhere); NaN and values past the range become the format's NaN.
 struct NarrowToFp8 : OpRewritePattern<arith::TruncFOp> {
   NarrowToFp8(MLIRContext *ctx, bool nvvm) : OpRewritePattern(ctx), nvvm(nvvm) {}
   bool nvvm;
@@ -176,15 +168,26 @@ struct NarrowToFp8 : OpRewritePattern<arith::TruncFOp> {
       x = getElementTypeOrSelf(x.getType()).getIntOrFloatBitWidth() < 32
               ? Value(arith::ExtFOp::create(b, loc, k.f32(), x))
               : Value(arith::TruncFOp::create(b, loc, k.f32(), x));
-    auto vec = dyn_cast<VectorType>(op.getType());
-    if (nvvm && !fmt->fnuz && vec && vec.getRank() == 1 && vec.getNumElements() % 2 == 0) {
-      b.replaceOp(op, narrowOnNvvm(b, loc, x, vec));
-      return success();
-    }
     Value bits = k.toI32(x);
     Value sign = k.shr(k.andi(bits, 0x80000000), 24);
     Value magnitude = k.andi(bits, 0x7FFFFFFF);
     Value abs = k.toF32(magnitude);
+    // FN: 464 rounds to 448 (even), past it to 480, the NaN encoding. FNUZ: 248 rounds to 256.
+    Value overflow = fmt->fnuz
+                         ? arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, abs, k.f(248))
+                         : arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, abs, k.f(464));
+    Type bytes = withElement(op.getType(), b.getI8Type());
+    auto finish = [&](Value result) {
+      Value byte = arith::TruncIOp::create(b, loc, bytes, result);
+      b.replaceOpWithNewOp<arith::BitcastOp>(op, op.getType(), byte);
+      return success();
+    };
+    auto vec = dyn_cast<VectorType>(op.getType());
+    if (nvvm && !fmt->fnuz && vec && vec.getRank() == 1 && vec.getNumElements() % 2 == 0) {
+      // The hardware's saturation undone: past 464 is the NaN, as arith.truncf's.
+      Value codes = arith::ExtUIOp::create(b, loc, k.i32(), narrowPairsOnNvvm(b, loc, x, vec));
+      return finish(k.select(overflow, arith::OrIOp::create(b, loc, sign, k.i(0x7F)), codes));
+    }
     // Normal: round the f32 mantissa to 3 bits (ties to even), then rebias the exponent.
     Value lsb = k.andi(k.shr(magnitude, 20), 1);
     Value rounded = arith::AddIOp::create(
@@ -198,21 +201,12 @@ struct NarrowToFp8 : OpRewritePattern<arith::TruncFOp> {
     Value isSubnormal = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, abs,
                                               k.f(std::ldexp(1.0, 1 - fmt->bias)));
     Value code = k.select(isSubnormal, subnormal, normal);
-    // FN: 464 rounds to 448 (even), past it to 480, the NaN encoding. FNUZ: 248 rounds to 256.
-    Value overflow = fmt->fnuz
-                         ? arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, abs, k.f(248))
-                         : arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, abs, k.f(464));
     Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, x, x);
     Value bad = arith::OrIOp::create(b, loc, overflow, isNan);
     Value signedCode = arith::OrIOp::create(b, loc, code, sign);
-    Value result;
     if (fmt->fnuz) // no negative zero: 0x80 is the NaN
-      result = k.select(bad, k.i(0x80), k.select(k.eq(code, 0), code, signedCode));
-    else
-      result = k.select(bad, arith::OrIOp::create(b, loc, sign, k.i(0x7F)), signedCode);
-    Value byte = arith::TruncIOp::create(b, loc, withElement(op.getType(), b.getI8Type()), result);
-    b.replaceOpWithNewOp<arith::BitcastOp>(op, op.getType(), byte);
-    return success();
+      return finish(k.select(bad, k.i(0x80), k.select(k.eq(code, 0), code, signedCode)));
+    return finish(k.select(bad, arith::OrIOp::create(b, loc, sign, k.i(0x7F)), signedCode));
   }
 };
 
