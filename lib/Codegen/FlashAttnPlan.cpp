@@ -318,6 +318,7 @@ AttnPlanResult planAttention(const AttnRequest &r, const TargetInfo &target) {
               p.elem = qkElem, p.pvElem = pvElem, p.queryElem = r.elem;
               p.rescaleOnNewMaxOnly = r.rescaleOnNewMaxOnly;
               p.kvBuffers = r.kvBuffers;
+              p.transposingLoads = target.transposingLoads(*pv);
               p.scaleInExp = r.scaleInExp && !p.scaledQueries();
               p.headDim = r.headDim;
               p.waves = r.tile ? r.tile->waves : waves;

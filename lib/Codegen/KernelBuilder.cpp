@@ -709,9 +709,28 @@ Value KernelBuilder::loadOperand(const LdsTile &tile, const MMAAtom &atom, Opera
   bool isB = which == Operand::B;
   const OperandLayout &layout = isB ? atom.b : atom.a;
   if (!kAlongRows) return loadFragment(tile, layout, isB, lane, outerBase, kBase);
+  Type elemType = cast<MemRefType>(tile.memref.getType()).getElementType();
+  if (target.transposingLoads(atom)) {
+    // ds_read_b64_tr_b16 (OperandLayout::transposeReadsFit): lane s reads 4 elements of the row
+    // n = (s / 4) % 4 of the runs its group's lanes l0 .. l0 + 3 receive, l0 = 16 (s / 16) +
+    // 4 (s % 4); each lane then holds its own run down a column.
+    Value l0 = add(andi(lane, ~int64_t(15)), mul(remui(lane, 4), 4));
+    Value n = remui(divui(lane, 4), 4);
+    auto [laneRow, laneCol] = laneCoord(layout, l0);
+    Value laneOuter = isB ? laneCol : laneRow, laneK = add(isB ? laneRow : laneCol, n);
+    auto type = VectorType::get({4}, elemType);
+    SmallVector<Value> pieces;
+    for (int e = 0; e < layout.elementsPerLane(); e += 4) {
+      Coord c = layout.at(0, e);
+      Value row = add(laneK, kBase + (isB ? c.row : c.col));
+      Value col = add(add(outerBase, laneOuter), isB ? c.col : c.row);
+      pieces.push_back(amdgpu::TransposeLoadOp::create(b, loc, type, tile.memref,
+                                                       ValueRange{ldsOffset(tile, row, col)}));
+    }
+    return concat(pieces);
+  }
   // A [K][outer] tile without transposing matrix loads: the lane's elements run down a column,
   // one LDS read each.
-  Type elemType = cast<MemRefType>(tile.memref.getType()).getElementType();
   auto [laneRow, laneCol] = laneCoord(layout, lane);
   Value laneOuter = isB ? laneCol : laneRow, laneK = isB ? laneRow : laneCol;
   SmallVector<Value> elems;

@@ -102,6 +102,21 @@ static int contiguousRun(const std::vector<Coord> &bases, bool alongCols) {
 int OperandLayout::contiguousAlongCols() const { return contiguousRun(regBases, true); }
 int OperandLayout::contiguousAlongRows() const { return contiguousRun(regBases, false); }
 
+bool OperandLayout::transposeReadsFit(bool isB) const {
+  if (elementsPerLane() % 4 || lanes() % 16) return false;
+  auto kOf = [&](Coord c) { return isB ? c.row : c.col; };
+  auto outerOf = [&](Coord c) { return isB ? c.col : c.row; };
+  for (int lane = 0; lane < lanes(); ++lane)
+    for (int e = 0; e < elementsPerLane(); e += 4) {
+      Coord first = at(lane & ~3, e);
+      for (int i = 0; i < 4; ++i) {
+        Coord c = at(lane, e + i);
+        if (kOf(c) != kOf(first) + i || outerOf(c) != outerOf(first) + lane % 4) return false;
+      }
+    }
+  return true;
+}
+
 namespace {
 
 // Bases of `n` lane-id bits stepping 1, 2, 4, ... along rows or columns.

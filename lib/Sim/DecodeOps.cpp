@@ -469,6 +469,16 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
         }
         return I;
       })
+      .Case([&](amdgpu::TransposeLoadOp o) -> std::optional<Inst> {
+        // Each lane gives the address of 4 elements; every group of 16 lanes exchanges them.
+        Inst I = memoryAccess(op, Op::TransposeLoad, o.getSrc(), o.getSrcIndices(), o.getResult(),
+                              o.getResult().getType());
+        if (bitWidth(I.kind) != 16 || I.count != 4 || target.waveSize % 16) {
+          unsupported(op, "transpose_load other than 4 16-bit elements a lane (ds_read_b64_tr_b16)");
+          return std::nullopt;
+        }
+        return I;
+      })
       .Case([&](nvgpu::DeviceAsyncCopyOp o) -> std::optional<Inst> {
         // The token result is left undefined: only its use by a wait would need it.
         if (!o.getAsyncToken().use_empty()) {

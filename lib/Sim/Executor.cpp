@@ -124,6 +124,7 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::Load:
     case Op::Store: ok = execMemory(I, mask); break;
     case Op::LdMatrix: ok = execLdMatrix(I, mask); break;
+    case Op::TransposeLoad: ok = execTransposeLoad(I, mask); break;
     case Op::AtomicAddF: ok = execAtomicAdd(I, mask); break;
     case Op::AsyncCopy: ok = execAsyncCopy(I, mask); break;
     case Op::AsyncCommit: execAsyncCommit(mask); break;
@@ -448,6 +449,40 @@ bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
           int r = int(l / 4), c = perLane * int(l % 4) + j;
           out[size_t(perLane * tile + j) * T + first + l] = transpose ? rows[tile][c][r] : rows[tile][r][c];
         }
+  }
+  return true;
+}
+
+bool Executor::execTransposeLoad(const Inst &I, const uint8_t *mask) {
+  // CDNA4 ds_read_b64_tr_b16: every lane reads the 8 bytes (4 elements) at its address, 8-byte
+  // aligned; in each group of 16 lanes, lane l receives element l % 4 of the reads of lanes
+  // 16 (l / 16) + (l / 4) % 4 + 4n as its element n. EXEC must be all ones.
+  const ElemKind kind = P.memrefs[I.mem].kind;
+  const unsigned elemBytes = storageBytes(kind);
+  Cell *out = cells(I.out[0]);
+  Cell raw[64][4];
+  for (uint32_t first = 0; first < T; first += wave) {
+    uint32_t active = 0;
+    for (uint32_t l = 0; l < wave && first + l < T; ++l)
+      active += mask[first + l];
+    if (active == 0)
+      continue;
+    if (active != wave)
+      return report(I, first,
+                    "executed by " + std::to_string(active) + " of the " + std::to_string(wave) + " lanes of wave " +
+                        std::to_string(first / wave) + " (ds_read_b64_tr_b16 needs every lane)");
+    for (uint32_t l = 0; l < wave; ++l) {
+      uint8_t *at = address(I, first + l, 0, 4, Access::Load);
+      if (!at)
+        return false;
+      if (reinterpret_cast<uintptr_t>(at) % 8)
+        return report(I, first + l, "ds_read_b64_tr_b16 from an address not a multiple of 8 bytes");
+      for (int j = 0; j < 4; ++j)
+        raw[l][j] = loadElem(at + j * elemBytes, kind);
+    }
+    for (uint32_t l = 0; l < wave; ++l)
+      for (uint32_t n = 0; n < 4; ++n)
+        out[size_t(n) * T + first + l] = raw[(l & ~15u) + (l / 4) % 4 + 4 * n][l % 4];
   }
   return true;
 }

@@ -77,6 +77,7 @@ private:
                    int32_t mem = -1);
   bool execMemory(const Inst &I, const uint8_t *mask);
   bool execLdMatrix(const Inst &I, const uint8_t *mask);
+  bool execTransposeLoad(const Inst &I, const uint8_t *mask);
   bool execAtomicAdd(const Inst &I, const uint8_t *mask);
   bool execAsyncCopy(const Inst &I, const uint8_t *mask);
   void execAsyncCommit(const uint8_t *mask);

@@ -48,6 +48,7 @@ enum class Op : uint8_t {
   Store,    ///< in: value, indices
   AtomicAddF, ///< memref.atomic_rmw addf on f32; in: value, indices; out: the old value
   LdMatrix, ///< nvgpu.ldmatrix; in: indices (each lane's row address); imm: tiles, imm2: transpose
+  TransposeLoad, ///< amdgpu.transpose_load (ds_read_b64_tr_b16); in: indices (each lane's 4 elements)
   /// nvgpu.device_async_copy (global -> LDS); mem: destination, srcMem: source; in: destination
   /// indices (imm2 of them), source indices, then the source element count when list[0];
   /// imm: the destination's element count

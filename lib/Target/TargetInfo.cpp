@@ -78,6 +78,13 @@ std::string knownTargetNames() {
   return names;
 }
 
+bool TargetInfo::transposingLoads(const MMAAtom &atom) const {
+  if (elemTypeBits(atom.inputType) != 16) return false;
+  if (atom.kind == AtomKind::MMASync) return true;
+  return atom.kind == AtomKind::MFMA && hasTransposeLoad && atom.a.transposeReadsFit(false) &&
+         atom.b.transposeReadsFit(true);
+}
+
 const MMAAtom *TargetInfo::preferredAtom(ElemType input) const {
   AtomChoice choice = chooseAtoms(*this, input);
   return choice ? choice.atoms.front() : nullptr;

@@ -71,13 +71,16 @@ struct AttnPlan {
   /// with scaled queries, whose scale differs per row; under a soft cap (at run time) the capped
   /// scores are in the log2 domain and their scale is 1.
   bool scaleInExp = false;
+  /// The target loads PV's atom operands with transposing matrix loads
+  /// (TargetInfo::transposingLoads).
+  bool transposingLoads = false;
   ElemType elem = ElemType::F16;      ///< Q's and K's in the QK product
   ElemType pvElem = ElemType::F16;    ///< P's and V's in the PV product
   ElemType queryElem = ElemType::F16; ///< the queries' own
 
   bool pInRegisters() const { return pRoute == PRoute::Registers; }
   /// V staged [key][d], read by transposing matrix loads; else V^T, [d][key].
-  bool vNatural() const { return !transposed && hasTransposedMatrixLoads(*pv); }
+  bool vNatural() const { return transposingLoads; }
   /// K/V buffers copied asynchronously where V^T is needed: V lands [key][d] in staging buffers
   /// and the mainloop transposes each step's tile into V^T, one [d][key] block per key wave.
   bool transposesStagedV() const { return kvBuffers > 1 && !vNatural(); }

@@ -302,9 +302,9 @@ public:
   mlir::Value concat(llvm::ArrayRef<mlir::Value> pieces);
   /// Loads operand `which` of `atom` at (outerBase, kBase) of an LDS tile. The tile's columns
   /// are K ([M][K] for A, [N][K] for B) unless `kAlongRows` ([K][M] / [K][N]). mma.sync
-  /// operands come through ldmatrix (.trans for kAlongRows, hasTransposedMatrixLoads); the
-  /// others through loadFragment, or element by element for kAlongRows (no transposing LDS
-  /// reads).
+  /// operands come through ldmatrix (.trans for kAlongRows); the others through loadFragment,
+  /// or for kAlongRows through transposing LDS reads (TargetInfo::transposingLoads), else
+  /// element by element.
   mlir::Value loadOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                           mlir::Value lane, mlir::Value outerBase, int kBase,
                           bool kAlongRows = false);

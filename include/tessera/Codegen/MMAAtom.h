@@ -63,6 +63,12 @@ struct OperandLayout {
   int contiguousAlongCols() const;
   /// Same, contiguous along rows.
   int contiguousAlongRows() const;
+  /// True when the fragment can come from a tile stored with K along its rows through gfx950's
+  /// 16-bit transposing LDS read (ds_read_b64_tr_b16: in each group of 16 lanes, lane l
+  /// receives element l % 4 of the 4-element rows read by lanes 4n + (l / 4) % 4, n = 0..3):
+  /// each lane's elements are runs of 4 consecutive k, and lanes 4j .. 4j + 3 hold consecutive
+  /// outer positions at the same k. `isB`: K runs along rows (B), else along columns (A).
+  bool transposeReadsFit(bool isB) const;
 };
 
 enum class AtomKind { MFMA, WMMA, MMASync };
@@ -110,13 +116,6 @@ struct MMAAtom {
   /// Floating-point operations per instruction and wave: 2 * m * n * k (a multiply-add is two).
   int64_t flops() const { return int64_t(2) * m * n * k; }
 };
-
-/// True when `atom`'s operands can be loaded with matrix loads that transpose (ldmatrix .trans,
-/// 16-bit elements only before Blackwell), so a tile whose rows run along K needs no transposed
-/// staging.
-inline bool hasTransposedMatrixLoads(const MMAAtom &atom) {
-  return atom.kind == AtomKind::MMASync && elemTypeBits(atom.inputType) == 16;
-}
 
 /// Every atom Tessera knows, across all targets, indexed by MMAIntrinsic.
 const std::vector<MMAAtom> &allAtoms();

@@ -28,7 +28,7 @@ struct TargetInfo {
   LdsSwizzle ldsSwizzle;
   CrossLane crossLane;
   std::optional<ElemType> fp8; ///< the e4m3 flavour of the matrix cores, if any
-  bool hasTransposeLoad;       ///< ds_read_b64_tr_b16 (gfx950)
+  bool hasTransposeLoad;       ///< ds_read_b64_tr_b16 (gfx950): transposingLoads
   std::vector<MMAIntrinsic> atoms; ///< the matrix instructions this target has, preferred first
   // Register file, per lane, for occupancy (AMD: VGPRs + AGPRs unified on CDNA3/4).
   int maxVgprsPerWave;         ///< addressable VGPRs (arch + acc on CDNA) per wave
@@ -69,6 +69,10 @@ struct TargetInfo {
   static constexpr int hopperSharedBytes = 227 * 1024;
 
   bool isAMD() const { return vendor == Vendor::AMD; }
+  /// True when `atom`'s operands can be loaded with matrix loads that transpose (16-bit
+  /// elements: ldmatrix .trans on NVIDIA, ds_read_b64_tr_b16 on gfx950), so a tile whose rows
+  /// run along K needs no transposed staging.
+  bool transposingLoads(const MMAAtom &atom) const;
   /// The preferred atom with this input type, or nullptr (chooseAtoms says why).
   const MMAAtom *preferredAtom(ElemType input) const;
   /// Waves per SIMD given one workgroup's registers per lane and LDS bytes.

@@ -703,7 +703,8 @@ void Mainloop::Impl::accumulatePV(MutableArrayRef<Value> out, ArrayRef<Value> pr
     }
     for (int ht = 0; ht < p.headTiles(); ++ht) {
       if (p.tightRegisters) kb.memoryScheduleFence();
-      Value vFrag = kb.loadOperand(waveV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k);
+      Value vFrag = kb.loadOperand(waveV, pv, Operand::A, lane, kb.idx(ht * pv.m), ks * pv.k,
+                                   /*kAlongRows=*/p.vNatural());
       out[ht] = kb.mma(pv, vFrag, pFrag, out[ht]);
     }
   }

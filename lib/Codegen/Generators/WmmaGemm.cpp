@@ -119,10 +119,10 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
   gpu::GPUFuncOp func = createKernel(b, loc, target, sig);
   KernelBuilder kb(b, loc, target);
   // Operands are staged with K along the columns ([M][K], [N][K]) so fragment loads run along
-  // K, transposing while staging; where transposing matrix loads exist (ldmatrix.trans) an
-  // operand stored with K along its rows is staged as it is instead.
-  const bool aKRows = p.transA && hasTransposedMatrixLoads(atom);
-  const bool bKRows = !p.transB && hasTransposedMatrixLoads(atom);
+  // K, transposing while staging; where transposing matrix loads exist (ldmatrix.trans,
+  // ds_read_b64_tr_b16) an operand stored with K along its rows is staged as it is instead.
+  const bool aKRows = p.transA && target.transposingLoads(atom);
+  const bool bKRows = !p.transB && target.transposingLoads(atom);
   LdsTile ldsA = aKRows ? kb.allocLds(func, p.inType, p.tileK, p.tileM)
                         : kb.allocLds(func, p.inType, p.tileM, p.tileK);
   LdsTile ldsB = bKRows ? kb.allocLds(func, p.inType, p.tileK, p.tileN)
