@@ -638,13 +638,16 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
         break;
       }
     if (!stepKeys) continue;
-    // The waves split the step's keys where V's transposed tile can be cut by columns (row
-    // padding), else the queries.
-    if (target.ldsSwizzle == LdsSwizzle::Pad) {
+    // The waves split the step's keys where each wave's V can be cut out of the step's tile: V
+    // staged as stored (transposing loads), or V^T cut by columns (row padding); else the
+    // queries (a KV head's group rarely fills two waves' rows).
+    {
       request.splitKeysAcrossWaves = true;
       request.maxKeysPerStep = stepKeys / waves;
       AttnPlanResult r = planAttention(request, target);
-      if (r.plan && r.plan->stepKeys() == stepKeys) return r;
+      if (r.plan && r.plan->stepKeys() == stepKeys &&
+          (target.ldsSwizzle == LdsSwizzle::Pad || r.plan->vNatural()))
+        return r;
     }
     request.splitKeysAcrossWaves = false;
     request.maxKeysPerStep = stepKeys;
