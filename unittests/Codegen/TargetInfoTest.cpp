@@ -63,6 +63,28 @@ TEST(TargetInfo, DoubleKAtomsOnlyOnGfx950) {
   EXPECT_TRUE(hasDoubleK16BitAtom(target("gfx950")));
 }
 
+// Transposing matrix loads: ldmatrix .trans for mma.sync's 16-bit atoms; ds_read_b64_tr_b16 for every
+// 16-bit MFMA on gfx950 (each fragment is runs of 4 k in lane quads at consecutive rows/columns);
+// never for 8-bit elements, WMMA or gfx942.
+TEST(TargetInfo, TransposingLoads) {
+  for (const std::string chip : {"gfx942", "gfx950", "gfx1100", "sm_90"}) {
+    const TargetInfo &t = target(chip);
+    for (MMAIntrinsic i : t.atoms) {
+      const MMAAtom &a = getAtom(i);
+      SCOPED_TRACE(chip + " " + a.name);
+      const bool sixteen = elemTypeBits(a.inputType) == 16;
+      const bool expected = sixteen && (a.kind == AtomKind::MMASync || (chip == "gfx950" && a.kind == AtomKind::MFMA));
+      EXPECT_EQ(t.transposingLoads(a), expected);
+      if (a.kind == AtomKind::MFMA && sixteen) {
+        EXPECT_TRUE(a.a.transposeReadsFit(/*isB=*/false));
+        EXPECT_TRUE(a.b.transposeReadsFit(/*isB=*/true));
+        // Read along the wrong dimension the runs are not along K.
+        EXPECT_FALSE(a.b.transposeReadsFit(/*isB=*/false));
+      }
+    }
+  }
+}
+
 TEST(ChooseAtoms, Fp8MfmaInEachChipsOwnFormat) {
   using I = MMAIntrinsic;
   EXPECT_EQ(chosen(target("gfx942"), ElemType::FP8E4M3FNUZ),
