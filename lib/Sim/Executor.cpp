@@ -415,6 +415,21 @@ void Executor::execAsyncWait(const Inst &I, const uint8_t *mask) {
   }
 }
 
+Executor::WaveRun Executor::wholeWave(const Inst &I, const uint8_t *mask, uint32_t first, const std::string &who,
+                                      const char *unit, const char *needs) {
+  uint32_t active = 0;
+  for (uint32_t l = 0; l < wave && first + l < T; ++l)
+    active += mask[first + l];
+  if (active == 0)
+    return WaveRun::Skip;
+  if (active == wave)
+    return WaveRun::Run;
+  report(I, first,
+         who + (who.empty() ? "" : " ") + "executed by " + std::to_string(active) + " of the " + std::to_string(wave) +
+             " lanes of " + unit + " " + std::to_string(first / wave) + " (" + needs + ")");
+  return WaveRun::Failed;
+}
+
 bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
   // PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}.b16: lanes 8i .. 8i + 7 address the 16-byte rows 0-7
   // of tile i; lane l receives bytes 4 (l % 4) .. 4 (l % 4) + 3 of row l / 4 of every tile: two
@@ -426,15 +441,11 @@ bool Executor::execLdMatrix(const Inst &I, const uint8_t *mask) {
   Cell *out = cells(I.out[0]);
   Cell rows[4][8][16];
   for (uint32_t first = 0; first < T; first += wave) {
-    uint32_t active = 0;
-    for (uint32_t l = 0; l < wave && first + l < T; ++l)
-      active += mask[first + l];
-    if (active == 0)
+    WaveRun run = wholeWave(I, mask, first, "", "warp", "ldmatrix needs the whole warp");
+    if (run == WaveRun::Failed)
+      return false;
+    if (run == WaveRun::Skip)
       continue;
-    if (active != wave)
-      return report(I, first,
-                    "executed by " + std::to_string(active) + " of the " + std::to_string(wave) + " lanes of warp " +
-                        std::to_string(first / wave) + " (ldmatrix needs the whole warp)");
     for (int tile = 0; tile < tiles; ++tile)
       for (int r = 0; r < 8; ++r) {
         uint8_t *at = address(I, first + 8 * tile + r, 0, uint32_t(perRow), Access::Load);
@@ -462,15 +473,11 @@ bool Executor::execTransposeLoad(const Inst &I, const uint8_t *mask) {
   Cell *out = cells(I.out[0]);
   Cell raw[64][4];
   for (uint32_t first = 0; first < T; first += wave) {
-    uint32_t active = 0;
-    for (uint32_t l = 0; l < wave && first + l < T; ++l)
-      active += mask[first + l];
-    if (active == 0)
+    WaveRun run = wholeWave(I, mask, first, "", "wave", "ds_read_b64_tr_b16 needs every lane");
+    if (run == WaveRun::Failed)
+      return false;
+    if (run == WaveRun::Skip)
       continue;
-    if (active != wave)
-      return report(I, first,
-                    "executed by " + std::to_string(active) + " of the " + std::to_string(wave) + " lanes of wave " +
-                        std::to_string(first / wave) + " (ds_read_b64_tr_b16 needs every lane)");
     for (uint32_t l = 0; l < wave; ++l) {
       uint8_t *at = address(I, first + l, 0, 4, Access::Load);
       if (!at)
@@ -683,16 +690,11 @@ bool Executor::execMatrix(const Inst &I, const uint8_t *mask) {
   const MatrixOpDesc &desc = P.matrixOps[I.matrix];
   Cell *d = cells(desc.dSlot);
   for (uint32_t first = 0; first < T; first += wave) {
-    uint32_t active = 0;
-    for (uint32_t l = 0; l < wave && first + l < T; ++l)
-      active += mask[first + l];
-    if (active == 0)
-      continue; // the whole wave skips it, as a uniform branch does
-    if (active != wave)
-      return report(I, first,
-                    desc.mnemonic + " executed by " + std::to_string(active) + " of the " + std::to_string(wave) +
-                        " lanes of wave " + std::to_string(first / wave) +
-                        " (matrix instructions need the whole wave)");
+    WaveRun run = wholeWave(I, mask, first, desc.mnemonic, "wave", "matrix instructions need the whole wave");
+    if (run == WaveRun::Failed)
+      return false;
+    if (run == WaveRun::Skip)
+      continue;
     auto value = [&](const ElemRef &r, int lane) {
       const Cell &c = cells(r.slot)[size_t(r.elem) * T + first + lane];
       if (r.half < 0)

@@ -76,6 +76,12 @@ private:
   uint8_t *address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, Access access,
                    int32_t mem = -1);
   bool execMemory(const Inst &I, const uint8_t *mask);
+  /// A whole-wave instruction in the wave starting at thread `first`: Skip when none of its lanes
+  /// runs it (a uniform branch), Run when all do, Failed (reported: "`who` executed by k of the n
+  /// lanes of `unit` w (`needs`)") when only some do.
+  enum class WaveRun { Skip, Run, Failed };
+  WaveRun wholeWave(const Inst &I, const uint8_t *mask, uint32_t first, const std::string &who, const char *unit,
+                    const char *needs);
   bool execLdMatrix(const Inst &I, const uint8_t *mask);
   bool execTransposeLoad(const Inst &I, const uint8_t *mask);
   bool execAtomicAdd(const Inst &I, const uint8_t *mask);
