@@ -179,7 +179,8 @@ void Mainloop::allocate() {
   if (p.scaledQueries())
     ldsQueryMax = kb.allocLds(func, b.getF32Type(), p.blockM, p.queryVectorsPerRow());
   // V as P V's operand with K = keys: staged [key][d] where transposing matrix loads read it
-  // (ldmatrix.trans), else transposed into [d][key] while staging, or from its staging buffers.
+  // (ldmatrix.trans, ds_read_b64_tr_b16), else transposed into [d][key] while staging, or from
+  // its staging buffers.
   assert((p.kvBuffers == 1 || p.vNatural() || p.transposesStagedV()) &&
          "asynchronous copies cannot transpose V");
   assert((p.keyWaves == 1 || p.vNatural() || p.transposesStagedV() ||
