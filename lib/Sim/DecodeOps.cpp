@@ -508,6 +508,36 @@ std::optional<Inst> Decoder::decodeMemory(Operation *op) {
           I.in.push_back(use(o.getSrcElements()));
         return I;
       })
+      .Case([&](amdgpu::GatherToLDSOp o) -> std::optional<Inst> {
+        Inst I = make(op, Op::GatherToLds);
+        I.mem = memrefFor(o.getDst(), op);
+        I.srcMem = memrefFor(o.getSrc(), op);
+        if (I.mem < 0 || I.srcMem < 0)
+          return I;
+        auto transfer = dyn_cast<VectorType>(o.getTransferType());
+        Type elem = transfer ? transfer.getElementType() : o.getTransferType();
+        if (P.bindings[P.memrefs[I.mem].binding].space == Binding::Space::Global ||
+            P.bindings[P.memrefs[I.srcMem].binding].space != Binding::Space::Global ||
+            P.memrefs[I.mem].kind != P.memrefs[I.srcMem].kind || elem != o.getDst().getType().getElementType() ||
+            (transfer ? transfer.getNumElements() : 1) * elem.getIntOrFloatBitWidth() != 128) {
+          unsupported(op, "only 16-byte loads from a global buffer to LDS of the same element type");
+          return std::nullopt;
+        }
+        I.kind = P.memrefs[I.mem].kind;
+        I.imm = transfer ? transfer.getNumElements() : 1;
+        I.imm2 = int64_t(o.getDstIndices().size());
+        for (Value i : o.getDstIndices())
+          I.in.push_back(use(i));
+        for (Value i : o.getSrcIndices())
+          I.in.push_back(use(i));
+        return I;
+      })
+      .Case([&](amdgpu::MemoryCounterWaitOp o) {
+        // Only the load counter orders LDS DMA loads; the others are waits the simulator never needs.
+        Inst I = make(op, o.getLoad() ? Op::AsyncWait : Op::Nop);
+        I.imm = o.getLoad() ? int64_t(*o.getLoad()) : 0;
+        return I;
+      })
       .Case([&](NVVM::CpAsyncCommitGroupOp) { return make(op, Op::AsyncCommit); })
       .Case([&](NVVM::CpAsyncWaitGroupOp o) {
         Inst I = make(op, Op::AsyncWait);

@@ -127,6 +127,7 @@ bool Executor::exec(int32_t region, const uint8_t *mask) {
     case Op::TransposeLoad: ok = execTransposeLoad(I, mask); break;
     case Op::AtomicAddF: ok = execAtomicAdd(I, mask); break;
     case Op::AsyncCopy: ok = execAsyncCopy(I, mask); break;
+    case Op::GatherToLds: ok = execGatherToLds(I, mask); break;
     case Op::AsyncCommit: execAsyncCommit(mask); break;
     case Op::AsyncWait: execAsyncWait(I, mask); break;
     case Op::ExtractDyn:
@@ -260,14 +261,14 @@ void Executor::execYield(const Inst &I, const uint8_t *mask, bool condition) {
 // ---- Memory ------------------------------------------------------------------------------------
 
 uint8_t *Executor::address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, Access access,
-                           int32_t mem) {
+                           int32_t mem, int64_t shift) {
   const bool store = access != Access::Load;
   const MemRefDesc &m = P.memrefs[mem < 0 ? I.mem : mem];
   const Binding &binding = P.bindings[m.binding];
   LiveBinding &b = live[m.binding];
   const int64_t elemBytes = storageBytes(m.kind), accessBytes = elemBytes * elements;
   const bool lds = binding.space != Binding::Space::Global;
-  __int128 element = m.offset;
+  __int128 element = m.offset + shift;
   for (size_t d = 0; d < m.strides.size(); ++d)
     element += __int128(cells(I.in[firstIndex + d])[t].i) * m.strides[d];
   __int128 offset = element * elemBytes;
@@ -297,7 +298,7 @@ uint8_t *Executor::address(const Inst &I, uint32_t t, size_t firstIndex, uint32_
     if (state == kInFlight) {
       report(I, t,
              std::string(store ? "store to" : "read of") +
-                 " LDS an asynchronous copy is still writing (no cp.async wait of the copying thread covers it): " +
+                 " LDS an asynchronous copy is still writing (no wait of the copying thread covers it): " +
                  bytes(byte));
       return nullptr;
     }
@@ -390,6 +391,41 @@ bool Executor::execAsyncCopy(const Inst &I, const uint8_t *mask) {
     std::memset(to + count * elemBytes, 0, size_t(elements - count) * elemBytes);
     int64_t offset = to - live[dst.binding].base;
     async[t].open.push_back({dst.binding, offset, int64_t(elements) * elemBytes});
+  }
+  return true;
+}
+
+bool Executor::execGatherToLds(const Inst &I, const uint8_t *mask) {
+  // CDNA global_load_lds_dwordx4: each active lane loads 16 bytes at its own global address into
+  // LDS at the wave's base (M0, taken from its first active lane) + 16 x its lane number. The
+  // bytes stay in flight until a load-counter wait of the lane retires the load.
+  const uint32_t elements = uint32_t(I.imm), elemBytes = storageBytes(I.kind);
+  const size_t firstSrcIndex = size_t(I.imm2);
+  const MemRefDesc &dst = P.memrefs[I.mem];
+  for (uint32_t first = 0; first < T; first += wave) {
+    uint32_t leader = first;
+    while (leader < T && leader < first + wave && !mask[leader])
+      ++leader;
+    if (leader == T || leader == first + wave)
+      continue;
+    for (uint32_t t = leader; t < T && t < first + wave; ++t) {
+      if (!mask[t])
+        continue;
+      for (size_t d = 0; d < firstSrcIndex; ++d)
+        if (cells(I.in[d])[t].i != cells(I.in[d])[leader].i)
+          return report(I, t,
+                        "gather_to_lds: the LDS index differs across the lanes of wave " +
+                            std::to_string(first / wave) + " (the wave's first active lane gives it)");
+      const uint8_t *from = address(I, t, firstSrcIndex, elements, Access::Load, I.srcMem);
+      if (!from)
+        return false;
+      uint8_t *to = address(I, leader, 0, elements, Access::AsyncStore, -1, int64_t(t - first) * elements);
+      if (!to)
+        return false;
+      std::memcpy(to, from, size_t(elements) * elemBytes);
+      async[t].groups.push_back(
+          {LdsRange{dst.binding, to - live[dst.binding].base, int64_t(elements) * elemBytes}});
+    }
   }
   return true;
 }

@@ -73,8 +73,9 @@ private:
   /// (I.mem when negative) with the indices I.in[firstIndex...]; null after reporting an
   /// out-of-bounds access, a read of LDS that is unwritten or still being copied, or a store to
   /// LDS still being copied. A store marks the LDS bytes written, an asynchronous one in flight.
+  /// `shift` elements are added to the indexed one (a DMA lane's slot past its wave's base).
   uint8_t *address(const Inst &I, uint32_t t, size_t firstIndex, uint32_t elements, Access access,
-                   int32_t mem = -1);
+                   int32_t mem = -1, int64_t shift = 0);
   bool execMemory(const Inst &I, const uint8_t *mask);
   /// A whole-wave instruction in the wave starting at thread `first`: Skip when none of its lanes
   /// runs it (a uniform branch), Run when all do, Failed (reported: "`who` executed by k of the n
@@ -86,6 +87,7 @@ private:
   bool execTransposeLoad(const Inst &I, const uint8_t *mask);
   bool execAtomicAdd(const Inst &I, const uint8_t *mask);
   bool execAsyncCopy(const Inst &I, const uint8_t *mask);
+  bool execGatherToLds(const Inst &I, const uint8_t *mask);
   void execAsyncCommit(const uint8_t *mask);
   void execAsyncWait(const Inst &I, const uint8_t *mask);
   bool execDynamicPosition(const Inst &I, const uint8_t *mask);

@@ -53,8 +53,13 @@ enum class Op : uint8_t {
   /// indices (imm2 of them), source indices, then the source element count when list[0];
   /// imm: the destination's element count
   AsyncCopy,
+  /// amdgpu.gather_to_lds (LDS DMA load); mem: destination, srcMem: source; in: destination
+  /// indices (imm2 of them: the wave's first slot), then source indices; imm: elements a lane.
+  /// Each load is a group of its own, in flight until a CounterWait retires it.
+  GatherToLds,
   AsyncCommit, ///< nvvm.cp.async.commit.group
-  AsyncWait,   ///< nvvm.cp.async.wait.group; imm: the groups that may stay in flight
+  AsyncWait,   ///< nvvm.cp.async.wait.group, amdgpu.memory_counter_wait's load count; imm: the
+               ///< groups that may stay in flight
   // Thread geometry; imm: dimension 0-2.
   ThreadId, BlockId, BlockDim, GridDim, LaneId, SubgroupId, NumSubgroups, SubgroupSize,
   // Cross-lane and synchronisation.

@@ -18,7 +18,7 @@ module attributes {gpu.container_module} {
       nvvm.cp.async.commit.group
       nvvm.cp.async.wait.group 1
       %x = memref.load %lds[%t] : memref<64xf32, #gpu.address_space<workgroup>>
-      // READ: check-async-copy.mlir:[[@LINE+1]]:12: error: memref.load: read of LDS an asynchronous copy is still writing (no cp.async wait of the copying thread covers it): workgroup buffer #0 (memref<64xf32, #gpu.address_space<workgroup>>) byte 128 (access of bytes [128, 132)), in thread (0,0,0) of block (0,0,0)
+      // READ: check-async-copy.mlir:[[@LINE+1]]:12: error: memref.load: read of LDS an asynchronous copy is still writing (no wait of the copying thread covers it): workgroup buffer #0 (memref<64xf32, #gpu.address_space<workgroup>>) byte 128 (access of bytes [128, 132)), in thread (0,0,0) of block (0,0,0)
       %y = memref.load %lds[%hi] : memref<64xf32, #gpu.address_space<workgroup>>
       gpu.return
     }
