@@ -120,6 +120,24 @@ def refuse_grad(who, named):
                          "pass .detach()ed tensors")
 
 
+def pad_last(x, size):
+    """x (torch tensor or numpy array) zero-padded on its last dimension to `size` (a new array; torch: recorded by
+    autograd, its gradient the unpadded part)."""
+    torch = _torch()
+    if torch is not None and isinstance(x, torch.Tensor):
+        return torch.nn.functional.pad(x, (0, size - x.shape[-1]))
+    return _numpy().pad(x, [(0, 0)] * (x.ndim - 1) + [(0, size - x.shape[-1])])
+
+
+def assign(dst, src):
+    """dst[...] = src for a torch tensor or numpy array dst (torch: on the current stream); returns dst."""
+    torch = _torch()
+    if torch is not None and isinstance(dst, torch.Tensor):
+        return dst.copy_(src)
+    dst[...] = src
+    return dst
+
+
 def fill(info, value):
     """Sets every element of the array to `value` (used for K = 0)."""
     if info.kind == "torch":

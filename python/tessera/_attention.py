@@ -9,7 +9,8 @@ from . import _arrays, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
 SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}   # in default kernel names
-HEAD_DIMS = (32, 64, 96, 128, 256)
+HEAD_DIMS = (32, 64, 96, 128, 256)                          # the default bundle's kernels
+MAX_HEAD_DIM = 256
 DTYPES = ("f16", "bf16")
 ALIGNS = {"bottom_right": "causal_bottom_right", "top_left": "causal_top_left"}
 FEATURES = ("sliding_window", "softcap", "return_lse")      # unit attributes a kernel may have beyond what a call needs
@@ -62,6 +63,38 @@ def _describe_all(who, named):
     return {name: (None if x is None else _arrays.describe(x, f"{who}: {name}")) for name, x in named}
 
 
+def kernel_head_dim(D):
+    """The head_dim of the kernels that serve head_dim D (1 to 256): D itself where it is a multiple of 16 (the matrix
+    instructions' reduction), else the next multiple of 16, the inputs zero-padded to it (the padding adds nothing to
+    q.k and the output's padding columns are dropped, as FlashAttention does); 176 and 208 go on to 192 and 224,
+    where the backward deals its 16-column tiles evenly over its waves."""
+    padded = -(-D // 16) * 16
+    return padded + 16 if padded in (176, 208) else padded
+
+
+def padded_head_dim(arrays):
+    """(D, kernel_head_dim(D)) when every one of `arrays` (None skipped) has the same head_dim D (its last dimension),
+    1 <= D <= 256, that a padded kernel serves; None otherwise (the checks then name any problem)."""
+    dims = {x.shape[-1] if getattr(x, "shape", None) else None for x in arrays if x is not None}
+    if len(dims) != 1:
+        return None
+    D = dims.pop()
+    if not isinstance(D, int) or not 1 <= D <= MAX_HEAD_DIM or kernel_head_dim(D) == D:
+        return None
+    return D, kernel_head_dim(D)
+
+
+def check_unpadded_outputs(who, named, like):
+    """Before a zero-padded call: each given output of `named` ((name, array, expected shape) triples) has that shape
+    and like's dtype; the padded call checks the rest."""
+    expected = _arrays.describe(like, "q").dtype
+    for name, x, shape in named:
+        if x is None:
+            continue
+        info = _arrays.describe(x, f"{who}: {name}")
+        _check_shape_dtype(who, name, info, tuple(shape), expected)
+
+
 def _check_tensor(who, name, info, ndim, layout):
     if len(info.shape) != ndim:
         raise InputError(f"{who}: {name} must be {ndim}-D {layout}, got shape {info.shape}")
@@ -89,8 +122,8 @@ def _check_inputs(who, q, k, v, ndim, layout_q, layout_kv):
     D = q.shape[-1]
     if k.shape[-1] != D or v.shape[-1] != D:
         raise InputError(f"{who}: q, k and v must have the same head_dim, got {D}, {k.shape[-1]} and {v.shape[-1]}")
-    if D not in HEAD_DIMS:
-        raise InputError(f"{who}: head_dim {D} is not supported (supported: {', '.join(map(str, HEAD_DIMS))})")
+    if not 1 <= D <= MAX_HEAD_DIM or kernel_head_dim(D) != D:
+        raise InputError(f"{who}: head_dim {D} is not supported (1 to {MAX_HEAD_DIM})")
     if k.shape != v.shape:
         raise InputError(f"{who}: k and v must have the same shape {layout_kv}, got {k.shape} and {v.shape}")
     for name, info in (("q", q), ("k", k), ("v", v)):
@@ -449,8 +482,8 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
-    q: (B, Sq, Hq, D); k, v: (B, Sk, Hkv, D); float16 or bfloat16 (all the same); D in 32, 64, 96, 128, 256;
-    Hq % Hkv == 0. Any strides with unit stride on D (q, k, v may be slices of one packed qkv tensor).
+    q: (B, Sq, Hq, D); k, v: (B, Sk, Hkv, D); float16 or bfloat16 (all the same); D from 1 to 256 (a multiple of 16
+    runs as it is, any other zero-padded to a kernel's head_dim: kernel_head_dim); Hq % Hkv == 0. Any strides with unit stride on D (q, k, v may be slices of one packed qkv tensor).
     causal: mask key j from query i when j > i + off, with off = Sk - Sq for causal_align="bottom_right"
     (FlashAttention's convention) or 0 for "top_left" (torch SDPA's is_causal).
     scale: softmax scale (default 1/sqrt(D)). softcap > 0: logits s = scale * q.k become softcap * tanh(s / softcap).
@@ -466,6 +499,13 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     runs tessera.flash_attn_bwd (deterministic: its deterministic kernels); the LSE output is not differentiable.
     """
     who = "tessera.flash_attn"
+    if pad := padded_head_dim((q, k, v)):
+        D, padded = pad
+        check_unpadded_outputs(who, [("out", out, q.shape)], q)
+        result = flash_attn(*(_arrays.pad_last(x, padded) for x in (q, k, v)), causal, causal_align,
+                            D ** -0.5 if scale is None else scale, window, softcap, return_lse,
+                            deterministic=deterministic, lse=lse, device=device)
+        return _unpadded(result, out, D, return_lse)
     if _arrays.compiling():
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
@@ -484,6 +524,13 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     return _finish(p, dev, infos, out, lse, dict(arrays), signature)
+
+
+def _unpadded(result, out, D, return_lse):
+    """A zero-padded call's result with O cut back to head_dim D (into `out` when given, else a view)."""
+    o = result[0] if return_lse else result
+    o = o[..., :D] if out is None else _arrays.assign(out, o[..., :D])
+    return (o, result[1]) if return_lse else o
 
 
 def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
@@ -552,6 +599,14 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     Differentiable as flash_attn is (its backward: tessera.flash_attn_varlen_bwd).
     """
     who = "tessera.flash_attn_varlen"
+    if pad := padded_head_dim((q, k, v)):
+        D, padded = pad
+        check_unpadded_outputs(who, [("out", out, q.shape)], q)
+        result = flash_attn_varlen(*(_arrays.pad_last(x, padded) for x in (q, k, v)), cu_seqlens_q, cu_seqlens_k,
+                                   max_seqlen_q, max_seqlen_k, causal, causal_align,
+                                   D ** -0.5 if scale is None else scale, window, softcap, return_lse,
+                                   deterministic=deterministic, lse=lse, device=device)
+        return _unpadded(result, out, D, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),

@@ -186,6 +186,13 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
     KernelNotFoundError naming the directive that would add the missing kernel set).
     """
     who = "tessera.flash_attn_bwd"
+    if pad := _attention.padded_head_dim((q, k, v, out, dout)):
+        D, padded = pad
+        _attention.check_unpadded_outputs(who, [("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
+        grads = flash_attn_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse, causal,
+                               causal_align, D ** -0.5 if scale is None else scale, window, softcap, deterministic,
+                               **_padded_grads((dq, dk, dv), padded), device=device)
+        return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (), options, deterministic,
@@ -203,6 +210,14 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
     zero (rows outside every sequence get 0); given ones keep those rows.
     """
     who = "tessera.flash_attn_varlen_bwd"
+    if pad := _attention.padded_head_dim((q, k, v, out, dout)):
+        D, padded = pad
+        _attention.check_unpadded_outputs(who, [("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
+        grads = flash_attn_varlen_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse,
+                                      cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align,
+                                      D ** -0.5 if scale is None else scale, window, softcap, deterministic,
+                                      **_padded_grads((dq, dk, dv), padded), device=device)
+        return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
@@ -212,6 +227,16 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
                                softcap, True)
     return _backward(p, infos, cus, grads, deterministic, device)
+
+
+def _padded_grads(given, size):
+    """The given gradient arrays zero-padded to head_dim `size`, by name (the rows a varlen call leaves keep theirs)."""
+    return {name: _arrays.pad_last(x, size) for name, x in zip(("dq", "dk", "dv"), given) if x is not None}
+
+
+def _unpadded_grads(grads, given, D):
+    """A zero-padded backward's (dq, dk, dv) cut back to head_dim D, into the given arrays where there are some."""
+    return tuple(g[..., :D] if into is None else _arrays.assign(into, g[..., :D]) for g, into in zip(grads, given))
 
 
 # ---- Autograd -----------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv judged separately, NaN never passes):
 small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
 that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
-MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64 and 96, deterministic on (two runs
-bitwise equal) and off (the second of two runs checked: it reuses the workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors. Gradients are poisoned with NaN before each run.
+MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64, 96 and 80 (and 40 and 176,
+zero-padded), deterministic on (two runs bitwise equal) and off (the second of two runs checked: it reuses the
+workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors. Gradients are poisoned with NaN before each run.
 The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
 from typing import NamedTuple
@@ -13,7 +14,7 @@ import pytest
 import support
 from support import np
 import tessera
-from tessera import _attention_bwd, testing
+from tessera import _attention, _attention_bwd, testing
 
 MASKS = {"": "none", "tl": "causal_top_left", "br": "causal_bottom_right"}
 
@@ -42,10 +43,11 @@ class Case(NamedTuple):
     def directives(self):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
-        forward = (f"tessera.flash_attn @fa_{self.dtype}_d{self.D}_{self.causal or 'none'}"
-                   f"{'_varlen' if self.varlen else ''} {{dtype = {self.dtype}, head_dim = {self.D}, "
+        D = _attention.kernel_head_dim(self.D)     # the kernels' head_dim (the API zero-pads the others)
+        forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
+                   f"{'_varlen' if self.varlen else ''} {{dtype = {self.dtype}, head_dim = {D}, "
                    f"mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}}}")
-        backward = _attention_bwd.directive_for(dict(dtype=self.dtype, head_dim=self.D, mask=mask, varlen=self.varlen,
+        backward = _attention_bwd.directive_for(dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen,
                                                      deterministic=self.deterministic))
         return forward, backward
 
@@ -61,6 +63,10 @@ CASES = [
     Case("d96-tl-sq>sk-det", "f16", 96, Sq=40, Sk=23, causal="tl", deterministic=True),
     Case("ragged-rows-br-gqa3", "f16", 64, Sq=37, Sk=50, Hq=6, Hkv=2, causal="br", ragged_rows=True),
     Case("ragged-rows-det", "f16", 64, Sq=33, Sk=41, ragged_rows=True, deterministic=True),
+    # Head dims beyond the default bundle's: 80 as it is, 40 and 176 zero-padded (to 48 and 192).
+    Case("d80-br-gqa3", "f16", 80, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br"),
+    Case("d40-padded-tl-ragged-rows", "bf16", 40, Sq=20, Sk=33, causal="tl", ragged_rows=True),
+    Case("d176-padded-window-det", "f16", 176, Sq=17, Sk=30, window=(8, 8), deterministic=True),
 ]
 # Varlen per target: deterministic on two targets, not on the others (mask bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}

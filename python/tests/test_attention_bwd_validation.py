@@ -50,7 +50,12 @@ def replaced(**changes):
                                                    r"on its last dimension \(the query rows\), as the forward "
                                                    r"writes it"),
     ({"lse": [[0.0]]}, {}, r"lse is a builtins.list; expected a torch tensor or a numpy array"),
-    ({"q": f16(1, 4, 2, 80), "k": f16(1, 5, 2, 80), "v": f16(1, 5, 2, 80)}, {}, r"head_dim 80 is not supported"),
+    (dict(zip(("q", "k", "v", "out", "dout"), bwd_args(D=264))), {}, r"head_dim 264 is not supported \(1 to 256\)"),
+    # A head_dim the kernels take zero-padded (40 -> 48): given gradients keep the caller's 40.
+    (dict(zip(("q", "k", "v", "out", "dout"), bwd_args(D=40))), {"dq": f16(1, 4, 2, 48)},
+     r"dq has shape \(1, 4, 2, 48\), expected \(1, 4, 2, 40\)"),
+    (dict(zip(("q", "k", "v", "out", "dout"), bwd_args(D=40))), {"dv": f16(1, 5, 2, 40).astype(np.float32)},
+     r"dv has dtype float32, expected float16"),
     ({"k": f16(1, 5, 4, 64), "v": f16(1, 5, 4, 64)}, {}, r"Hq = 2 must be a multiple of the number of key/value "
                                                          r"heads Hkv = 4"),
     ({"q": f16(2, 4, 2, 64)}, {}, r"q has batch size 2 but k and v have 1"),

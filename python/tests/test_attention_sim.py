@@ -1,7 +1,8 @@
 """flash_attn on the simulator (numpy arrays, device='sim:<target>') against float64 with the tolerance rule of
 CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_90 (f16/bf16, D 32/64/96/128/256,
 causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
-sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles).
+sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles; head
+dims 48, 80 and 240 as they are, 40, 59 and 176 zero-padded).
 Outputs are poisoned with NaN. Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
 import re
 from typing import NamedTuple
@@ -11,7 +12,7 @@ import pytest
 import support
 from support import np
 import tessera
-from tessera import testing
+from tessera import _attention, testing
 
 
 class Case(NamedTuple):
@@ -32,7 +33,7 @@ class Case(NamedTuple):
     rising: float = 0.0         # scaled logits rise by about this much from the first key to the last
 
     def kernel(self):
-        return f"fa_{self.dtype}_d{self.D}_{self.causal or 'none'}"
+        return f"fa_{self.dtype}_d{_attention.kernel_head_dim(self.D)}_{self.causal or 'none'}"
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
@@ -62,6 +63,14 @@ CASES = [
     Case("window-edge-interior-edge", "f16", 64, Sq=16, Sk=300, window=(200, 0)),
     Case("softcap-interior-tiles", "bf16", 128, Sq=20, Sk=200, softcap=8.0, input_scale=3.0),
     Case("odd-strides-interior-tiles", "bf16", 64, Sq=20, Sk=200, layout="odd"),
+    # Head dims beyond the default bundle's: multiples of 16 run as they are, others zero-padded (40 -> 48,
+    # 59 -> 64, 176 -> 192).
+    Case("d48-br-window", "bf16", 48, Sq=20, Sk=45, causal="br", window=(12, -1)),
+    Case("d80-gqa3-packed", "f16", 80, Sq=21, Sk=37, Hq=3, Hkv=1, layout="packed"),
+    Case("d240-tl", "f16", 240, Sq=17, Sk=35, causal="tl"),
+    Case("d40-padded-softcap", "f16", 40, Sq=24, Sk=40, softcap=5.0, input_scale=2.0),
+    Case("d59-padded-odd-strides", "bf16", 59, Sq=19, Sk=66, causal="br", layout="odd"),
+    Case("d176-padded-br", "f16", 176, Sq=17, Sk=30, causal="br"),
 ]
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"
@@ -81,12 +90,22 @@ def kernels_for(target):
 
 
 # ---- Bundles: the kernels the cases use, compiled from examples/attention.mlir -------------------------------------
+def _directive(name):
+    """The directive of a kernel named as examples/attention.mlir names its own (fa_<dtype>_d<D>_<mask>[_varlen]),
+    with its runtime features, for head dims that file does not have."""
+    dtype, dim, mask, *varlen = name.split("_")[1:]
+    masks = {short: full for full, short in _attention.SHORT_MASKS.items()}
+    attributes = [f"dtype = {dtype}", f"head_dim = {dim[1:]}", f"mask = #tessera.mask<{masks[mask]}>",
+                  *_attention.FEATURES, *varlen]
+    return f"tessera.flash_attn @{name} {{{', '.join(attributes)}}}"
+
+
 def _modules():
-    """{target: the directives of examples/attention.mlir its cases use}."""
+    """{target: the directives its cases use, from examples/attention.mlir where it has them}."""
     source = support.REPO / "examples" / "attention.mlir"
     directives = {m.group(1): line for line in source.read_text().splitlines()
                   if (m := re.match(r"tessera\.flash_attn @(\w+) ", line))}
-    return {target: "\n".join(directives[name] for name in kernels_for(target)) + "\n"
+    return {target: "\n".join(directives.get(name) or _directive(name) for name in kernels_for(target)) + "\n"
             for target in support.SIM_TARGETS}
 
 

@@ -34,8 +34,13 @@ Q, K, V = qkv()
     ((Q, K, np.ones((1, 5, 2, 64), np.float16).view(np.int16)), {}, r"v has dtype int16"),
     ((Q[0], K, V), {}, r"q must be 4-D \(B, Sq, Hq, D\), got shape \(4, 2, 64\)"),
     ((Q, K[0], V), {}, r"k must be 4-D \(B, Sk, Hkv, D\), got shape \(5, 2, 64\)"),
-    ((f16(1, 4, 2, 80), f16(1, 5, 2, 80), f16(1, 5, 2, 80)), {}, r"head_dim 80 is not supported \(supported: 32, 64, "
-                                                                 r"96, 128, 256\)"),
+    ((f16(1, 4, 2, 264), f16(1, 5, 2, 264), f16(1, 5, 2, 264)), {}, r"head_dim 264 is not supported \(1 to 256\)"),
+    ((f16(1, 4, 2, 0), f16(1, 5, 2, 0), f16(1, 5, 2, 0)), {}, r"head_dim 0 is not supported \(1 to 256\)"),
+    # A head_dim the kernels take zero-padded (40 -> 48): the given output keeps the caller's 40.
+    ((f16(1, 4, 2, 40), f16(1, 5, 2, 40), f16(1, 5, 2, 40)), {"out": f16(1, 4, 2, 48)},
+     r"out has shape \(1, 4, 2, 48\), expected \(1, 4, 2, 40\)"),
+    ((f16(1, 4, 2, 40), f16(1, 5, 2, 40), f16(1, 5, 2, 40)), {"out": np.ones((1, 4, 2, 40), np.float32)},
+     r"out has dtype float32, expected float16"),
     ((Q, f16(1, 5, 2, 32), f16(1, 5, 2, 32)), {}, r"q, k and v must have the same head_dim, got 64, 32 and 32"),
     ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\), got \(1, 5, 2, 64\) and "
                                    r"\(1, 6, 2, 64\)"),
@@ -103,7 +108,8 @@ def varlen_args(total_q=7, total_k=9, Hq=2, Hkv=1, D=64, cu_q=(0, 3, 7), cu_k=(0
     ({"max_k": 4.0}, {}, r"max_seqlen_q and max_seqlen_k must be integers, got 4 and 4.0"),
     ({"max_k": -1}, {}, r"max_seqlen_q and max_seqlen_k must be >= 0, got 4 and -1"),
     ({"Hq": 3, "Hkv": 2}, {}, r"Hq = 3 must be a multiple .* Hkv = 2"),
-    ({"D": 48}, {}, r"head_dim 48 is not supported"),
+    ({"D": 272}, {}, r"head_dim 272 is not supported \(1 to 256\)"),
+    ({"D": 40}, {"out": f16(7, 2, 48)}, r"out has shape \(7, 2, 48\), expected \(7, 2, 40\)"),
     ({}, {"out": f16(7, 2, 32)}, r"out has shape \(7, 2, 32\), expected \(7, 2, 64\)"),
     ({}, {"return_lse": True, "lse": np.ones((7, 2), np.float32)}, r"lse has shape \(7, 2\), expected \(2, 7\)"),
     ({}, {"causal": True, "causal_align": "bottom"}, r"causal_align must be"),

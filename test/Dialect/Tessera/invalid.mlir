@@ -41,8 +41,13 @@ tessera.flash_attn @fa {dtype = f8E4M3FN, head_dim = 128}
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be one of 32, 64, 96, 128, 256, got 80}}
-tessera.flash_attn @fa {dtype = f16, head_dim = 80}
+// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be a multiple of 16 from 16 to 256, got 88}}
+tessera.flash_attn @fa {dtype = f16, head_dim = 88}
+
+// -----
+
+// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be a multiple of 16 from 16 to 256, got 272}}
+tessera.flash_attn @fa {dtype = f16, head_dim = 272}
 
 // -----
 
@@ -77,7 +82,7 @@ tessera.flash_attn_bwd @bwd {dtype = f32, head_dim = 64}
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be one of 32, 64, 96, 128, 256, got 512}}
+// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 16 from 16 to 256, got 512}}
 tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 512}
 
 // -----

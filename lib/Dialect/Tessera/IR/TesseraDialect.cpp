@@ -120,7 +120,16 @@ static LogicalResult verifyDtype(Operation *op, StringRef name, Type t) {
   return success();
 }
 
+/// flash_attn and flash_attn_bwd: any multiple of the matrix atoms' 16 up to 256 (the Python API
+/// zero-pads other head dims).
 static LogicalResult verifyHeadDim(Operation *op, int64_t headDim) {
+  if (headDim < 16 || headDim > 256 || headDim % 16)
+    return op->emitOpError() << "'head_dim' must be a multiple of 16 from 16 to 256, got "
+                             << headDim;
+  return success();
+}
+
+static LogicalResult verifyDecodeHeadDim(Operation *op, int64_t headDim) {
   if (!llvm::is_contained({32, 64, 96, 128, 256}, headDim))
     return op->emitOpError() << "'head_dim' must be one of 32, 64, 96, 128, 256, got "
                              << headDim;
@@ -168,7 +177,7 @@ static bool isFp8E4M3(Type t) { return isa<Float8E4M3FNUZType, Float8E4M3FNType>
 
 LogicalResult PagedDecodeOp::verify() {
   if (failed(verifyDtype(*this, "dtype", getDtype())) ||
-      failed(verifyHeadDim(*this, getHeadDim())) || failed(verifyPackGqa(*this, getPackGqa())))
+      failed(verifyDecodeHeadDim(*this, getHeadDim())) || failed(verifyPackGqa(*this, getPackGqa())))
     return failure();
   Type kv = getKvElementType();
   if (!isHalfPrecision(kv) && !isFp8E4M3(kv))
