@@ -1,0 +1,129 @@
+"""tessera.flash_attn_interface, FlashAttention 2's functions on Tessera: each gives what the tessera call it maps to
+gives (bit for bit: the same kernels), on the simulator (gfx942 and sm_90, numpy arrays): causal aligned
+bottom-right, window_size, softcap, softmax_scale, return_attn_probs, the packed layouts (their slices as q, k, v),
+varlen; and FlashAttention's options Tessera lacks are refused before any device work."""
+import pytest
+
+import support
+from support import np
+import tessera
+from tessera import flash_attn_interface as fa
+
+TARGETS = ("gfx942", "sm_90")
+KERNELS = ("fa_f16_d64_none", "fa_f16_d64_br", "fa_f16_d64_br_varlen", "fa_f16_d64_none_varlen")
+
+
+def _modules():
+    lines = {line.split()[1][1:]: line for line in (support.REPO / "examples" / "attention.mlir").read_text().splitlines()
+             if line.startswith("tessera.flash_attn @")}
+    return {t: "\n".join(lines[name] for name in KERNELS) + "\n" for t in TARGETS}
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    yield from support.sim_bundles(tmp_path_factory, "flash-attn-interface-bundles", _modules)
+
+
+def device_for(bundles, target):
+    assert not bundles.get(target), f"tessera-compile --target={target} failed:\n{bundles[target]}"
+    return support.sim_device(target)
+
+
+def _random(rng, shape):
+    return rng.standard_normal(shape).astype(np.float16)
+
+
+def same(a, b):
+    return a.shape == b.shape and (a.view(np.uint16) == b.view(np.uint16)).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dense_functions_are_tessera_flash_attn(bundles, target):
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(7)
+    B, Sq, Sk, Hq, Hkv, D = 2, 19, 33, 4, 2, 64
+    q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, Sk, Hkv, D)), _random(rng, (B, Sk, Hkv, D))
+    options = dict(causal=True, window=(8, 0), softcap=5.0, scale=0.2)
+    want, lse = tessera.flash_attn(q, k, v, **options, return_lse=True, device=dev)
+    out = fa.flash_attn_func(q, k, v, softmax_scale=0.2, causal=True, window_size=(8, 0), softcap=5.0, device=dev)
+    assert same(out, want)
+    out, softmax_lse, probs = fa.flash_attn_func(q, k, v, 0.0, 0.2, True, (8, 0), 5.0, return_attn_probs=True,
+                                                 device=dev)
+    assert same(out, want) and (softmax_lse == lse).all() and probs is None
+    # The packed layouts: their slices are q, k, v.
+    kv = np.stack([k, v], axis=2)
+    assert same(fa.flash_attn_kvpacked_func(q, kv, softmax_scale=0.2, causal=True, window_size=(8, 0), softcap=5.0,
+                                            device=dev), want)
+    qkv = np.stack([q, _random(rng, q.shape), _random(rng, q.shape)], axis=2)
+    plain = tessera.flash_attn(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], device=dev)
+    assert same(fa.flash_attn_qkvpacked_func(qkv, device=dev), plain)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_varlen_functions_are_tessera_flash_attn_varlen(bundles, target):
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(11)
+    lens = [17, 0, 30, 5]
+    cu = np.cumsum([0] + lens).astype(np.int32)
+    total, H, D = int(cu[-1]), 2, 64
+    q, k, v = (_random(rng, (total, H, D)) for _ in range(3))
+    want, lse = tessera.flash_attn_varlen(q, k, v, cu, cu, max(lens), max(lens), causal=True, return_lse=True,
+                                          device=dev)
+    out = fa.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True, device=dev)
+    assert same(out, want)
+    out, softmax_lse, probs = fa.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True,
+                                                        return_attn_probs=True, device=dev)
+    assert same(out, want) and (softmax_lse == lse).all() and probs is None
+    qkv = np.stack([q, k, v], axis=1)
+    assert same(fa.flash_attn_varlen_qkvpacked_func(qkv, cu, max(lens), causal=True, device=dev), want)
+    kv = np.stack([k, v], axis=1)
+    assert same(fa.flash_attn_varlen_kvpacked_func(q, kv, cu, cu, max(lens), max(lens), causal=True, device=dev),
+                want)
+    plain = tessera.flash_attn_varlen(q, k, v, cu, cu, max(lens), max(lens), window=(4, 4), device=dev)
+    assert same(fa.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), window_size=(4, 4), device=dev),
+                plain)
+
+
+Q, KV = np.zeros((1, 4, 2, 64), np.float16), np.zeros((1, 5, 2, 64), np.float16)
+CU = np.array([0, 4], np.int32)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: fa.flash_attn_func(Q, KV, KV, dropout_p=0.1),
+     r"flash_attn_func: dropout_p = 0.1: dropout is not supported yet \(pass 0.0, as evaluation does\)"),
+    (lambda: fa.flash_attn_func(Q, KV, KV, alibi_slopes=np.ones(2, np.float32)),
+     r"flash_attn_func: alibi_slopes is not supported yet \(pass None\)"),
+    (lambda: fa.flash_attn_func(Q, KV, KV, window_size=4), r"window_size must be a pair \(left, right\), got 4"),
+    (lambda: fa.flash_attn_qkvpacked_func(np.zeros((1, 4, 2, 2, 64), np.float16)),
+     r"flash_attn_qkvpacked_func: qkv must be 5-D \(batch, seqlen, 3, nheads, headdim\), got shape "
+     r"\(1, 4, 2, 2, 64\)"),
+    (lambda: fa.flash_attn_kvpacked_func(Q, KV), r"flash_attn_kvpacked_func: kv must be 5-D \(batch, seqlen_k, 2, "
+                                                 r"nheads_k, headdim\), got shape \(1, 5, 2, 64\)"),
+    (lambda: fa.flash_attn_varlen_kvpacked_func(Q[0], [[1.0]], CU, CU, 4, 4),
+     r"flash_attn_varlen_kvpacked_func: kv is a builtins.list; expected a torch tensor or a numpy array"),
+    (lambda: fa.flash_attn_varlen_func(Q[0], KV[0, :4], KV[0, :4], CU, CU, 4, 4, block_table=CU),
+     r"flash_attn_varlen_func: block_table \(a paged K/V cache\) is not supported yet"),
+    (lambda: fa.flash_attn_func(Q, KV, KV[..., :32]), r"tessera.flash_attn: q, k and v must have the same head_dim"),
+])
+def test_unsupported_options_rejected_before_the_device(call, message):
+    with pytest.raises(tessera.InputError, match=message):
+        call()
+
+
+@support.requires_cuda
+@pytest.mark.parametrize("D", [64, 40])
+def test_torch_autograd_through_the_interface(D):
+    """On a GPU: flash_attn_qkvpacked_func's output and its gradient into the packed qkv are tessera.flash_attn's on
+    the slices (the packed tensor gets the three gradients side by side); head_dim 40 runs zero-padded."""
+    torch = support.torch
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    qkv = torch.randn(2, 37, 3, 4, D, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)
+    dout = torch.randn(2, 37, 4, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    out = fa.flash_attn_qkvpacked_func(qkv, causal=True, window_size=(16, 0), deterministic=True)
+    (grad,) = torch.autograd.grad(out, qkv, dout)
+    q, k, v = (qkv.detach()[:, :, i].clone().requires_grad_() for i in range(3))
+    want = tessera.flash_attn(q, k, v, causal=True, window=(16, 0), deterministic=True)
+    grads = torch.autograd.grad(want, (q, k, v), dout)
+    assert torch.equal(out, want)
+    for i, g in enumerate(grads):
+        assert torch.equal(grad[:, :, i], g)
