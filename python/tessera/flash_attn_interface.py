@@ -7,14 +7,18 @@ Each function calls tessera.flash_attn / tessera.flash_attn_varlen (torch tensor
 stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differences from FlashAttention
 (docs/python.md): `dropout_p` > 0, `alibi_slopes` and a `block_table` raise InputError (not built yet);
 `return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised.
+flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
 """
-from . import _arrays
+import sys
+
+from . import _arrays, _decode
 from ._attention import flash_attn, flash_attn_varlen
+from ._decode import paged_cache_write, paged_decode
 from ._errors import InputError
 
 __all__ = [
     "flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
-    "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache",
 ]
 
 
@@ -118,3 +122,99 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     return _result(flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
                                      return_lse=return_attn_probs, deterministic=deterministic, device=device),
                    return_attn_probs)
+
+
+def _xp(x):
+    """torch or numpy, whichever x belongs to."""
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and isinstance(x, torch.Tensor) else __import__("numpy")
+
+
+def _arange(xp, n, like):
+    if xp.__name__ == "torch":
+        return xp.arange(n, dtype=xp.int32, device=like.device)
+    return xp.arange(n, dtype=xp.int32)
+
+
+def _rotated(x, cos, sin, positions, interleaved):
+    """x (B, S, H, D) with its first rotary_dim = 2 * cos.shape[-1] features rotated by the angles of `positions`
+    (B, S) (cos, sin: (seqlen_ro, rotary_dim / 2)), in float32 and rounded back to x's dtype, as FlashAttention's
+    rotary kernel: pairs (2i, 2i + 1) when interleaved (GPT-J), else (i, i + rotary_dim / 2) (GPT-NeoX)."""
+    xp, half = _xp(x), cos.shape[-1]
+    c, s = (t[positions][:, :, None, :].astype("float32") if xp.__name__ == "numpy"
+            else t[positions.long()][:, :, None, :].float() for t in (cos, sin))
+    head = x[..., :2 * half]
+    head = head.astype("float32") if xp.__name__ == "numpy" else head.float()
+    a, b = (head[..., 0::2], head[..., 1::2]) if interleaved else (head[..., :half], head[..., half:])
+    ra, rb = a * c - b * s, a * s + b * c
+    if interleaved:
+        out = xp.stack([ra, rb], -1).reshape(head.shape)
+    else:
+        out = xp.concatenate([ra, rb], -1) if xp.__name__ == "numpy" else xp.cat([ra, rb], -1)
+    out = out.astype(x.dtype) if xp.__name__ == "numpy" else out.to(x.dtype)
+    rest = x[..., 2 * half:]
+    return xp.concatenate([out, rest], -1) if xp.__name__ == "numpy" else xp.cat([out, rest], -1)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                            cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False, *, device=None):
+    """Decode against a KV cache, appending the new keys and values first: q (batch, seqlen_q <= 8, nheads,
+    headdim); k_cache, v_cache (batch, seqlen_cache, nheads_k, headdim), or pages (num_blocks, page_block_size,
+    nheads_k, headdim) with block_table (batch, max_blocks) int32; cache_seqlens: the tokens each sequence holds
+    before the call (an int or (batch,) int32; None: the whole contiguous cache). k, v (batch, seqlen_new, nheads_k,
+    headdim): written into the cache at cache_seqlens.. (in place, tessera.paged_cache_write) before attention over
+    cache_seqlens + seqlen_new keys (tessera.paged_decode, causal aligned bottom-right). rotary_cos, rotary_sin
+    (seqlen_ro, rotary_dim / 2): the new k rotated at its positions, q at its own (causal or a window) or at
+    cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q))."""
+    who = "tessera.flash_attn_interface.flash_attn_with_kvcache"
+    _options(who, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    for name, value in (("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
+        if value is not None:
+            raise InputError(f"{who}: {name} is not supported yet (pass None)")
+    if (k is None) != (v is None):
+        raise InputError(f"{who}: k and v come together (new keys and their values), got only "
+                         f"{'k' if v is None else 'v'}")
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise InputError(f"{who}: rotary_cos and rotary_sin come together, got only "
+                         f"{'rotary_cos' if rotary_sin is None else 'rotary_sin'}")
+    if not causal and window_size[1] != -1:
+        raise InputError(f"{who}: window_size = {tuple(window_size)}: a right bound needs causal=True here (the "
+                         "decode kernels bound the keys on the left only)")
+    for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
+        if x is not None and len(_arrays.describe(x, f"{who}: {name}").shape) != 4:
+            raise InputError(f"{who}: {name} must be 4-D, got shape {tuple(x.shape)}")
+    xp, B, Sq = _xp(q), q.shape[0], q.shape[1]
+    if cache_seqlens is None and block_table is not None:
+        raise InputError(f"{who}: a paged cache (block_table given) needs cache_seqlens")
+    if cache_seqlens is None or isinstance(cache_seqlens, int):   # None: the whole contiguous cache
+        length = k_cache.shape[1] if cache_seqlens is None else cache_seqlens
+        lengths = xp.full((B,), length, dtype=xp.int32, **({"device": q.device} if xp.__name__ == "torch" else {}))
+    else:
+        lengths = cache_seqlens
+    if block_table is None:
+        k_cache, v_cache, block_table = _decode._as_pages(who, q, k_cache, v_cache, lengths, "NHD", device)
+    if rotary_cos is not None:
+        # Causal or windowed: each query token at its own position; else all at the cache's end.
+        steps = _arange(xp, Sq, lengths)[None, :]
+        q = _rotated(q, rotary_cos, rotary_sin,
+                     lengths[:, None] + (steps if causal or tuple(window_size) != (-1, -1) else 0 * steps),
+                     rotary_interleaved)
+        if k is not None:
+            k = _rotated(k, rotary_cos, rotary_sin, lengths[:, None] + _arange(xp, k.shape[1], lengths)[None, :],
+                         rotary_interleaved)
+    if k is not None:
+        news, page = k.shape[1], k_cache.shape[1]
+        positions = lengths[:, None] + _arange(xp, news, lengths)[None, :]
+        rows = _arange(xp, B, lengths)[:, None]
+        pages = block_table[rows, positions // page]
+        slots = (pages * page + positions % page).reshape(-1)
+        slots = slots.astype("int64") if xp.__name__ == "numpy" else slots.long()
+        paged_cache_write(k.reshape(B * news, *k.shape[2:]), v.reshape(B * news, *v.shape[2:]), k_cache, v_cache,
+                          slots, device=device)
+        lengths = lengths + news
+        lengths = lengths.astype("int32") if xp.__name__ == "numpy" else lengths.int()
+    return paged_decode(q, k_cache, v_cache, block_table, lengths, causal=causal, softmax_scale=softmax_scale,
+                        window_left=window_size[0], softcap=softcap, num_splits=num_splits,
+                        return_lse=return_softmax_lse, device=device)

@@ -1,21 +1,22 @@
 """tessera.flash_attn_interface, FlashAttention 2's functions on Tessera: each gives what the tessera call it maps to
 gives (bit for bit: the same kernels), on the simulator (gfx942 and sm_90, numpy arrays): causal aligned
 bottom-right, window_size, softcap, softmax_scale, return_attn_probs, the packed layouts (their slices as q, k, v),
-varlen; and FlashAttention's options Tessera lacks are refused before any device work."""
+varlen; flash_attn_with_kvcache against float64 (paged and contiguous caches, new keys appended in place, rotary
+embedding of both kinds); and FlashAttention's options Tessera lacks are refused before any device work."""
 import pytest
 
 import support
 from support import np
 import tessera
-from tessera import flash_attn_interface as fa
+from tessera import flash_attn_interface as fa, testing
 
 TARGETS = ("gfx942", "sm_90")
-KERNELS = ("fa_f16_d64_none", "fa_f16_d64_br", "fa_f16_d64_br_varlen", "fa_f16_d64_none_varlen")
+KERNELS = ("fa_f16_d64_none", "fa_f16_d64_br", "fa_f16_d64_br_varlen", "fa_f16_d64_none_varlen", "pd_f16_d64_b16")
 
 
 def _modules():
-    lines = {line.split()[1][1:]: line for line in (support.REPO / "examples" / "attention.mlir").read_text().splitlines()
-             if line.startswith("tessera.flash_attn @")}
+    lines = {line.split()[1][1:]: line for example in ("attention.mlir", "decode.mlir")
+             for line in (support.REPO / "examples" / example).read_text().splitlines() if line.startswith("tessera.")}
     return {t: "\n".join(lines[name] for name in KERNELS) + "\n" for t in TARGETS}
 
 
@@ -84,6 +85,74 @@ def test_varlen_functions_are_tessera_flash_attn_varlen(bundles, target):
                 plain)
 
 
+def _rope(x, positions, rotary_dim, interleaved):
+    """x (B, S, H, D) float64 with its first rotary_dim features rotated by angle position / 10000^(2i/rotary_dim),
+    pairs (2i, 2i + 1) when interleaved, else (i, i + rotary_dim / 2)."""
+    half = rotary_dim // 2
+    angles = positions[:, :, None, None] * 10000.0 ** (-np.arange(half) / half)
+    c, s = np.cos(angles), np.sin(angles)
+    out = x.copy()
+    i, j = (np.arange(0, rotary_dim, 2), np.arange(1, rotary_dim, 2)) if interleaved else \
+        (np.arange(half), np.arange(half, rotary_dim))
+    out[..., i] = x[..., i] * c - x[..., j] * s
+    out[..., j] = x[..., i] * s + x[..., j] * c
+    return out
+
+
+def _check_decode(out, q, keys, values, lengths, causal, lse=None, scale=None):
+    """Each sequence's output against float64 attention over its first lengths[b] keys (bottom-right causal)."""
+    for b, n in enumerate(lengths):
+        ref = testing.attention_reference(q[b:b + 1], keys[b:b + 1, :n], values[b:b + 1, :n], causal=causal,
+                                          scale=scale)
+        same = testing.attention_reference(q[b:b + 1], keys[b:b + 1, :n], values[b:b + 1, :n], causal=causal,
+                                           scale=scale, precision="same")
+        result = testing.check_attention(out[b:b + 1], ref, same, None if lse is None else lse[b:b + 1])
+        assert result.ok, f"sequence {b}: {result}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_kvcache_paged_append_and_rotary(bundles, target, interleaved):
+    """Pages of 16 tokens in a shuffled block table; two new tokens appended at cache_seqlens (5 and 20: one inside
+    a page, one at a page's end), rotary on the first 32 of 64 features of q and the new k, causal."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(5 + interleaved)
+    B, Sq, Hq, Hkv, D, page, rotary_dim = 2, 2, 4, 2, 64, 16, 32
+    k_cache, v_cache = _random(rng, (8, page, Hkv, D)), _random(rng, (8, page, Hkv, D))
+    table = np.array([[3, 0, 5, 1], [2, 6, 4, 7]], np.int32)
+    before = np.array([5, 20], np.int32)
+    q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, Sq, Hkv, D)), _random(rng, (B, Sq, Hkv, D))
+    angles = np.arange(64)[:, None] * 10000.0 ** (-np.arange(rotary_dim // 2) / (rotary_dim // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    keys = np.concatenate([k_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])   # (B, 64, Hkv, D)
+    values = np.concatenate([v_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])
+    positions = before[:, None] + np.arange(Sq)[None, :]
+    k_rot = _rope(k.astype(np.float64), positions, rotary_dim, interleaved).astype(np.float16)
+    q_rot = _rope(q.astype(np.float64), positions, rotary_dim, interleaved).astype(np.float16)
+    for b in range(B):
+        keys[b, before[b]:before[b] + Sq], values[b, before[b]:before[b] + Sq] = k_rot[b], v[b]
+    out, lse = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, before, block_table=table, causal=True,
+                                          rotary_interleaved=interleaved, return_softmax_lse=True, device=dev)
+    written = np.concatenate([k_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])
+    assert np.allclose(written.astype(np.float32), keys.astype(np.float32), rtol=2e-3, atol=2e-3), \
+        "the new keys (rotated) landed at cache_seqlens"
+    assert (np.concatenate([v_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)]) == values).all()
+    _check_decode(out, q_rot, written, values, before + Sq, causal=True, lse=lse)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_kvcache_contiguous_without_new_keys(bundles, target):
+    """A contiguous cache of 64 slots, every sequence holding 30 tokens (cache_seqlens an int), one query token, no
+    append; then cache_seqlens None (the whole cache)."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(9)
+    k_cache, v_cache, q = _random(rng, (2, 64, 1, 64)), _random(rng, (2, 64, 1, 64)), _random(rng, (2, 1, 3, 64))
+    out = fa.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=30, softmax_scale=0.1, device=dev)
+    _check_decode(out, q, k_cache, v_cache, [30, 30], causal=False, scale=0.1)
+    out = fa.flash_attn_with_kvcache(q, k_cache, v_cache, softcap=0.0, device=dev)
+    _check_decode(out, q, k_cache, v_cache, [64, 64], causal=False)
+
+
 Q, KV = np.zeros((1, 4, 2, 64), np.float16), np.zeros((1, 5, 2, 64), np.float16)
 CU = np.array([0, 4], np.int32)
 
@@ -104,6 +173,17 @@ CU = np.array([0, 4], np.int32)
     (lambda: fa.flash_attn_varlen_func(Q[0], KV[0, :4], KV[0, :4], CU, CU, 4, 4, block_table=CU),
      r"flash_attn_varlen_func: block_table \(a paged K/V cache\) is not supported yet"),
     (lambda: fa.flash_attn_func(Q, KV, KV[..., :32]), r"tessera.flash_attn: q, k and v must have the same head_dim"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=CU),
+     r"flash_attn_with_kvcache: cache_batch_idx is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_leftpad=CU), r"cache_leftpad is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, alibi_slopes=CU), r"alibi_slopes is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, k=KV), r"k and v come together .* got only k"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, rotary_sin=CU), r"got only rotary_sin"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, window_size=(4, 2)),
+     r"window_size = \(4, 2\): a right bound needs causal=True here"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, block_table=CU[None]), r"a paged cache \(block_table given\) "
+                                                                          r"needs cache_seqlens"),
+    (lambda: fa.flash_attn_with_kvcache(Q[0], KV, KV), r"q must be 4-D, got shape \(4, 2, 64\)"),
 ])
 def test_unsupported_options_rejected_before_the_device(call, message):
     with pytest.raises(tessera.InputError, match=message):
