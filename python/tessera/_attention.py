@@ -34,6 +34,7 @@ class Plan(NamedTuple):
     return_lse: bool
     out_shape: tuple
     lse_shape: tuple
+    sinks: bool = False   # a sink logit per query head joins each row's softmax denominator
 
     def empty(self):
         """True when there is nothing to compute (no query row or no head): no launch."""
@@ -203,7 +204,7 @@ def _attribute(kernel, name, default):
 
 
 def _variant(p):
-    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen)
+    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks)
 
 
 def _serves(kernel, variant, needed):
@@ -212,7 +213,8 @@ def _serves(kernel, variant, needed):
     if kernel.directive != "flash_attn" or "twin_of" in kernel.info:
         return False
     have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
-                mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)))
+                mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)),
+                sinks=bool(_attribute(kernel, "sinks", False)))
     return have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want)
 
 
@@ -231,7 +233,8 @@ def find_kernel(bundle, p, pack=1):
             extra = sum(bool(_attribute(kernel, f, False)) for f in FEATURES)
             fits.append((extra, kernel.name, kernel))
     if not fits:
-        wanted = " ".join(f"{k}={v}" for k, v in variant.items()) + "".join(f" {f}" for f, w in needed.items() if w)
+        wanted = " ".join(f"{k}={v}" for k, v in variant.items() if k != "sinks" or v) + \
+            "".join(f" {f}" for f, w in needed.items() if w)
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn kernel with "
@@ -273,9 +276,10 @@ def pack_for(p, packs):
 def directive_for(p):
     """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
     `fa_<dtype>_d<D>_<mask>` kernels have)."""
-    name = f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + ("_varlen" if p.varlen else "")
+    name = (f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + ("_varlen" if p.varlen else "") +
+            ("_sinks" if p.sinks else ""))
     attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *FEATURES,
-                  *(["varlen"] if p.varlen else [])]
+                  *(["varlen"] if p.varlen else []), *(["sinks"] if p.sinks else [])]
     return f"tessera.flash_attn @{name} {{{', '.join(attributes)}}}"
 
 
@@ -351,7 +355,7 @@ def _run(p, dev, kernel, infos, lse, signature=None):
     q = infos["q"]
     lse_strides = _lse_strides(p, lse)
     writes_lse = "lse" in kernel.settable
-    cu = [n for n in ("cu_seqlens_q", "cu_seqlens_k") if n in infos]
+    cu = [n for n in ("cu_seqlens_q", "cu_seqlens_k", "sinks") if n in infos]   # pointers beyond q, k, v, o
     if q.kind == "numpy":
         with _launch.SimMemory(dev) as mem:
             ptrs = {name: mem.put(infos[name]) for name in ("q", "k", "v", "o", *cu)}
@@ -478,7 +482,7 @@ def dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_
 
 
 def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-               return_lse=False, *, deterministic=False, out=None, lse=None, device=None):
+               return_lse=False, *, sinks=None, deterministic=False, out=None, lse=None, device=None):
     """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
@@ -492,6 +496,9 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     mask (right is then at most 0 in effect).
     return_lse: also return LSE (B, Hq, Sq) float32, the natural-log log-sum-exp of each row's scaled logits.
     A row without any visible key (Sk = 0, or masked entirely) gives O = 0 and LSE = -inf.
+    sinks: (Hq,) float32, unit stride, on q's device: query head h's logit sinks[h] joins each row's softmax
+    denominator (gpt-oss's attention sinks): O = sum_j exp(s_j - LSE) v_j with LSE = log(exp(sinks[h]) +
+    sum_j exp(s_j)); a row without a visible key gives O = 0 and LSE = sinks[h]. Differentiable in sinks too.
     out / lse: arrays to write instead of allocating (unit stride on the last dimension).
     torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
     device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
@@ -503,17 +510,20 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
         D, padded = pad
         check_unpadded_outputs(who, [("out", out, q.shape)], q)
         result = flash_attn(*(_arrays.pad_last(x, padded) for x in (q, k, v)), causal, causal_align,
-                            D ** -0.5 if scale is None else scale, window, softcap, return_lse,
+                            D ** -0.5 if scale is None else scale, window, softcap, return_lse, sinks=sinks,
                             deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, D, return_lse)
     if _arrays.compiling():
+        _no_sinks_compiled(who, sinks)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
-    if records_grad((q, k, v)):   # before the repeat path: a remembered launch would bypass autograd
+    if records_grad((q, k, v, sinks)):   # before the repeat path: a remembered launch would bypass autograd
         from . import _attention_bwd
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
-        return _attention_bwd.recorded(who, q, k, v, (), options, return_lse, deterministic, out, lse, device)
-    signature = _signature((q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
+        return _attention_bwd.recorded(who, q, k, v, (), options, return_lse, deterministic, out, lse, device,
+                                       sinks)
+    signature = None if sinks is not None else _signature(
+        (q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
     repeat = _REPEATS.get(signature) if signature is not None else None
     if repeat is not None and _aligned(q, k, v, out):
         return repeat(q, k, v, out, lse)
@@ -521,9 +531,28 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     outs = _describe_all(who, (("out", out), ("lse", lse)))
     p = dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_lse)
     _check_outputs(who, p, outs["out"], outs["lse"])
+    p = _with_sinks(who, p, infos, sinks)
     arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     return _finish(p, dev, infos, out, lse, dict(arrays), signature)
+
+
+def _with_sinks(who, p, infos, sinks):
+    """p for a call with `sinks` ((Hq,) float32, unit stride: infos["sinks"] added), or p as it is without."""
+    if sinks is None:
+        return p
+    info = _arrays.describe(sinks, f"{who}: sinks")
+    if info.shape != (p.Hq,) or info.dtype != "f32" or (p.Hq > 1 and info.strides != (1,)):
+        raise InputError(f"{who}: sinks must be a float32 vector of one logit per query head, shape ({p.Hq},) with "
+                         f"unit stride, got shape {info.shape}, dtype {_spelled(info.dtype)}, strides {info.strides}")
+    infos["sinks"] = info
+    return p._replace(sinks=True)
+
+
+def _no_sinks_compiled(who, sinks):
+    if sinks is not None:
+        raise InputError(f"{who}: sinks under torch.compile are not supported yet: call it outside the compiled "
+                         "region (torch.compiler.disable)")
 
 
 def _unpadded(result, out, D, return_lse):
@@ -588,11 +617,11 @@ def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_alig
 
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
                       causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
-                      deterministic=False, out=None, lse=None, device=None):
+                      sinks=None, deterministic=False, out=None, lse=None, device=None):
     """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
     b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
     cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
-    Masks, window and softcap as in flash_attn, per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
+    Masks, window, softcap and sinks as in flash_attn, per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
     and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
     its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
     torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
@@ -605,22 +634,24 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         result = flash_attn_varlen(*(_arrays.pad_last(x, padded) for x in (q, k, v)), cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, causal, causal_align,
                                    D ** -0.5 if scale is None else scale, window, softcap, return_lse,
-                                   deterministic=deterministic, lse=lse, device=device)
+                                   sinks=sinks, deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, D, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
+        _no_sinks_compiled(who, sinks)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                                  options, return_lse, deterministic, out, lse)
-    if records_grad((q, k, v)):
+    if records_grad((q, k, v, sinks)):
         from . import _attention_bwd
         return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
-                                       options, return_lse, deterministic, out, lse, device)
+                                       options, return_lse, deterministic, out, lse, device, sinks)
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
     p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
                     return_lse)
     _check_outputs(who, p, outs["out"], outs["lse"])
+    p = _with_sinks(who, p, infos, sinks)
     arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     infos.update(cus)

@@ -175,7 +175,7 @@ def _describe(who, q, k, v, out, dout, lse, dq, dk, dv):
 
 
 def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
-                   softcap=0.0, deterministic=False, *, dq=None, dk=None, dv=None, device=None):
+                   softcap=0.0, deterministic=False, *, sinks=None, dq=None, dk=None, dv=None, device=None):
     """Attention backward of tessera.flash_attn: (dq, dk, dv) from the forward's q, k, v, its output `out`
     (B, Sq, Hq, D), the upstream gradient `dout` (out's shape and dtype) and the forward's LSE (B, Hq, Sq) float32
     (return_lse=True), with the forward's causal, causal_align, scale, window and softcap. dq is (B, Sq, Hq, D),
@@ -184,6 +184,8 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
     torch CUDA tensors run on torch's current stream (asynchronous, capturable in a CUDA graph after one call outside
     the capture); numpy arrays on device='sim:<target>'. Every check comes before any device work (InputError, or
     KernelNotFoundError naming the directive that would add the missing kernel set).
+    sinks: the forward's (Hq,) float32 sink logits (its LSE includes them); returns (dq, dk, dv, dsinks) then, dsinks
+    (Hq,) float32 = -sum over the rows of exp(sinks[h] - LSE) * rowsum(dout * out).
     """
     who = "tessera.flash_attn_bwd"
     if pad := _attention.padded_head_dim((q, k, v, out, dout)):
@@ -191,7 +193,7 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
         _attention.check_unpadded_outputs(who, [("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
         grads = flash_attn_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse, causal,
                                causal_align, D ** -0.5 if scale is None else scale, window, softcap, deterministic,
-                               **_padded_grads((dq, dk, dv), padded), device=device)
+                               sinks=sinks, **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
@@ -199,12 +201,13 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
                                                      (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     p = _attention.dense_plan(who, infos, causal, causal_align, scale, window, softcap, True)   # True: LSE given
-    return _backward(p, infos, {}, grads, deterministic, device)
+    p = _attention._with_sinks(who, p, dict(infos), sinks)
+    return _with_sink_gradient(_backward(p, infos, {}, grads, deterministic, device), p, out, dout, lse, sinks)
 
 
 def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-                          deterministic=False, *, dq=None, dk=None, dv=None, device=None):
+                          deterministic=False, *, sinks=None, dq=None, dk=None, dv=None, device=None):
     """flash_attn_bwd for tessera.flash_attn_varlen: q, out, dout, dq (total_q, Hq, D); k, v, dk, dv
     (total_k, Hkv, D); lse (Hq, total_q); cu_seqlens and max_seqlen as the forward had them. New gradients start at
     zero (rows outside every sequence get 0); given ones keep those rows.
@@ -216,7 +219,7 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
         grads = flash_attn_varlen_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse,
                                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align,
                                       D ** -0.5 if scale is None else scale, window, softcap, deterministic,
-                                      **_padded_grads((dq, dk, dv), padded), device=device)
+                                      sinks=sinks, **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
@@ -226,7 +229,31 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
     cus = _attention._describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
                                softcap, True)
-    return _backward(p, infos, cus, grads, deterministic, device)
+    p = _attention._with_sinks(who, p, dict(infos), sinks)
+    return _with_sink_gradient(_backward(p, infos, cus, grads, deterministic, device), p, out, dout, lse, sinks,
+                               cu_seqlens_q)
+
+
+def _with_sink_gradient(grads, p, out, dout, lse, sinks, cu_seqlens_q=None):
+    """grads, and with sinks (dq, dk, dv, dsinks): dsinks[h] = -sum over the rows r of head h of
+    exp(sinks[h] - LSE[r]) * rowsum(dout[r] * out[r]), in float32 (varlen: the rows inside a sequence)."""
+    if sinks is None:
+        return grads
+    torch = sys.modules.get("torch")
+    xp = torch if torch is not None and isinstance(out, torch.Tensor) else __import__("numpy")
+    f32 = (lambda x: x.float()) if xp is torch else (lambda x: x.astype("float32"))   # noqa: E731
+    delta = (f32(dout) * f32(out)).sum(-1)                                       # (B, Sq, Hq) or (total_q, Hq)
+    if p.varlen:
+        weights = xp.exp(f32(sinks)[:, None] - f32(lse)) * delta.T               # (Hq, total_q)
+        rows = xp.arange(delta.shape[0], **({"device": out.device} if xp is torch else {}))
+        inside = rows < cu_seqlens_q[-1]                                         # rows outside every sequence
+        weights = xp.where(inside[None, :], weights, 0.0 * weights)
+        dsinks = -weights.sum(1)
+    else:
+        weights = xp.exp(f32(sinks)[None, :, None] - f32(lse)) * (delta.permute(0, 2, 1) if xp is torch
+                                                                  else delta.transpose(0, 2, 1))
+        dsinks = -weights.sum((0, 2)) if xp is not torch else -weights.sum(dim=(0, 2))
+    return (*grads, dsinks)
 
 
 def _padded_grads(given, size):
@@ -266,7 +293,7 @@ def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, de
         _READY.add(signature)
 
 
-def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out, lse, device):
+def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out, lse, device, sinks=None):
     """flash_attn (varlen_args empty) or flash_attn_varlen (varlen_args: cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     max_seqlen_k) as a torch.autograd.Function, for a call autograd records."""
     if out is not None or lse is not None:
@@ -277,7 +304,7 @@ def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out,
                          "needs outputs of its own; leave them out, or call under torch.no_grad()")
     deterministic = bool(deterministic)
     _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device)
-    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, *varlen_args, options, deterministic, device)
+    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, sinks, *varlen_args, options, deterministic, device)
     return (o, lse) if return_lse else o
 
 
@@ -309,9 +336,9 @@ def _functions():
 
     class FlashAttn(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, options, deterministic, device):
-            out, lse = _attention.flash_attn(q, k, v, **options, return_lse=True, device=device)
-            ctx.save_for_backward(q, k, v, out, lse)
+        def forward(ctx, q, k, v, sinks, options, deterministic, device):
+            out, lse = _attention.flash_attn(q, k, v, **options, return_lse=True, sinks=sinks, device=device)
+            ctx.save_for_backward(q, k, v, out, lse, sinks)
             ctx.call = (options, deterministic, device)
             ctx.mark_non_differentiable(lse)
             return out, lse
@@ -319,19 +346,19 @@ def _functions():
         @staticmethod
         def backward(ctx, dout, _):
             _refuse_create_graph("tessera.flash_attn")
-            q, k, v, out, lse = ctx.saved_tensors
+            q, k, v, out, lse, sinks = ctx.saved_tensors
             options, deterministic, device = ctx.call
-            grads = flash_attn_bwd(q, k, v, out, kernel_ready(dout, out), lse, **options,
+            grads = flash_attn_bwd(q, k, v, out, kernel_ready(dout, out), lse, **options, sinks=sinks,
                                    deterministic=deterministic, device=device)
-            return (*grads, None, None, None)
+            return (*grads[:3], grads[3] if sinks is not None else None, None, None, None)
 
     class FlashAttnVarlen(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options, deterministic,
-                    device):
+        def forward(ctx, q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options,
+                    deterministic, device):
             out, lse = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                                    **options, return_lse=True, device=device)
-            ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+                                                    **options, return_lse=True, sinks=sinks, device=device)
+            ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks)
             ctx.call = (max_seqlen_q, max_seqlen_k, options, deterministic, device)
             ctx.mark_non_differentiable(lse)
             return out, lse
@@ -339,11 +366,11 @@ def _functions():
         @staticmethod
         def backward(ctx, dout, _):
             _refuse_create_graph("tessera.flash_attn_varlen")
-            q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+            q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
             max_seqlen_q, max_seqlen_k, options, deterministic, device = ctx.call
             grads = flash_attn_varlen_bwd(q, k, v, out, kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k,
-                                          max_seqlen_q, max_seqlen_k, **options, deterministic=deterministic,
-                                          device=device)
-            return (*grads, *[None] * 7)
+                                          max_seqlen_q, max_seqlen_k, **options, sinks=sinks,
+                                          deterministic=deterministic, device=device)
+            return (*grads[:3], grads[3] if sinks is not None else None, *[None] * 7)
 
     return FlashAttn, FlashAttnVarlen

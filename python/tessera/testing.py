@@ -134,12 +134,16 @@ def _logits(ops, qb, kbt, scale, softcap, visible):
     return ops.where(visible, s, float("-inf")), t
 
 
-def _softmax(ops, s):
-    """(P, LSE) of logits s (..., Sk), LSE with a trailing 1; rows without a visible key: P = 0, LSE = -inf."""
+def _softmax(ops, s, sink=None):
+    """(P, LSE) of logits s (..., Sk), LSE with a trailing 1; rows without a visible key: P = 0, LSE = -inf. sink
+    (broadcasting against the LSE): a logit that joins every row's denominator (no value): such rows get
+    LSE = sink."""
     m = ops.amax(s) if s.shape[-1] else ops.full(s.shape[:-1] + (1,), float("-inf"), s)
+    if sink is not None:
+        m = ops.where(m > sink, m, sink)
     m = ops.where(m > float("-inf"), m, 0.0)
     p = ops.lib.exp(s - m)
-    l = ops.rowsum(p)
+    l = ops.rowsum(p) + (0 if sink is None else ops.lib.exp(sink - m))
     row_lse = ops.where(l > 0, m + ops.lib.log(ops.where(l > 0, l, 1.0)), float("-inf"))
     return p / ops.where(l > 0, l, 1.0), row_lse
 
@@ -157,7 +161,8 @@ def _fp8_rows(ops, x, fp8):
 
 
 def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
-                        softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30, p_format=None):
+                        softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30, p_format=None,
+                        sinks=None):
     """Attention forward on numpy arrays or torch tensors q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D) with
     tessera.flash_attn's semantics. precision "float64": the reference (the same input values, exact math in
     float64); "same": the straightforward same-precision implementation of CORRECTNESS.md (fp32 logits, softcap
@@ -166,7 +171,7 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
     rows: only these query rows (an index array of the same library; results have len(rows) rows).
     p_format: an fp8 format P is rounded to (precision "same"; unnormalised, exp(s - max), and stretched by the
     largest power of two the format holds first, as tessera.paged_decode's fp8_products does) instead of the input
-    dtype.
+    dtype. sinks: (Hq,) logits, one per query head, in each row's softmax denominator (tessera.flash_attn's sinks).
     Works per batch item and chunk of heads (at most max_bytes of logits at a time)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
@@ -192,7 +197,8 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
             kb = ops.perm(ops.cast(k[b][:, heads], work), 1, 2, 0)          # (h, D, Sk)
             vb = ops.perm(ops.cast(v[b][:, heads], work), 1, 0, 2)          # (h, Sk, D)
             s, _ = _logits(ops, qb, kb, scale, softcap, visible)
-            p, row_lse = _softmax(ops, s)
+            sink = None if sinks is None else ops.cast(sinks[h0:h0 + chunk], work)[:, None, None]
+            p, row_lse = _softmax(ops, s, sink)
             if precision != "float64" and p_format and Sk:   # (no keys: nothing to round)
                 # The online softmax's P, exp(s - max) (its largest exactly 1), stretched, rounded, over the row sum
                 # (the row's largest P is 1 / sum).
@@ -299,17 +305,20 @@ class AttentionGradients(NamedTuple):
     dq_abs: object
     dk_abs: object
     dv_abs: object
+    dsinks: object = None   # (Hq,) float64 with sinks: -sum over rows of P_sink * rowsum(dO * O)
 
 
 def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom_right", scale=None,
-                                 window=(-1, -1), softcap=0.0, precision="float64", dtype=None, max_bytes=1 << 30):
+                                 window=(-1, -1), softcap=0.0, precision="float64", dtype=None, max_bytes=1 << 30,
+                                 sinks=None):
     """The gradients of attention_reference's O for upstream gradient `do` (O's shape), on numpy arrays or torch
     tensors, with the same mask, window, softcap and GQA rules. precision "float64": the reference (exact math on
     the same input values); "same": the straightforward same-precision implementation of CORRECTNESS.md, the
     arithmetic of the kernels (FlashAttention-2's): fp32 logits, softcap and softmax, O from P rounded to the input
     dtype (as the forward), D = rowsum(dO·O) in fp32 from O rounded, dS = P·(dP - D) in fp32, P and dS rounded to
     the input dtype for the fp32 products, each gradient rounded once to the input dtype. Works per batch item, KV
-    head and chunk of its query heads (at most max_bytes of logits at a time)."""
+    head and chunk of its query heads (at most max_bytes of logits at a time). sinks: as attention_reference's; the
+    result's dsinks is then their gradient (float64 in both precisions)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     dtype = dtype or dtype_name(q.dtype)
@@ -322,8 +331,9 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
     like = ops.cast(q[:0], "f64")
     dq, dq_abs = ops.full(q.shape, 0.0, like), ops.full(q.shape, 0.0, like)
     dk, dv, dk_abs, dv_abs = (ops.full(k.shape, 0.0, like) for _ in range(4))
+    dsinks = None if sinks is None else ops.full((Hq,), 0.0, like)
     if B * Sq * Hq * Sk == 0:
-        return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs)
+        return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs, dsinks)
     visible = visible_keys(Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q))
     group = Hq // Hkv
     chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
@@ -336,12 +346,16 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
                 qb = ops.perm(ops.cast(q[b, :, h0:h1], work), 1, 0, 2)               # (h, Sq, D)
                 dob = ops.perm(ops.cast(do[b, :, h0:h1], work), 1, 0, 2)
                 s, t = _logits(ops, qb, kb.T, scale, softcap, visible)
-                p, _ = _softmax(ops, s)                                             # (h, Sq, Sk)
+                sink = None if sinks is None else ops.cast(sinks[h0:h1], work)[:, None, None]
+                p, row_lse = _softmax(ops, s, sink)                                 # (h, Sq, Sk)
                 dp = dob @ vb.T
                 if exact:
                     delta = ops.rowsum(p * dp)   # = rowsum(dO·O) for the exact O = P·V
                 else:
                     delta = ops.rowsum(dob * rounded(rounded(p) @ vb))
+                if sink is not None:   # the sink's probability times its dP (0: no value) minus D
+                    dsinks[h0:h1] = dsinks[h0:h1] - ops.cast(
+                        (ops.lib.exp(sink - row_lse) * delta).sum(-1).sum(-1), "f64")
                 ds = p * (dp - delta)
                 if t is not None:
                     ds = ds * (1 - t * t)
@@ -359,7 +373,7 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
             dv[b, :, g] = ops.cast(rounded(dv_sum), "f64")
             if exact:
                 dk_abs[b, :, g], dv_abs[b, :, g] = dk_abs_sum, dv_abs_sum
-    return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs)
+    return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs, dsinks)
 
 
 def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
@@ -369,13 +383,16 @@ def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k,
     like = ops.cast(q[:0], "f64")
     grads = [ops.full(x.shape, 0.0, like) for x in (q, k, v, q, k, v)]
     cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
+    dsinks = None
     for b in range(len(cq) - 1):
         rows = (slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1]), slice(ck[b], ck[b + 1])) * 2
         r = attention_backward_reference(q[None, rows[0]], k[None, rows[1]], v[None, rows[2]], do[None, rows[0]],
                                          **options)
         for whole, part, at in zip(grads, r, rows):
             whole[at] = part[0]
-    return AttentionGradients(*grads)
+        if r.dsinks is not None:
+            dsinks = r.dsinks if dsinks is None else dsinks + r.dsinks
+    return AttentionGradients(*grads, dsinks)
 
 
 class AttentionCheck(NamedTuple):

@@ -35,6 +35,7 @@ class Case(NamedTuple):
     input_scale: float = 1.0    # q and k are standard normal times this
     varlen: bool = False
     ragged_rows: bool = False   # q, k, v, dout rows 4 elements longer than D apart: not whole 16-byte vectors
+    sinks: bool = False         # a sink logit per query head: the forward's LSE includes it, dsinks checked
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
@@ -44,9 +45,11 @@ class Case(NamedTuple):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
         D = _attention.kernel_head_dim(self.D)     # the kernels' head_dim (the API zero-pads the others)
+        sinks = ", sinks" if self.sinks else ""
         forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
-                   f"{'_varlen' if self.varlen else ''} {{dtype = {self.dtype}, head_dim = {D}, "
-                   f"mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}}}")
+                   f"{'_varlen' if self.varlen else ''}{'_sinks' if self.sinks else ''} {{dtype = {self.dtype}, "
+                   f"head_dim = {D}, mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}"
+                   f"{sinks}}}")
         backward = _attention_bwd.directive_for(dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen,
                                                      deterministic=self.deterministic))
         return forward, backward
@@ -67,6 +70,9 @@ CASES = [
     Case("d80-br-gqa3", "f16", 80, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br"),
     Case("d40-padded-tl-ragged-rows", "bf16", 40, Sq=20, Sk=33, causal="tl", ragged_rows=True),
     Case("d176-padded-window-det", "f16", 176, Sq=17, Sk=30, window=(8, 8), deterministic=True),
+    # Attention sinks: dq, dk, dv from the sink-including LSE, and dsinks.
+    Case("sinks-br-sq>sk-fully-masked-rows-gqa3", "f16", 64, Sq=40, Sk=19, Hq=6, Hkv=2, causal="br", sinks=True),
+    Case("sinks-softcap-det", "bf16", 64, Sq=30, Sk=45, softcap=5.0, input_scale=2.0, deterministic=True, sinks=True),
 ]
 # Varlen per target: deterministic on two targets, not on the others (mask bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
@@ -153,15 +159,26 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale, c.ragged_rows)
     v = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, ragged_rows=c.ragged_rows)
     dout = _random(rng, q.shape, c.dtype, ragged_rows=c.ragged_rows)
-    out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, device=dev)
-    grads = poisoned_runs(c, dev, q, k, lambda **given: tessera.flash_attn_bwd(
-        q, k, v, out, dout, lse, **c.options(), deterministic=c.deterministic, **given, device=dev))
-    ref = testing.attention_backward_reference(q, k, v, dout, **c.options())
-    same = testing.attention_backward_reference(q, k, v, dout, **c.options(), precision="same")
+    sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
+    out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, device=dev)
+    dsinks = []
+
+    def backward(**given):
+        got = tessera.flash_attn_bwd(q, k, v, out, dout, lse, **c.options(), deterministic=c.deterministic,
+                                     sinks=sinks, **given, device=dev)
+        dsinks.append(got[3] if c.sinks else None)
+        return got[:3]
+    grads = poisoned_runs(c, dev, q, k, backward)
+    ref = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks)
+    same = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, f"{target} {c} seed {seed}: {result}"
+    if c.sinks:   # 3x the same-precision error, a floor of 1e-3 of the largest
+        error, allowed = abs(dsinks[-1] - ref.dsinks), 3 * abs(same.dsinks - ref.dsinks) + 1e-3 * abs(ref.dsinks).max()
+        assert (error <= allowed).all(), f"{target} {c.id} seed {seed}: dsinks {dsinks[-1]}, float64 {ref.dsinks}"
     if "fully-masked" in c.id or "excludes-rows" in c.id:
-        masked = np.isinf(lse).all(axis=(0, 1))      # query rows no key is visible from
+        masked = ~testing.visible_keys(c.Sq, c.Sk, **{k: v for k, v in c.options().items() if k != "softcap"},
+                                       arange=np.arange).any(-1)   # query rows no key is visible from
         assert masked.any(), "the case was meant to have fully masked rows"
         assert (grads[0][:, masked] == 0).all()
 

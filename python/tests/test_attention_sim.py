@@ -2,7 +2,7 @@
 CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_90 (f16/bf16, D 32/64/96/128/256,
 causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
 sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles; head
-dims 48, 80 and 240 as they are, 40, 59 and 176 zero-padded).
+dims 48, 80 and 240 as they are, 40, 59 and 176 zero-padded; attention sinks).
 Outputs are poisoned with NaN. Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
 import re
 from typing import NamedTuple
@@ -31,9 +31,11 @@ class Case(NamedTuple):
     input_scale: float = 1.0    # q and k are standard normal times this (logits > 88 when large)
     layout: str = "separate"    # separate | packed (q, k, v sliced from one qkv tensor) | odd (strides not 8-aligned)
     rising: float = 0.0         # scaled logits rise by about this much from the first key to the last
+    sinks: bool = False         # a sink logit per query head (standard normal times 3)
 
     def kernel(self):
-        return f"fa_{self.dtype}_d{_attention.kernel_head_dim(self.D)}_{self.causal or 'none'}"
+        return (f"fa_{self.dtype}_d{_attention.kernel_head_dim(self.D)}_{self.causal or 'none'}" +
+                ("_sinks" if self.sinks else ""))
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
@@ -71,6 +73,9 @@ CASES = [
     Case("d40-padded-softcap", "f16", 40, Sq=24, Sk=40, softcap=5.0, input_scale=2.0),
     Case("d59-padded-odd-strides", "bf16", 59, Sq=19, Sk=66, causal="br", layout="odd"),
     Case("d176-padded-br", "f16", 176, Sq=17, Sk=30, causal="br"),
+    # Attention sinks: rows without a visible key get O = 0 and LSE = the sink.
+    Case("sinks-br-sq>sk-gqa3", "bf16", 64, Sq=40, Sk=19, Hq=6, Hkv=2, causal="br", sinks=True),
+    Case("sinks-window-softcap", "f16", 128, Sq=24, Sk=70, window=(16, 8), softcap=5.0, input_scale=2.0, sinks=True),
 ]
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"
@@ -178,10 +183,11 @@ def run_and_check(dev, c, seed):
     rng = np.random.default_rng(seed)
     q, k, v = make_qkv(rng, c)
     out, lse = poisoned((c.B, c.Sq, c.Hq, c.D), c.dtype), poisoned((c.B, c.Hq, c.Sq), "f32")
-    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, out=out, lse=lse, device=dev)
+    sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
+    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, out=out, lse=lse, device=dev)
     assert got[0] is out and got[1] is lse
-    ref = testing.attention_reference(q, k, v, **c.options())
-    same = testing.attention_reference(q, k, v, **c.options(), precision="same")
+    ref = testing.attention_reference(q, k, v, **c.options(), sinks=sinks)
+    same = testing.attention_reference(q, k, v, **c.options(), sinks=sinks, precision="same")
     result = testing.check_attention(out, ref, same, lse)
     assert result.ok, f"{dev.arch} {c} seed {seed}: {result}"
     return ref
@@ -205,6 +211,8 @@ def test_flash_attn_matches_float64(bundles, target, case):
     ref = run_and_check(dev, case, np.random.SeedSequence().entropy)
     if case.id.startswith(("br-sq>sk", "window-excludes", "sk0")):
         assert np.isinf(ref.lse).any(), "the case was meant to have fully masked rows"
+    if case.sinks and "sq>sk" in case.id:   # rows without a visible key: LSE is the sink, finite
+        assert np.isfinite(ref.lse).all() and (ref.o[:, 0] == 0).all()
 
 
 @pytest.mark.parametrize("target", support.SIM_TARGETS)

@@ -42,6 +42,11 @@ Q, K, V = qkv()
     ((f16(1, 4, 2, 40), f16(1, 5, 2, 40), f16(1, 5, 2, 40)), {"out": np.ones((1, 4, 2, 40), np.float32)},
      r"out has dtype float32, expected float16"),
     ((Q, f16(1, 5, 2, 32), f16(1, 5, 2, 32)), {}, r"q, k and v must have the same head_dim, got 64, 32 and 32"),
+    ((Q, K, V), {"sinks": np.zeros(3, np.float32)}, r"sinks must be a float32 vector of one logit per query head, "
+                                                    r"shape \(2,\) with unit stride, got shape \(3,\)"),
+    ((Q, K, V), {"sinks": np.zeros(2, np.float16)}, r"sinks must be .* got shape \(2,\), dtype float16"),
+    ((Q, K, V), {"sinks": np.zeros(4, np.float32)[::2]}, r"sinks must be .* unit stride, got .* strides \(2,\)"),
+    ((Q, K, V), {"sinks": [0.0, 1.0]}, r"sinks is a builtins.list; expected a torch tensor or a numpy array"),
     ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\), got \(1, 5, 2, 64\) and "
                                    r"\(1, 6, 2, 64\)"),
     ((Q, K, f16(1, 5, 1, 64)), {}, r"k and v must have the same shape"),

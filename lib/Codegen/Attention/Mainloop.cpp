@@ -134,7 +134,7 @@ private:
   /// O / l of query tile `qt` (0 for rows that saw nothing), and the LSE; `oLane` is
   /// oView's lane offsets.
   void storeOutputs(ArrayRef<Value> o, RowState state, int qt, std::pair<Value, Value> oLane);
-  void storeLse(RowState state, ArrayRef<Value> rowSums, Value rowBase);
+  void storeLse(ArrayRef<Value> lse, Value rowBase);
 
   Mainloop &m;
   const AttnPlan &p;
@@ -774,9 +774,17 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
   SmallVector<Value> lPart;
   for (int sl = 0; sl < slots(); ++sl) lPart.push_back(extract(state.sum, sl));
   SmallVector<Value> l = reduceAcrossLanes(lPart, CK::ADD);
-  SmallVector<Value> inv;
-  for (Value sum : l) {
-    inv.push_back(softmax.inverseSum(sum));
+  // Per slot: the factor O takes and, where it is written, the LSE.
+  SmallVector<Value> inv, lse;
+  Value sink = rows.sinkLogit();
+  for (auto [sl, sum] : llvm::enumerate(l)) {
+    if (sink) {
+      OnlineSoftmax::Finish f = softmax.finishWithSink(extract(state.max, sl), sum, sink);
+      inv.push_back(f.outputFactor), lse.push_back(f.lse);
+    } else {
+      inv.push_back(softmax.inverseSum(sum));
+      if (rows.wantsLse()) lse.push_back(softmax.logSumExp(extract(state.max, sl), sum));
+    }
     if (int stretch = p.pStretch()) inv.back() = kb.fmul(inv.back(), kb.f32(1.0f / float(stretch)));
   }
   Value rowBase = kb.add(waveQ0, qt * p.queryDim());
@@ -788,17 +796,16 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
       Value col = kb.add(laneD, ht * headTile + el.inner);
       rows.storeOutput(row, col, kb.fmul(extract(out[ht], el.reg), inv[outputSlotOf(el.reg)]));
     }
-  if (rows.wantsLse()) storeLse(state, l, rowBase);
+  if (rows.wantsLse()) storeLse(lse, rowBase);
 }
 
-void Mainloop::Impl::storeLse(RowState state, ArrayRef<Value> l, Value rowBase) {
+void Mainloop::Impl::storeLse(ArrayRef<Value> lse, Value rowBase) {
   // One writer per query: the lanes whose non-query lane bits are zero.
   Value laneQuery = sView.laneOffsets(kb, lane).first;
   Value writer = icmp(arith::CmpIPredicate::eq, kb.andi(lane, sView.nonQueryLaneBits()), kb.idx(0));
   for (const AccElement &el : sView.elements()) {
     if (el.inner != 0) continue; // one element per slot
-    int sl = slotOf(el.reg);
-    Value value = softmax.logSumExp(extract(state.max, sl), l[sl]);
+    Value value = lse[slotOf(el.reg)];
     Value row = kb.add(kb.add(rowBase, laneQuery), el.query);
     auto write = scf::IfOp::create(b, loc, writer, false);
     OpBuilder::InsertionGuard g(b);

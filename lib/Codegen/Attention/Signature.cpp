@@ -28,7 +28,7 @@ struct AbiSpec {
   Type elem;
   std::vector<std::pair<std::string, ArgRole>> tensors;
   std::optional<ArgRole> lse; ///< the LSE's role, when the kernel takes one
-  bool varlen = false, slidingWindow = false, softcap = false;
+  bool varlen = false, slidingWindow = false, softcap = false, sinks = false;
 };
 
 std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spec,
@@ -44,6 +44,7 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
     a.cuSeqlensQ = sig.add("cu_seqlens_q", ptr(i32), ArgRole::Input);
     a.cuSeqlensK = sig.add("cu_seqlens_k", ptr(i32), ArgRole::Input);
   }
+  if (spec.sinks) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
   a.batch = sig.add("B", index, ArgRole::Size);
   a.seqQ = sig.add("Sq", index, ArgRole::Size);
   a.seqK = sig.add("Sk", index, ArgRole::Size);
@@ -88,7 +89,7 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
                {{"q", ArgRole::Input}, {"k", ArgRole::Input}, {"v", ArgRole::Input},
                 {"o", ArgRole::Output}},
                op.getReturnLse() ? std::optional(ArgRole::Output) : std::nullopt,
-               op.getVarlen(), op.getSlidingWindow(), op.getSoftcap()};
+               op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(), op.getSinks()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a);
   a.q = t[0], a.k = t[1], a.v = t[2], a.o = t[3];
   sig.grid[0] = GridExpr::ceilDiv(sig.expr(a.seqQ), GridExpr::constant(blockM));

@@ -138,6 +138,26 @@ Value OnlineSoftmax::logSumExp(Value rowMax, Value sum) {
                    kb.f32(-INFINITY));
 }
 
+OnlineSoftmax::Finish OnlineSoftmax::finishWithSink(Value rowMax, Value sum, Value sink) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  // The loop's shift in the log2 domain (shiftFor negates it where it is an fma's addend).
+  Value shift = shiftFor(rowMax);
+  if (scoreScale) shift = arith::NegFOp::create(b, loc, shift);
+  Value sinkLog2 = kb.fmul(sink, kb.f32(M_LOG2E));
+  Value top = kb.fmax(shift, sinkLog2);
+  Value rowPart = math::Exp2Op::create(b, loc, kb.fsub(shift, top));
+  Value total = kb.fadd(kb.fmul(sum, rowPart), math::Exp2Op::create(b, loc, kb.fsub(sinkLog2, top)));
+  // total > 0 unless the sink is -inf and no key was visible: then O = 0 and LSE = -inf.
+  Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, total, kb.f32(0));
+  Value safe = kb.select(positive, total, kb.f32(1));
+  Value factor = kb.select(positive, arith::DivFOp::create(b, loc, rowPart, safe), kb.f32(0));
+  Value lse = kb.select(positive,
+                        kb.fmul(kb.fadd(top, math::Log2Op::create(b, loc, safe)), kb.f32(M_LN2)),
+                        kb.f32(-INFINITY));
+  return {factor, lse};
+}
+
 Value OnlineSoftmax::lseToShift(Value lse) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();

@@ -90,6 +90,10 @@ public:
     memref::StoreOp::create(b, kb.location(), lse, arg(args.lse), ValueRange{kb.add(at, query)});
   }
   bool wantsLse() const override { return returnLse; }
+  Value sinkLogit() override {
+    if (!op.getSinks()) return {};
+    return memref::LoadOp::create(kb.builder(), kb.location(), arg(args.sinks), ValueRange{head});
+  }
 
   /// The key tiles the block's queries see and those of them that need no mask, under this
   /// sequence's visibility, and the scales.

@@ -894,6 +894,7 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
     return "head_dim " + std::to_string(op.getHeadDim()) +
            " does not fit the wgmma kernel's registers (64 and 128 do)";
   if (op.getTileAttr()) return "an explicit tile selects the portable kernel";
+  if (op.getSinks()) return "sinks are built in the portable kernel's epilogue only";
   return {};
 }
 

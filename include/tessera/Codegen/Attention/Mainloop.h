@@ -33,6 +33,9 @@ public:
   /// (KernelBuilder::copyGlobalRowsToLdsAsync), landing at the mainloop's asyncWait.
   virtual void copyKeysAsync(mlir::Value n0, const LdsTile &dst, int threads);
   virtual void copyValuesAsync(mlir::Value n0, const LdsTile &dst, int threads);
+  /// The block's sink logit (natural log domain, uniform), which joins each row's softmax
+  /// denominator; null without sinks.
+  virtual mlir::Value sinkLogit() { return {}; }
   /// The query Visibility knows for block row `row`.
   virtual mlir::Value queryOf(mlir::Value row) = 0;
   /// Output element (row, col) in f32, divided by the row's sum (0 for a row that saw no key).

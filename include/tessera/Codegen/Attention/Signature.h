@@ -38,6 +38,7 @@ struct FlashAttnArgs {
   TensorArg q, k, v, o;
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
   ArgHandle cuSeqlensQ, cuSeqlensK;       // varlen
+  ArgHandle sinks;                        // sinks: (Hq,) f32
   ArgHandle batch, seqQ, seqK, headsQ, headsKv;
   ArgHandle totalQ, totalK;               // varlen: the packed row counts
   ArgHandle scale;

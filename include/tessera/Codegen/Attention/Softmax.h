@@ -67,6 +67,14 @@ public:
   mlir::Value inverseSum(mlir::Value sum);
   /// The row's LSE in the natural log, -inf for a row that saw nothing.
   mlir::Value logSumExp(mlir::Value rowMax, mlir::Value sum);
+  /// The end of a row whose denominator also holds exp(sink) (a sink logit, natural log domain):
+  /// the factor O's accumulator takes and the row's LSE. Both are taken relative to the larger of
+  /// the row's shift and the sink, so neither term overflows; a row that saw no key gets O = 0 and
+  /// LSE = sink.
+  struct Finish {
+    mlir::Value outputFactor, lse;
+  };
+  Finish finishWithSink(mlir::Value rowMax, mlir::Value sum, mlir::Value sink);
 
   /// The backward's LSE operand from the forward's natural-log LSE: lse * log2(e), the row's
   /// shift in the log2 domain of probabilityFromLse; -inf (a row that saw nothing) becomes

@@ -54,7 +54,9 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
     Optional features the kernel supports (their values are runtime arguments):
     `sliding_window` (window left/right, -1 = unbounded), `softcap`
     (`cap * tanh(s / cap)` applied to the scaled logits), `return_lse` (writes the
-    log-sum-exp per row, `(B, Hq, Sq)` f32), `varlen` (packed batches with `cu_seqlens_q/k`).
+    log-sum-exp per row, `(B, Hq, Sq)` f32), `varlen` (packed batches with `cu_seqlens_q/k`),
+    `sinks` (a logit per query head, `(Hq,)` f32, that joins every row's softmax denominator as a
+    key without a value would: gpt-oss's attention sinks; O and the LSE include it).
     `pack_gqa` processes that many query heads of one KV head in one tile (1 = off).
 
     ```mlir
@@ -71,6 +73,7 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
                        UnitAttr:$softcap,
                        UnitAttr:$return_lse,
                        UnitAttr:$varlen,
+                       UnitAttr:$sinks,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
