@@ -499,12 +499,13 @@ _ARRAYS = ("q", "k_cache", "v_cache", "block_table", "cache_seqlens")
 CONTIGUOUS = {"NHD": "(B, capacity, Hkv, D)", "HND": "(B, Hkv, capacity, D)"}
 
 
-def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device):
+def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=None):
     """A contiguous cache (block_table None: (B, capacity, Hkv, D) or HND (B, Hkv, capacity, D)) as pages of the
     largest block size a kernel set of the call has that tiles each sequence's rows (capacity and the batch stride
     multiples of it): views (num_pages, block_size, ...) of the same memory and the block table that names
-    sequence b's pages in order, made on the caches' device (torch: no synchronisation). Returns (k_pages,
-    v_pages, block_table)."""
+    sequence b's pages in order, made on the caches' device (torch: no synchronisation). rows: the cache row each
+    sequence takes ((B,) integers on the caches' device, FlashAttention's cache_batch_idx; any number of cache
+    rows), else row b. Returns (k_pages, v_pages, block_table)."""
     if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
         raise InputError(f"{who}: kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
     infos = _attention._describe_all(who, (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
@@ -517,9 +518,15 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device):
         raise InputError(f"{who}: without a block_table k_cache and v_cache are contiguous caches "
                          f"{CONTIGUOUS[kv_layout]} of one shape and strides, got {k.shape} / {k.strides} and "
                          f"{v.shape} / {v.strides}")
-    if k.shape[0] != qi.shape[0]:
+    if rows is None and k.shape[0] != qi.shape[0]:
         raise InputError(f"{who}: without a block_table k_cache is {CONTIGUOUS[kv_layout]}, one row per sequence: "
                          f"q has batch size {qi.shape[0]} but k_cache {k.shape[0]}")
+    if rows is not None and tuple(getattr(rows, "shape", ())) != (qi.shape[0],):
+        raise InputError(f"{who}: cache_batch_idx must be ({qi.shape[0]},), the cache row of each sequence, got "
+                         f"shape {tuple(getattr(rows, 'shape', ()))}")
+    if rows is not None and k.kind != "torch" and ((rows < 0) | (rows >= k.shape[0])).any():   # torch: no sync
+        raise InputError(f"{who}: cache_batch_idx must name rows 0 to {k.shape[0] - 1} of the cache, got "
+                         f"{[int(r) for r in rows]}")
     B, a, c, D = k.shape
     capacity, heads = (a, c) if kv_layout == "NHD" else (c, a)
     stride_b, stride_t = k.strides[0], k.strides[1 if kv_layout == "NHD" else 2]
@@ -561,6 +568,8 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device):
         size = k.itemsize
         views = [np.lib.stride_tricks.as_strided(x, shape, tuple(s * size for s in strides)) for x in (k_cache, v_cache)]
         table = (np.arange(B, dtype=np.int32)[:, None] * step + np.arange(per_seq, dtype=np.int32)[None, :])
+    if rows is not None:
+        table = table[rows.long() if k.kind == "torch" else rows]
     return views[0], views[1], table
 
 

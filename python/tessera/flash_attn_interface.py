@@ -165,14 +165,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     nheads_k, headdim) with block_table (batch, max_blocks) int32; cache_seqlens: the tokens each sequence holds
     before the call (an int or (batch,) int32; None: the whole contiguous cache). k, v (batch, seqlen_new, nheads_k,
     headdim): written into the cache at cache_seqlens.. (in place, tessera.paged_cache_write) before attention over
-    cache_seqlens + seqlen_new keys (tessera.paged_decode, causal aligned bottom-right). rotary_cos, rotary_sin
+    cache_seqlens + seqlen_new keys (tessera.paged_decode, causal aligned bottom-right). cache_batch_idx (batch,):
+    the contiguous cache's row each sequence takes (default row b). rotary_cos, rotary_sin
     (seqlen_ro, rotary_dim / 2): the new k rotated at its positions, q at its own (causal or a window) or at
     cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q))."""
     who = "tessera.flash_attn_interface.flash_attn_with_kvcache"
     _options(who, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes)
-    for name, value in (("cache_batch_idx", cache_batch_idx), ("cache_leftpad", cache_leftpad)):
-        if value is not None:
-            raise InputError(f"{who}: {name} is not supported yet (pass None)")
+    if cache_leftpad is not None:
+        raise InputError(f"{who}: cache_leftpad is not supported yet (pass None)")
+    if cache_batch_idx is not None and block_table is not None:
+        raise InputError(f"{who}: cache_batch_idx indexes a contiguous cache's rows; with a block_table, name the "
+                         "pages in the table instead")
     if (k is None) != (v is None):
         raise InputError(f"{who}: k and v come together (new keys and their values), got only "
                          f"{'k' if v is None else 'v'}")
@@ -194,7 +197,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     else:
         lengths = cache_seqlens
     if block_table is None:
-        k_cache, v_cache, block_table = _decode._as_pages(who, q, k_cache, v_cache, lengths, "NHD", device)
+        k_cache, v_cache, block_table = _decode._as_pages(who, q, k_cache, v_cache, lengths, "NHD", device,
+                                                          rows=cache_batch_idx)
     if rotary_cos is not None:
         # Causal or windowed: each query token at its own position; else all at the cache's end.
         steps = _arange(xp, Sq, lengths)[None, :]

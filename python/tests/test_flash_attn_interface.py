@@ -153,6 +153,24 @@ def test_kvcache_contiguous_without_new_keys(bundles, target):
     _check_decode(out, q, k_cache, v_cache, [64, 64], causal=False)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_kvcache_cache_batch_idx(bundles, target):
+    """A contiguous cache of 3 rows serving 2 sequences through cache_batch_idx (rows 2 and 0): the new token lands
+    in those rows, row 1 stays as it was, and each sequence attends over its own row."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(13)
+    k_cache, v_cache = _random(rng, (3, 32, 1, 64)), _random(rng, (3, 32, 1, 64))
+    k0, v0 = k_cache.copy(), v_cache.copy()
+    q, k, v = _random(rng, (2, 1, 2, 64)), _random(rng, (2, 1, 1, 64)), _random(rng, (2, 1, 1, 64))
+    rows, before = np.array([2, 0], np.int32), np.array([7, 20], np.int32)
+    out = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=before, cache_batch_idx=rows,
+                                     causal=True, device=dev)
+    for b, r in enumerate(rows):
+        k0[r, before[b]], v0[r, before[b]] = k[b, 0], v[b, 0]
+    assert (k_cache == k0).all() and (v_cache == v0).all()
+    _check_decode(out, q, k0[rows], v0[rows], before + 1, causal=True)
+
+
 Q, KV = np.zeros((1, 4, 2, 64), np.float16), np.zeros((1, 5, 2, 64), np.float16)
 CU = np.array([0, 4], np.int32)
 
@@ -173,9 +191,13 @@ CU = np.array([0, 4], np.int32)
     (lambda: fa.flash_attn_varlen_func(Q[0], KV[0, :4], KV[0, :4], CU, CU, 4, 4, block_table=CU),
      r"flash_attn_varlen_func: block_table \(a paged K/V cache\) is not supported yet"),
     (lambda: fa.flash_attn_func(Q, KV, KV[..., :32]), r"tessera.flash_attn: q, k and v must have the same head_dim"),
-    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=CU),
-     r"flash_attn_with_kvcache: cache_batch_idx is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=CU, block_table=CU[None], cache_seqlens=CU[:1]),
+     r"flash_attn_with_kvcache: cache_batch_idx indexes a contiguous cache's rows"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_leftpad=CU), r"cache_leftpad is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=np.array([0, 1], np.int32)),
+     r"cache_batch_idx must be \(1,\), the cache row of each sequence, got shape \(2,\)"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=np.array([1], np.int32)),
+     r"cache_batch_idx must name rows 0 to 0 of the cache, got \[1\]"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, alibi_slopes=CU), r"alibi_slopes is not supported yet"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, k=KV), r"k and v come together .* got only k"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, rotary_sin=CU), r"got only rotary_sin"),
