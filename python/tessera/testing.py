@@ -376,6 +376,20 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
     return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs, dsinks)
 
 
+def sink_gradient_tolerance(q, k, v, do, ref, same, sinks, factor=3.0, **options):
+    """What a sink gradient (tessera.flash_attn_bwd's dsinks) may differ from the float64 `ref.dsinks` by, per head:
+    factor x the same-precision error, plus the rounding of O and dO to the input dtype over the terms of the sum,
+    unit roundoff x sum over rows of exp(sink - LSE) * rowsum(|dO * O|) (a tolerance floor that grows with the rows,
+    as the sum's own terms do). `options`: the call's mask, window, softcap and scale."""
+    from ._arrays import dtype_name
+    ops = _Ops(q)
+    fwd = attention_reference(q, k, v, sinks=sinks, **options)
+    terms = ops.lib.exp(ops.cast(sinks, "f64")[None, :, None] - fwd.lse) * \
+        ops.perm(abs(ops.cast(do, "f64") * fwd.o).sum(-1), 0, 2, 1)
+    unit = 2.0 ** -(11 if dtype_name(q.dtype) == "f16" else 8)
+    return factor * abs(same.dsinks - ref.dsinks) + 2 * unit * terms.sum(-1).sum(0)
+
+
 def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
     """attention_backward_reference over packed sequences (the layouts of flash_attn_varlen_bwd); rows outside
     every sequence get 0."""
