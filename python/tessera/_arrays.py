@@ -120,19 +120,42 @@ def refuse_grad(who, named):
                          "pass .detach()ed tensors")
 
 
+def library(x):
+    """The module whose functions take x: torch for a torch tensor, else numpy."""
+    torch = _torch()
+    return torch if torch is not None and isinstance(x, torch.Tensor) else _numpy()
+
+
+def arange(n, like):
+    """0, 1, ..., n - 1 as int32, on like's device (torch) or as a numpy array."""
+    xp = library(like)
+    if xp is _torch():
+        return xp.arange(n, dtype=xp.int32, device=like.device)
+    return xp.arange(n, dtype=xp.int32)
+
+
+def as_float32(x):
+    """x (torch tensor or numpy array) converted to float32."""
+    return x.float() if library(x) is _torch() else x.astype("float32")
+
+
+def concat_last(parts):
+    """The arrays `parts` (all torch or all numpy) joined along their last dimension."""
+    xp = library(parts[0])
+    return xp.cat(parts, -1) if xp is _torch() else xp.concatenate(parts, -1)
+
+
 def pad_last(x, size):
     """x (torch tensor or numpy array) zero-padded on its last dimension to `size` (a new array; torch: recorded by
     autograd, its gradient the unpadded part)."""
-    torch = _torch()
-    if torch is not None and isinstance(x, torch.Tensor):
-        return torch.nn.functional.pad(x, (0, size - x.shape[-1]))
+    if library(x) is _torch():
+        return _torch().nn.functional.pad(x, (0, size - x.shape[-1]))
     return _numpy().pad(x, [(0, 0)] * (x.ndim - 1) + [(0, size - x.shape[-1])])
 
 
 def assign(dst, src):
     """dst[...] = src for a torch tensor or numpy array dst (torch: on the current stream); returns dst."""
-    torch = _torch()
-    if torch is not None and isinstance(dst, torch.Tensor):
+    if library(dst) is _torch():
         return dst.copy_(src)
     dst[...] = src
     return dst

@@ -487,7 +487,8 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
     q: (B, Sq, Hq, D); k, v: (B, Sk, Hkv, D); float16 or bfloat16 (all the same); D from 1 to 256 (a multiple of 16
-    runs as it is, any other zero-padded to a kernel's head_dim: kernel_head_dim); Hq % Hkv == 0. Any strides with unit stride on D (q, k, v may be slices of one packed qkv tensor).
+    runs as it is, any other zero-padded to a kernel's head_dim: kernel_head_dim); Hq % Hkv == 0. Any strides with
+    unit stride on D (q, k, v may be slices of one packed qkv tensor).
     causal: mask key j from query i when j > i + off, with off = Sk - Sq for causal_align="bottom_right"
     (FlashAttention's convention) or 0 for "top_left" (torch SDPA's is_causal).
     scale: softmax scale (default 1/sqrt(D)). softcap > 0: logits s = scale * q.k become softcap * tanh(s / softcap).
@@ -514,7 +515,7 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
                             deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, D, return_lse)
     if _arrays.compiling():
-        _no_sinks_compiled(who, sinks)
+        no_sinks_compiled(who, sinks)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
     if records_grad((q, k, v, sinks)):   # before the repeat path: a remembered launch would bypass autograd
@@ -549,7 +550,8 @@ def _with_sinks(who, p, infos, sinks):
     return p._replace(sinks=True)
 
 
-def _no_sinks_compiled(who, sinks):
+def no_sinks_compiled(who, sinks):
+    """InputError for sinks under torch.compile (the torch operators do not take them yet)."""
     if sinks is not None:
         raise InputError(f"{who}: sinks under torch.compile are not supported yet: call it outside the compiled "
                          "region (torch.compiler.disable)")
@@ -638,7 +640,7 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         return _unpadded(result, out, D, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        _no_sinks_compiled(who, sinks)
+        no_sinks_compiled(who, sinks)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                                  options, return_lse, deterministic, out, lse)
     if records_grad((q, k, v, sinks)):

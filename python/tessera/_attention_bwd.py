@@ -196,6 +196,7 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
                                sinks=sinks, **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
+        _attention.no_sinks_compiled(who, sinks)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (), options, deterministic,
                                                      (dq, dk, dv))
@@ -222,6 +223,7 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
                                       sinks=sinks, **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
+        _attention.no_sinks_compiled(who, sinks)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
                                                      max_seqlen_q, max_seqlen_k), options, deterministic, (dq, dk, dv))
@@ -239,20 +241,15 @@ def _with_sink_gradient(grads, p, out, dout, lse, sinks, cu_seqlens_q=None):
     exp(sinks[h] - LSE[r]) * rowsum(dout[r] * out[r]), in float32 (varlen: the rows inside a sequence)."""
     if sinks is None:
         return grads
-    torch = sys.modules.get("torch")
-    xp = torch if torch is not None and isinstance(out, torch.Tensor) else __import__("numpy")
-    f32 = (lambda x: x.float()) if xp is torch else (lambda x: x.astype("float32"))   # noqa: E731
+    xp, f32 = _arrays.library(out), _arrays.as_float32
     delta = (f32(dout) * f32(out)).sum(-1)                                       # (B, Sq, Hq) or (total_q, Hq)
     if p.varlen:
         weights = xp.exp(f32(sinks)[:, None] - f32(lse)) * delta.T               # (Hq, total_q)
-        rows = xp.arange(delta.shape[0], **({"device": out.device} if xp is torch else {}))
-        inside = rows < cu_seqlens_q[-1]                                         # rows outside every sequence
-        weights = xp.where(inside[None, :], weights, 0.0 * weights)
-        dsinks = -weights.sum(1)
+        inside = _arrays.arange(delta.shape[0], out) < cu_seqlens_q[-1]           # rows outside every sequence: 0
+        dsinks = -xp.where(inside[None, :], weights, 0.0 * weights).sum(1)
     else:
-        weights = xp.exp(f32(sinks)[None, :, None] - f32(lse)) * (delta.permute(0, 2, 1) if xp is torch
-                                                                  else delta.transpose(0, 2, 1))
-        dsinks = -weights.sum((0, 2)) if xp is not torch else -weights.sum(dim=(0, 2))
+        weights = xp.exp(f32(sinks)[None, :, None] - f32(lse)) * xp.moveaxis(delta, -1, 1)
+        dsinks = -weights.sum((0, 2))
     return (*grads, dsinks)
 
 
@@ -262,8 +259,10 @@ def _padded_grads(given, size):
 
 
 def _unpadded_grads(grads, given, D):
-    """A zero-padded backward's (dq, dk, dv) cut back to head_dim D, into the given arrays where there are some."""
-    return tuple(g[..., :D] if into is None else _arrays.assign(into, g[..., :D]) for g, into in zip(grads, given))
+    """A zero-padded backward's (dq, dk, dv) cut back to head_dim D, into the given arrays where there are some;
+    dsinks, when it follows them, as it is."""
+    cut = tuple(g[..., :D] if into is None else _arrays.assign(into, g[..., :D]) for g, into in zip(grads, given))
+    return cut + tuple(grads[3:])
 
 
 # ---- Autograd -----------------------------------------------------------------------------------

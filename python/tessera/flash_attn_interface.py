@@ -9,8 +9,6 @@ stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differ
 `return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised.
 flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
 """
-import sys
-
 from . import _arrays, _decode
 from ._attention import flash_attn, flash_attn_varlen
 from ._decode import paged_cache_write, paged_decode
@@ -124,36 +122,19 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
                    return_attn_probs)
 
 
-def _xp(x):
-    """torch or numpy, whichever x belongs to."""
-    torch = sys.modules.get("torch")
-    return torch if torch is not None and isinstance(x, torch.Tensor) else __import__("numpy")
-
-
-def _arange(xp, n, like):
-    if xp.__name__ == "torch":
-        return xp.arange(n, dtype=xp.int32, device=like.device)
-    return xp.arange(n, dtype=xp.int32)
-
-
 def _rotated(x, cos, sin, positions, interleaved):
     """x (B, S, H, D) with its first rotary_dim = 2 * cos.shape[-1] features rotated by the angles of `positions`
     (B, S) (cos, sin: (seqlen_ro, rotary_dim / 2)), in float32 and rounded back to x's dtype, as FlashAttention's
     rotary kernel: pairs (2i, 2i + 1) when interleaved (GPT-J), else (i, i + rotary_dim / 2) (GPT-NeoX)."""
-    xp, half = _xp(x), cos.shape[-1]
-    c, s = (t[positions][:, :, None, :].astype("float32") if xp.__name__ == "numpy"
-            else t[positions.long()][:, :, None, :].float() for t in (cos, sin))
-    head = x[..., :2 * half]
-    head = head.astype("float32") if xp.__name__ == "numpy" else head.float()
+    xp, half = _arrays.library(x), cos.shape[-1]
+    index = positions if xp.__name__ == "numpy" else positions.long()
+    c, s = (_arrays.as_float32(t[index][:, :, None, :]) for t in (cos, sin))
+    head = _arrays.as_float32(x[..., :2 * half])
     a, b = (head[..., 0::2], head[..., 1::2]) if interleaved else (head[..., :half], head[..., half:])
     ra, rb = a * c - b * s, a * s + b * c
-    if interleaved:
-        out = xp.stack([ra, rb], -1).reshape(head.shape)
-    else:
-        out = xp.concatenate([ra, rb], -1) if xp.__name__ == "numpy" else xp.cat([ra, rb], -1)
+    out = xp.stack([ra, rb], -1).reshape(head.shape) if interleaved else _arrays.concat_last([ra, rb])
     out = out.astype(x.dtype) if xp.__name__ == "numpy" else out.to(x.dtype)
-    rest = x[..., 2 * half:]
-    return xp.concatenate([out, rest], -1) if xp.__name__ == "numpy" else xp.cat([out, rest], -1)
+    return _arrays.concat_last([out, x[..., 2 * half:]])
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
@@ -188,7 +169,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
         if x is not None and len(_arrays.describe(x, f"{who}: {name}").shape) != 4:
             raise InputError(f"{who}: {name} must be 4-D, got shape {tuple(x.shape)}")
-    xp, B, Sq = _xp(q), q.shape[0], q.shape[1]
+    xp, B, Sq = _arrays.library(q), q.shape[0], q.shape[1]
     if cache_seqlens is None and block_table is not None:
         raise InputError(f"{who}: a paged cache (block_table given) needs cache_seqlens")
     if cache_seqlens is None or isinstance(cache_seqlens, int):   # None: the whole contiguous cache
@@ -201,17 +182,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                                                           rows=cache_batch_idx)
     if rotary_cos is not None:
         # Causal or windowed: each query token at its own position; else all at the cache's end.
-        steps = _arange(xp, Sq, lengths)[None, :]
+        steps = _arrays.arange(Sq, lengths)[None, :]
         q = _rotated(q, rotary_cos, rotary_sin,
                      lengths[:, None] + (steps if causal or tuple(window_size) != (-1, -1) else 0 * steps),
                      rotary_interleaved)
         if k is not None:
-            k = _rotated(k, rotary_cos, rotary_sin, lengths[:, None] + _arange(xp, k.shape[1], lengths)[None, :],
+            k = _rotated(k, rotary_cos, rotary_sin, lengths[:, None] + _arrays.arange(k.shape[1], lengths)[None, :],
                          rotary_interleaved)
     if k is not None:
         news, page = k.shape[1], k_cache.shape[1]
-        positions = lengths[:, None] + _arange(xp, news, lengths)[None, :]
-        rows = _arange(xp, B, lengths)[:, None]
+        positions = lengths[:, None] + _arrays.arange(news, lengths)[None, :]
+        rows = _arrays.arange(B, lengths)[:, None]
         pages = block_table[rows, positions // page]
         slots = (pages * page + positions % page).reshape(-1)
         slots = slots.astype("int64") if xp.__name__ == "numpy" else slots.long()

@@ -3,9 +3,9 @@ tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv jud
 small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
 that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
 MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64, 96 and 80 (and 40 and 176,
-zero-padded), deterministic on (two runs bitwise equal) and off (the second of two runs checked: it reuses the
-workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors. Gradients are poisoned with NaN before each run.
-The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
+zero-padded), attention sinks (their gradient too), deterministic on (two runs bitwise equal) and off (the second of
+two runs checked: it reuses the workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors.
+Gradients are poisoned with NaN before each run. The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
 from typing import NamedTuple
 
@@ -73,6 +73,7 @@ CASES = [
     # Attention sinks: dq, dk, dv from the sink-including LSE, and dsinks.
     Case("sinks-br-sq>sk-fully-masked-rows-gqa3", "f16", 64, Sq=40, Sk=19, Hq=6, Hkv=2, causal="br", sinks=True),
     Case("sinks-softcap-det", "bf16", 64, Sq=30, Sk=45, softcap=5.0, input_scale=2.0, deterministic=True, sinks=True),
+    Case("sinks-d40-padded-tl", "f16", 40, Sq=20, Sk=33, causal="tl", sinks=True),
 ]
 # Varlen per target: deterministic on two targets, not on the others (mask bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
