@@ -9,11 +9,14 @@ from . import _arrays, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
 SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}   # in default kernel names
+SHORT_FEATURES = {"attention_chunk": "chunk"}                                          # in on-demand kernel names
+EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes")   # the ABI's pointers beyond q, k, v, o
 HEAD_DIMS = (32, 64, 96, 128, 256)                          # the default bundle's kernels
 MAX_HEAD_DIM = 256
 DTYPES = ("f16", "bf16")
 ALIGNS = {"bottom_right": "causal_bottom_right", "top_left": "causal_top_left"}
-FEATURES = ("sliding_window", "softcap", "return_lse")      # unit attributes a kernel may have beyond what a call needs
+RUNTIME_FEATURES = ("sliding_window", "softcap", "return_lse")   # in every kernel directive_for compiles
+FEATURES = RUNTIME_FEATURES + ("attention_chunk",)   # unit attributes a kernel may have beyond what a call needs
 
 
 class Plan(NamedTuple):
@@ -35,6 +38,8 @@ class Plan(NamedTuple):
     out_shape: tuple
     lse_shape: tuple
     sinks: bool = False   # a sink logit per query head joins each row's softmax denominator
+    alibi: bool = False   # ALiBi slopes ((Hq,) or (B, Hq)) bias the logits
+    chunk: int = 0        # attention_chunk: chunked local attention (0: off)
 
     def empty(self):
         """True when there is nothing to compute (no query row or no head): no launch."""
@@ -169,6 +174,17 @@ def _options(who, D, causal, causal_align, scale, window, softcap, return_lse):
     return mask, scale, (left, right), softcap, bool(return_lse)
 
 
+def _chunk(who, attention_chunk):
+    """attention_chunk checked: an int >= 0 (0: off)."""
+    try:
+        chunk = operator.index(attention_chunk)
+    except TypeError:
+        raise InputError(f"{who}: attention_chunk must be an integer (0 = off), got {attention_chunk!r}") from None
+    if chunk < 0:
+        raise InputError(f"{who}: attention_chunk must be >= 0 (0 = off), got {chunk}")
+    return chunk
+
+
 def _check_shape_dtype(who, name, info, shape, dtype):
     if info.shape != shape:
         raise InputError(f"{who}: {name} has shape {info.shape}, expected {shape}")
@@ -204,7 +220,7 @@ def _attribute(kernel, name, default):
 
 
 def _variant(p):
-    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks)
+    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks, alibi=p.alibi)
 
 
 def _serves(kernel, variant, needed):
@@ -214,12 +230,13 @@ def _serves(kernel, variant, needed):
         return False
     have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
                 mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)),
-                sinks=bool(_attribute(kernel, "sinks", False)))
+                sinks=bool(_attribute(kernel, "sinks", False)), alibi=bool(_attribute(kernel, "alibi", False)))
     return have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want)
 
 
 def _needed(p):
-    return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0, "return_lse": p.return_lse}
+    return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0, "return_lse": p.return_lse,
+            "attention_chunk": p.chunk > 0}
 
 
 def find_kernel(bundle, p, pack=1):
@@ -233,7 +250,7 @@ def find_kernel(bundle, p, pack=1):
             extra = sum(bool(_attribute(kernel, f, False)) for f in FEATURES)
             fits.append((extra, kernel.name, kernel))
     if not fits:
-        wanted = " ".join(f"{k}={v}" for k, v in variant.items() if k != "sinks" or v) + \
+        wanted = " ".join(f"{k}={v}" for k, v in variant.items() if k not in ("sinks", "alibi") or v) + \
             "".join(f" {f}" for f, w in needed.items() if w)
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
@@ -276,10 +293,11 @@ def pack_for(p, packs):
 def directive_for(p):
     """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
     `fa_<dtype>_d<D>_<mask>` kernels have)."""
-    name = (f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + ("_varlen" if p.varlen else "") +
-            ("_sinks" if p.sinks else ""))
-    attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *FEATURES,
-                  *(["varlen"] if p.varlen else []), *(["sinks"] if p.sinks else [])]
+    optional = [a for a, on in (("varlen", p.varlen), ("sinks", p.sinks), ("alibi", p.alibi),
+                                ("attention_chunk", p.chunk > 0)) if on]
+    name = f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + "".join(f"_{SHORT_FEATURES.get(a, a)}" for a in optional)
+    attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *RUNTIME_FEATURES,
+                  *optional]
     return f"tessera.flash_attn @{name} {{{', '.join(attributes)}}}"
 
 
@@ -334,7 +352,10 @@ def _values(p, ptrs, infos, lse_strides, kernel, tensors=("q", "k", "v", "o")):
     values = dict(ptrs)
     values.update(B=p.B, Sq=p.Sq, Sk=p.Sk, Hq=p.Hq, Hkv=p.Hkv, scale=p.scale, window_left=p.window[0],
                   window_right=p.window[1], softcap=p.softcap, lse_stride_b=lse_strides[0],
-                  lse_stride_h=lse_strides[1])
+                  lse_stride_h=lse_strides[1], attention_chunk=p.chunk)
+    if "alibi_slopes" in infos:   # (Hq,): every batch item's slopes; (B, Hq): each item's row
+        slopes = infos["alibi_slopes"]
+        values.update(alibi_stride_b=slopes.strides[0] if len(slopes.shape) == 2 else 0)
     for name in tensors:
         values.update(zip(_stride_args(name), _strides(infos[name], p.varlen)))
     if p.varlen:   # the packed row counts
@@ -355,7 +376,7 @@ def _run(p, dev, kernel, infos, lse, signature=None):
     q = infos["q"]
     lse_strides = _lse_strides(p, lse)
     writes_lse = "lse" in kernel.settable
-    cu = [n for n in ("cu_seqlens_q", "cu_seqlens_k", "sinks") if n in infos]   # pointers beyond q, k, v, o
+    cu = [n for n in EXTRA_POINTERS if n in infos]   # pointers beyond q, k, v, o
     if q.kind == "numpy":
         with _launch.SimMemory(dev) as mem:
             ptrs = {name: mem.put(infos[name]) for name in ("q", "k", "v", "o", *cu)}
@@ -468,7 +489,7 @@ def records_grad(tensors):
         isinstance(x, torch.Tensor) and x.requires_grad for x in tensors)
 
 
-def dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_lse):
+def dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_lse, attention_chunk=0):
     """The Plan of a flash_attn call (or of its backward) on q, k, v of `infos`, checked."""
     dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 4, "(B, Sq, Hq, D)", "(B, Sk, Hkv, D)")
     (B, Sq, Hq, _), (Bk, Sk, Hkv, _) = infos["q"].shape, infos["k"].shape
@@ -478,11 +499,12 @@ def dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_
     mask, scale, window, softcap, return_lse = _options(who, D, causal, causal_align, scale, window, softcap,
                                                         return_lse)
     return Plan(who, False, dtype, D, B, Sq, Sk, Hq, Hkv, mask, scale, window, softcap, return_lse,
-                (B, Sq, Hq, D), (B, Hq, Sq))
+                (B, Sq, Hq, D), (B, Hq, Sq), chunk=_chunk(who, attention_chunk))
 
 
 def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-               return_lse=False, *, sinks=None, deterministic=False, out=None, lse=None, device=None):
+               return_lse=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, deterministic=False, out=None,
+               lse=None, device=None):
     """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
@@ -500,6 +522,10 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     sinks: (Hq,) float32, unit stride, on q's device: query head h's logit sinks[h] joins each row's softmax
     denominator (gpt-oss's attention sinks): O = sum_j exp(s_j - LSE) v_j with LSE = log(exp(sinks[h]) +
     sum_j exp(s_j)); a row without a visible key gives O = 0 and LSE = sinks[h]. Differentiable in sinks too.
+    alibi_slopes: (Hq,) or (B, Hq) float32 (unit stride along the heads): ALiBi, -slope * |i + off - j| added to each
+    (capped) logit (off as for the mask); not differentiable (the slopes get no gradient).
+    attention_chunk > 0: chunked local attention (Llama 4; FlashAttention-3's attention_chunk): key j is visible from
+    query i only within the chunk of that many positions holding i + off, on top of the other rules.
     out / lse: arrays to write instead of allocating (unit stride on the last dimension).
     torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
     device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
@@ -512,27 +538,28 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
         check_unpadded_outputs(who, [("out", out, q.shape)], q)
         result = flash_attn(*(_arrays.pad_last(x, padded) for x in (q, k, v)), causal, causal_align,
                             D ** -0.5 if scale is None else scale, window, softcap, return_lse, sinks=sinks,
+                            alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
                             deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, D, return_lse)
+    options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_sinks_compiled(who, sinks)
-        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
+        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
+    options.update(attention_chunk=attention_chunk)
     if records_grad((q, k, v, sinks)):   # before the repeat path: a remembered launch would bypass autograd
         from . import _attention_bwd
-        options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _attention_bwd.recorded(who, q, k, v, (), options, return_lse, deterministic, out, lse, device,
-                                       sinks)
-    signature = None if sinks is not None else _signature(
-        (q, k, v, out, lse), (causal, causal_align, scale, window, softcap, return_lse, device))
+                                       sinks, alibi_slopes)
+    signature = None if sinks is not None or alibi_slopes is not None else _signature(
+        (q, k, v, out, lse), (*options.values(), return_lse, device))
     repeat = _REPEATS.get(signature) if signature is not None else None
     if repeat is not None and _aligned(q, k, v, out):
         return repeat(q, k, v, out, lse)
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
-    p = dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_lse)
+    p = dense_plan(who, infos, **options, return_lse=return_lse)
     _check_outputs(who, p, outs["out"], outs["lse"])
-    p = _with_sinks(who, p, infos, sinks)
+    p = _with_alibi(who, _with_sinks(who, p, infos, sinks), infos, alibi_slopes)
     arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     return _finish(p, dev, infos, out, lse, dict(arrays), signature)
@@ -550,11 +577,29 @@ def _with_sinks(who, p, infos, sinks):
     return p._replace(sinks=True)
 
 
-def no_sinks_compiled(who, sinks):
-    """InputError for sinks under torch.compile (the torch operators do not take them yet)."""
-    if sinks is not None:
-        raise InputError(f"{who}: sinks under torch.compile are not supported yet: call it outside the compiled "
-                         "region (torch.compiler.disable)")
+def _with_alibi(who, p, infos, alibi_slopes):
+    """p for a call with ALiBi slopes ((Hq,) or (B, Hq) float32, unit stride along the heads: infos["alibi_slopes"]
+    added), or p as it is without."""
+    if alibi_slopes is None:
+        return p
+    info = _arrays.describe(alibi_slopes, f"{who}: alibi_slopes")
+    if info.shape not in ((p.Hq,), (p.B, p.Hq)) or info.dtype != "f32" or info.strides is None or \
+            (p.Hq > 1 and info.strides[-1] != 1) or any(s < 0 for s in info.strides):
+        raise InputError(f"{who}: alibi_slopes must be float32 of shape ({p.Hq},) or ({p.B}, {p.Hq}) (a slope per "
+                         f"query head, or per sequence and query head) with unit stride along the heads, got shape "
+                         f"{info.shape}, dtype {_spelled(info.dtype)}, strides {info.strides}")
+    infos["alibi_slopes"] = info
+    return p._replace(alibi=True)
+
+
+def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0):
+    """InputError for sinks, ALiBi or chunked attention under torch.compile (the torch operators do not take them
+    yet)."""
+    for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
+                       ("attention_chunk", attention_chunk != 0)):
+        if used:
+            raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
+                             "region (torch.compiler.disable)")
 
 
 def _unpadded(result, out, D, return_lse):
@@ -592,7 +637,7 @@ def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
 
 
 def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
-                return_lse):
+                return_lse, attention_chunk=0):
     """The Plan of a flash_attn_varlen call (or of its backward) on q, k, v of `infos` and the cu_seqlens of `cus`,
     checked; a cu_seqlens without unit stride is replaced in `cus` by a contiguous copy."""
     dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", "(total_k, Hkv, D)")
@@ -614,16 +659,18 @@ def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_alig
             cus[name] = _arrays.describe(info.obj.contiguous() if info.kind == "torch" else
                                          __import__("numpy").ascontiguousarray(info.obj), f"{who}: {name}")
     return Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
-                (total_q, Hq, D), (Hq, total_q))
+                (total_q, Hq, D), (Hq, total_q), chunk=_chunk(who, attention_chunk))
 
 
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
                       causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
-                      sinks=None, deterministic=False, out=None, lse=None, device=None):
+                      sinks=None, alibi_slopes=None, attention_chunk=0, deterministic=False, out=None, lse=None,
+                      device=None):
     """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
     b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
     cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
-    Masks, window, softcap and sinks as in flash_attn, per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
+    Masks, window, softcap, sinks, ALiBi (alibi_slopes (B, Hq): per sequence) and attention_chunk as in flash_attn,
+    per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
     and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
     its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
     torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
@@ -636,24 +683,25 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
         result = flash_attn_varlen(*(_arrays.pad_last(x, padded) for x in (q, k, v)), cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, causal, causal_align,
                                    D ** -0.5 if scale is None else scale, window, softcap, return_lse,
-                                   sinks=sinks, deterministic=deterministic, lse=lse, device=device)
+                                   sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
+                                   deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, D, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_sinks_compiled(who, sinks)
+        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                                  options, return_lse, deterministic, out, lse)
+    options.update(attention_chunk=attention_chunk)
     if records_grad((q, k, v, sinks)):
         from . import _attention_bwd
         return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
-                                       options, return_lse, deterministic, out, lse, device, sinks)
+                                       options, return_lse, deterministic, out, lse, device, sinks, alibi_slopes)
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
-    p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
-                    return_lse)
+    p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, **options, return_lse=return_lse)
     _check_outputs(who, p, outs["out"], outs["lse"])
-    p = _with_sinks(who, p, infos, sinks)
+    p = _with_alibi(who, _with_sinks(who, p, infos, sinks), infos, alibi_slopes)
     arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     infos.update(cus)

@@ -7,7 +7,9 @@ import sys
 from . import _arrays, _attention, _launch, _ondemand
 from ._errors import InputError, KernelNotFoundError
 
-FEATURES = ("sliding_window", "softcap")   # unit attributes a kernel set may have beyond what a call needs
+RUNTIME_FEATURES = ("sliding_window", "softcap")   # in every kernel set directive_for compiles
+FEATURES = RUNTIME_FEATURES + ("attention_chunk",)   # unit attributes a kernel set may have beyond what a call needs
+_SHORT = {"deterministic": "det", "attention_chunk": "chunk"}   # in on-demand kernel set names
 _ARGS = {"q": "q", "k": "k", "v": "v", "out": "o", "dout": "do", "lse": "lse"}   # the caller's names -> the ABI's
 GRADIENTS = ("dq", "dk", "dv")
 _STRIDED = ("q", "k", "v", "o", "do", "dq", "dk", "dv")        # the ABI's tensors with stride arguments
@@ -17,27 +19,31 @@ _ALIGNED = ("q", "k", "v", "out", "dout", "dq", "dk", "dv")    # read or written
 # ---- Kernel choice ------------------------------------------------------------------------------
 def variant(p, deterministic):
     """What a kernel set must match exactly for plan p."""
-    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, deterministic=deterministic)
+    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, deterministic=deterministic,
+                alibi=p.alibi)
 
 
 def _needed(p):
-    return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0}
+    return {"sliding_window": p.window != (-1, -1), "softcap": p.softcap > 0, "attention_chunk": p.chunk > 0}
 
 
-def directive_for(v):
+def directive_for(v, needed):
     """The directive that compiles a kernel set of variant v (a `variant` dict), with every runtime feature so that
-    it serves any window and softcap, as the default forward kernels do."""
+    it serves any window and softcap, as the default forward kernels do, and the chunk where `needed` has it."""
+    optional = [a for a in ("varlen", "alibi", "deterministic") if v[a]]
+    optional += ["attention_chunk"] if needed["attention_chunk"] else []
     name = f"fa_bwd_{v['dtype']}_d{v['head_dim']}_{_attention.SHORT_MASKS[v['mask']]}"
-    name += ("_varlen" if v["varlen"] else "") + ("_det" if v["deterministic"] else "")
+    name += "".join(f"_{_SHORT.get(a, a)}" for a in optional)
     attributes = [f"dtype = {v['dtype']}", f"head_dim = {v['head_dim']}", f"mask = #tessera.mask<{v['mask']}>",
-                  *FEATURES, *(a for a in ("varlen", "deterministic") if v[a])]
+                  *RUNTIME_FEATURES, *optional]
     return f"tessera.flash_attn_bwd @{name} {{{', '.join(attributes)}}}"
 
 
 def _serves(kernel_set, v, needed):
     a = kernel_set.attributes
     have = dict(dtype=a.get("dtype"), head_dim=a.get("head_dim"), mask=a.get("mask", "none"),
-                varlen=bool(a.get("varlen", False)), deterministic=bool(a.get("deterministic", False)))
+                varlen=bool(a.get("varlen", False)), deterministic=bool(a.get("deterministic", False)),
+                alibi=bool(a.get("alibi", False)))
     return kernel_set.directive == "flash_attn_bwd" and have == v and \
         all(a.get(f, False) for f, want in needed.items() if want)
 
@@ -50,11 +56,12 @@ def find_kernel_set(bundle, p, deterministic):
     fits = [(sum(bool(s.attributes.get(f, False)) for f in FEATURES), s.name, s)
             for s in bundle.kernel_sets.values() if _serves(s, v, needed)]
     if not fits:
-        wanted = " ".join(f"{k}={x}" for k, x in v.items()) + "".join(f" {f}" for f, w in needed.items() if w)
+        wanted = " ".join(f"{k}={x}" for k, x in v.items() if k != "alibi" or x) + \
+            "".join(f" {f}" for f, w in needed.items() if w)
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "flash_attn_bwd"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn_bwd kernel set "
                                   f"with {wanted} (flash_attn_bwd kernel sets: {', '.join(names) or 'none'}); "
-                                  f"this directive compiles one: {directive_for(v)}")
+                                  f"this directive compiles one: {directive_for(v, needed)}")
     return min(fits)[2]
 
 
@@ -63,7 +70,7 @@ def kernel_set_for(dev, p, deterministic):
     directive_for compiles on demand (_ondemand)."""
     key = ("flash_attn_bwd", *variant(p, deterministic).values(), *_needed(p).values())
     return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, p, deterministic),
-                            directive_for(variant(p, deterministic)))
+                            directive_for(variant(p, deterministic), _needed(p)))
 
 
 # ---- Checks, empty sizes, launch ----------------------------------------------------------------
@@ -175,10 +182,12 @@ def _describe(who, q, k, v, out, dout, lse, dq, dk, dv):
 
 
 def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
-                   softcap=0.0, deterministic=False, *, sinks=None, dq=None, dk=None, dv=None, device=None):
+                   softcap=0.0, deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dq=None,
+                   dk=None, dv=None, device=None):
     """Attention backward of tessera.flash_attn: (dq, dk, dv) from the forward's q, k, v, its output `out`
     (B, Sq, Hq, D), the upstream gradient `dout` (out's shape and dtype) and the forward's LSE (B, Hq, Sq) float32
-    (return_lse=True), with the forward's causal, causal_align, scale, window and softcap. dq is (B, Sq, Hq, D),
+    (return_lse=True), with the forward's causal, causal_align, scale, window, softcap, alibi_slopes and
+    attention_chunk. dq is (B, Sq, Hq, D),
     dk and dv (B, Sk, Hkv, D), summed over the query heads of a GQA group. deterministic: the kernels without
     floating-point atomics (bitwise repeatable). dq / dk / dv: arrays to write instead of allocating.
     torch CUDA tensors run on torch's current stream (asynchronous, capturable in a CUDA graph after one call outside
@@ -193,22 +202,26 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
         _attention.check_unpadded_outputs(who, [("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
         grads = flash_attn_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse, causal,
                                causal_align, D ** -0.5 if scale is None else scale, window, softcap, deterministic,
-                               sinks=sinks, **_padded_grads((dq, dk, dv), padded), device=device)
+                               sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
+                               **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
-        _attention.no_sinks_compiled(who, sinks)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (), options, deterministic,
                                                      (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
-    p = _attention.dense_plan(who, infos, causal, causal_align, scale, window, softcap, True)   # True: LSE given
-    p = _attention._with_sinks(who, p, dict(infos), sinks)
-    return _with_sink_gradient(_backward(p, infos, {}, grads, deterministic, device), p, out, dout, lse, sinks)
+    p = _attention.dense_plan(who, infos, causal, causal_align, scale, window, softcap, True,   # True: LSE given
+                              attention_chunk)
+    extras = {}
+    p = _attention._with_alibi(who, _attention._with_sinks(who, p, {}, sinks), extras, alibi_slopes)
+    return _with_sink_gradient(_backward(p, infos, extras, grads, deterministic, device), p, out, dout, lse, sinks)
 
 
 def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-                          deterministic=False, *, sinks=None, dq=None, dk=None, dv=None, device=None):
+                          deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dq=None,
+                          dk=None, dv=None, device=None):
     """flash_attn_bwd for tessera.flash_attn_varlen: q, out, dout, dq (total_q, Hq, D); k, v, dk, dv
     (total_k, Hkv, D); lse (Hq, total_q); cu_seqlens and max_seqlen as the forward had them. New gradients start at
     zero (rows outside every sequence get 0); given ones keep those rows.
@@ -220,18 +233,19 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
         grads = flash_attn_varlen_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse,
                                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align,
                                       D ** -0.5 if scale is None else scale, window, softcap, deterministic,
-                                      sinks=sinks, **_padded_grads((dq, dk, dv), padded), device=device)
+                                      sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
+                                      **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), D)
     if _arrays.compiling():
-        _attention.no_sinks_compiled(who, sinks)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
                                                      max_seqlen_q, max_seqlen_k), options, deterministic, (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     cus = _attention._describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
-                               softcap, True)
-    p = _attention._with_sinks(who, p, dict(infos), sinks)
+                               softcap, True, attention_chunk)
+    p = _attention._with_alibi(who, _attention._with_sinks(who, p, {}, sinks), cus, alibi_slopes)
     return _with_sink_gradient(_backward(p, infos, cus, grads, deterministic, device), p, out, dout, lse, sinks,
                                cu_seqlens_q)
 
@@ -270,12 +284,12 @@ _READY = set()        # signatures (_attention._signature) of recorded calls who
 _READY_MAX = 1024
 
 
-def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device):
+def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device, alibi):
     """KernelNotFoundError (or the forward's InputError) before the forward of a recorded call runs when the bundle
     has no kernel set for its backward: a training step would otherwise fail only after its forward. Once per call
     signature."""
     signature = _attention._signature((q, k, v, *varlen_args[:2]),
-                                      (*options.values(), *varlen_args[2:], deterministic, device))
+                                      (*options.values(), *varlen_args[2:], deterministic, device, alibi))
     if signature is not None and signature in _READY:
         return
     infos = _attention._describe_all(who, (("q", q), ("k", k), ("v", v)))
@@ -284,6 +298,7 @@ def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, de
         p = _attention.varlen_plan(who, infos, cus, *varlen_args[2:], **options, return_lse=True)
     else:
         p = _attention.dense_plan(who, infos, **options, return_lse=True)
+    p = p._replace(alibi=alibi)   # (the forward checks the slopes)
     dev = _launch.runtime_device(who, list({**infos, **cus}.items()), device, aligned=("q", "k", "v"))
     kernel_set_for(dev, p, deterministic)
     if signature is not None:
@@ -292,7 +307,8 @@ def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, de
         _READY.add(signature)
 
 
-def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out, lse, device, sinks=None):
+def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out, lse, device, sinks=None,
+             alibi_slopes=None):
     """flash_attn (varlen_args empty) or flash_attn_varlen (varlen_args: cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     max_seqlen_k) as a torch.autograd.Function, for a call autograd records."""
     if out is not None or lse is not None:
@@ -302,8 +318,9 @@ def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out,
                          f"({', '.join(names)} {'requires' if len(names) == 1 else 'require'} grad): the backward "
                          "needs outputs of its own; leave them out, or call under torch.no_grad()")
     deterministic = bool(deterministic)
-    _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device)
-    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, sinks, *varlen_args, options, deterministic, device)
+    _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device, alibi_slopes is not None)
+    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, sinks, alibi_slopes, *varlen_args, options,
+                                                    deterministic, device)
     return (o, lse) if return_lse else o
 
 
@@ -335,9 +352,10 @@ def _functions():
 
     class FlashAttn(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, sinks, options, deterministic, device):
-            out, lse = _attention.flash_attn(q, k, v, **options, return_lse=True, sinks=sinks, device=device)
-            ctx.save_for_backward(q, k, v, out, lse, sinks)
+        def forward(ctx, q, k, v, sinks, alibi_slopes, options, deterministic, device):
+            out, lse = _attention.flash_attn(q, k, v, **options, return_lse=True, sinks=sinks,
+                                             alibi_slopes=alibi_slopes, device=device)
+            ctx.save_for_backward(q, k, v, out, lse, sinks, alibi_slopes)
             ctx.call = (options, deterministic, device)
             ctx.mark_non_differentiable(lse)
             return out, lse
@@ -345,19 +363,20 @@ def _functions():
         @staticmethod
         def backward(ctx, dout, _):
             _refuse_create_graph("tessera.flash_attn")
-            q, k, v, out, lse, sinks = ctx.saved_tensors
+            q, k, v, out, lse, sinks, alibi_slopes = ctx.saved_tensors
             options, deterministic, device = ctx.call
             grads = flash_attn_bwd(q, k, v, out, kernel_ready(dout, out), lse, **options, sinks=sinks,
-                                   deterministic=deterministic, device=device)
-            return (*grads[:3], grads[3] if sinks is not None else None, None, None, None)
+                                   alibi_slopes=alibi_slopes, deterministic=deterministic, device=device)
+            return (*grads[:3], grads[3] if sinks is not None else None, None, None, None, None)
 
     class FlashAttnVarlen(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, sinks, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options,
-                    deterministic, device):
+        def forward(ctx, q, k, v, sinks, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    options, deterministic, device):
             out, lse = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                                    **options, return_lse=True, sinks=sinks, device=device)
-            ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks)
+                                                    **options, return_lse=True, sinks=sinks,
+                                                    alibi_slopes=alibi_slopes, device=device)
+            ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, alibi_slopes)
             ctx.call = (max_seqlen_q, max_seqlen_k, options, deterministic, device)
             ctx.mark_non_differentiable(lse)
             return out, lse
@@ -365,11 +384,11 @@ def _functions():
         @staticmethod
         def backward(ctx, dout, _):
             _refuse_create_graph("tessera.flash_attn_varlen")
-            q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks = ctx.saved_tensors
+            q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, alibi_slopes = ctx.saved_tensors
             max_seqlen_q, max_seqlen_k, options, deterministic, device = ctx.call
             grads = flash_attn_varlen_bwd(q, k, v, out, kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k,
                                           max_seqlen_q, max_seqlen_k, **options, sinks=sinks,
-                                          deterministic=deterministic, device=device)
-            return (*grads[:3], grads[3] if sinks is not None else None, *[None] * 7)
+                                          alibi_slopes=alibi_slopes, deterministic=deterministic, device=device)
+            return (*grads[:3], grads[3] if sinks is not None else None, *[None] * 8)
 
     return FlashAttn, FlashAttnVarlen

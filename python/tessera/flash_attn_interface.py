@@ -5,7 +5,9 @@
 
 Each function calls tessera.flash_attn / tessera.flash_attn_varlen (torch tensors: differentiable, on the current
 stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differences from FlashAttention
-(docs/python.md): `dropout_p` > 0, `alibi_slopes` and a `block_table` raise InputError (not built yet);
+(docs/python.md): `dropout_p` > 0, a `block_table`, and `alibi_slopes` in flash_attn_with_kvcache raise InputError
+(not built yet); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
+(FlashAttention 2 adds slope * j under causal, which shifts each row's LSE but not out);
 `return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised.
 flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
 """
@@ -22,15 +24,13 @@ __all__ = [
 
 def _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes):
     """tessera.flash_attn's options for FlashAttention's (causal aligned bottom-right, as FlashAttention 2.1+)."""
-    if alibi_slopes is not None:
-        raise InputError(f"{who}: alibi_slopes is not supported yet (pass None)")
     if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool) or dropout_p != 0:
         raise InputError(f"{who}: dropout_p = {dropout_p!r}: dropout is not supported yet (pass 0.0, as evaluation "
                          "does)")
     if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
         raise InputError(f"{who}: window_size must be a pair (left, right), got {window_size!r}")
     return dict(causal=causal, causal_align="bottom_right", scale=softmax_scale, window=tuple(window_size),
-                softcap=softcap)
+                softcap=softcap, alibi_slopes=alibi_slopes)
 
 
 def _result(result, return_attn_probs):
@@ -152,6 +152,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q))."""
     who = "tessera.flash_attn_interface.flash_attn_with_kvcache"
     _options(who, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    if alibi_slopes is not None:
+        raise InputError(f"{who}: alibi_slopes is not supported by the decode kernels yet (pass None)")
     if cache_leftpad is not None:
         raise InputError(f"{who}: cache_leftpad is not supported yet (pass None)")
     if cache_batch_idx is not None and block_table is not None:

@@ -104,16 +104,25 @@ class _Ops:
         return self.lib.where(c, a, b)
 
 
-def visible_keys(Sq, Sk, causal=False, causal_align="bottom_right", window=(-1, -1), arange=None, rows=None):
+def _diagonal_offset(Sq, Sk, causal, causal_align):
+    return 0 if causal and causal_align == "top_left" else Sk - Sq
+
+
+def visible_keys(Sq, Sk, causal=False, causal_align="bottom_right", window=(-1, -1), arange=None, rows=None,
+                 attention_chunk=0):
     """(Sq, Sk) bool: key j visible from query i (docs/flash_attn-abi.md): off = 0 for causal top-left, else
-    Sk - Sq; causal: j <= i + off; window (left, right): i + off - left <= j <= i + off + right (-1: unbounded).
+    Sk - Sq; causal: j <= i + off; window (left, right): i + off - left <= j <= i + off + right (-1: unbounded);
+    attention_chunk C > 0: j in the chunk of C positions holding i + off (FlashAttention-3's chunk mask).
     rows: the query indices to return (an index array; default all Sq)."""
     if arange is None:
         import numpy
         arange = numpy.arange
     i, j = (arange(Sq) if rows is None else rows)[:, None], arange(Sk)[None, :]
-    off = 0 if causal and causal_align == "top_left" else Sk - Sq
+    off = _diagonal_offset(Sq, Sk, causal, causal_align)
     ok = (j >= 0) & (i >= 0)
+    if attention_chunk > 0:
+        first = (i + off) - (i + off) % attention_chunk   # floor: positions left of 0 too
+        ok = ok & (j >= first) & (j < first + attention_chunk)
     if causal:
         ok = ok & (j <= i + off)
     if window[0] >= 0:
@@ -123,15 +132,30 @@ def visible_keys(Sq, Sk, causal=False, causal_align="bottom_right", window=(-1, 
     return ok
 
 
-def _logits(ops, qb, kbt, scale, softcap, visible):
-    """(s, t): the scaled (capped) logits q·k of qb (h, Sq, D) and kbt ([h,] D, Sk), -inf where `visible` is False;
-    t = tanh(scale·q·k / softcap), unmasked, for softcap's derivative 1 - t² (None without softcap)."""
+def _logits(ops, qb, kbt, scale, softcap, visible, bias=None):
+    """(s, t): the scaled (capped) logits q·k of qb (h, Sq, D) and kbt ([h,] D, Sk), plus `bias` (ALiBi's, when
+    given), -inf where `visible` is False; t = tanh(scale·q·k / softcap), unmasked, for softcap's derivative 1 - t²
+    (None without softcap)."""
     s = (qb @ kbt) * scale
     t = None
     if softcap > 0:
         t = ops.lib.tanh(s / softcap)
         s = softcap * t
+    if bias is not None:
+        s = s + bias
     return ops.where(visible, s, float("-inf")), t
+
+
+def _alibi_bias(ops, slopes, b, h0, h1, Sq, Sk, causal, causal_align, work, like, rows=None):
+    """ALiBi's bias for batch item b and query heads h0:h1: -slope[h] * |i + off - j| (h, Sq, Sk), slopes (Hq,) or
+    (B, Hq); None without slopes."""
+    if slopes is None:
+        return None
+    row = slopes if len(slopes.shape) == 1 else slopes[b]
+    i = (ops.arange(Sq, like) if rows is None else rows)[:, None]
+    off = _diagonal_offset(Sq, Sk, causal, causal_align)
+    distance = ops.cast(abs(i + off - ops.arange(Sk, like)[None, :]), work)
+    return -ops.cast(row[h0:h1], work)[:, None, None] * distance[None]
 
 
 def _softmax(ops, s, sink=None):
@@ -162,7 +186,7 @@ def _fp8_rows(ops, x, fp8):
 
 def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
                         softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30, p_format=None,
-                        sinks=None):
+                        sinks=None, alibi_slopes=None, attention_chunk=0):
     """Attention forward on numpy arrays or torch tensors q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D) with
     tessera.flash_attn's semantics. precision "float64": the reference (the same input values, exact math in
     float64); "same": the straightforward same-precision implementation of CORRECTNESS.md (fp32 logits, softcap
@@ -172,7 +196,8 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
     p_format: an fp8 format P is rounded to (precision "same"; unnormalised, exp(s - max), and stretched by the
     largest power of two the format holds first, as tessera.paged_decode's fp8_products does) instead of the input
     dtype. sinks: (Hq,) logits, one per query head, in each row's softmax denominator (tessera.flash_attn's sinks).
-    Works per batch item and chunk of heads (at most max_bytes of logits at a time)."""
+    alibi_slopes: (Hq,) or (B, Hq), ALiBi's -slope * |i + off - j| added to the (capped) logits. attention_chunk: the
+    chunk mask of visible_keys. Works per batch item and chunk of heads (at most max_bytes of logits at a time)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     dtype = dtype or dtype_name(q.dtype)
@@ -187,7 +212,8 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
     o_abs, lse = ops.full((B, Sq, Hq, D), 0.0, o), ops.full((B, Hq, Sq), float("-inf"), o)
     if B * Sq * Hq == 0:
         return AttentionResult(o, lse, o_abs)
-    visible = visible_keys(full_Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q), rows=rows)
+    visible = visible_keys(full_Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q), rows=rows,
+                           attention_chunk=attention_chunk)
     group = Hq // Hkv if Hkv else 1
     chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
     for b in range(B):
@@ -196,7 +222,9 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
             qb = ops.perm(ops.cast(q[b, :, h0:h0 + chunk], work), 1, 0, 2)   # (h, Sq, D)
             kb = ops.perm(ops.cast(k[b][:, heads], work), 1, 2, 0)          # (h, D, Sk)
             vb = ops.perm(ops.cast(v[b][:, heads], work), 1, 0, 2)          # (h, Sk, D)
-            s, _ = _logits(ops, qb, kb, scale, softcap, visible)
+            bias = _alibi_bias(ops, alibi_slopes, b, h0, min(Hq, h0 + chunk), full_Sq, Sk, causal, causal_align, work,
+                               q, rows)
+            s, _ = _logits(ops, qb, kb, scale, softcap, visible, bias)
             sink = None if sinks is None else ops.cast(sinks[h0:h0 + chunk], work)[:, None, None]
             p, row_lse = _softmax(ops, s, sink)
             if precision != "float64" and p_format and Sk:   # (no keys: nothing to round)
@@ -229,7 +257,7 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
     cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
     for b in range(len(cq) - 1):
         (q0, q1), (k0, k1) = cq[b:b + 2], ck[b:b + 2]
-        r = attention_reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], **options)
+        r = attention_reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], **_item_options(options, b))
         o[q0:q1], o_abs[q0:q1], lse[:, q0:q1] = r.o[0], r.o_abs[0], r.lse[0]
     return AttentionResult(o, lse, o_abs)
 
@@ -308,9 +336,17 @@ class AttentionGradients(NamedTuple):
     dsinks: object = None   # (Hq,) float64 with sinks: -sum over rows of P_sink * rowsum(dO * O)
 
 
+def _item_options(options, b):
+    """A varlen reference's options for sequence b: per-sequence ALiBi slopes ((B, Hq)) as that sequence's."""
+    slopes = options.get("alibi_slopes")
+    if slopes is None or len(slopes.shape) == 1:
+        return options
+    return {**options, "alibi_slopes": slopes[b]}
+
+
 def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom_right", scale=None,
                                  window=(-1, -1), softcap=0.0, precision="float64", dtype=None, max_bytes=1 << 30,
-                                 sinks=None):
+                                 sinks=None, alibi_slopes=None, attention_chunk=0):
     """The gradients of attention_reference's O for upstream gradient `do` (O's shape), on numpy arrays or torch
     tensors, with the same mask, window, softcap and GQA rules. precision "float64": the reference (exact math on
     the same input values); "same": the straightforward same-precision implementation of CORRECTNESS.md, the
@@ -318,7 +354,8 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
     dtype (as the forward), D = rowsum(dO·O) in fp32 from O rounded, dS = P·(dP - D) in fp32, P and dS rounded to
     the input dtype for the fp32 products, each gradient rounded once to the input dtype. Works per batch item, KV
     head and chunk of its query heads (at most max_bytes of logits at a time). sinks: as attention_reference's; the
-    result's dsinks is then their gradient (float64 in both precisions)."""
+    result's dsinks is then their gradient (float64 in both precisions). alibi_slopes, attention_chunk: as
+    attention_reference's (the slopes get no gradient)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     dtype = dtype or dtype_name(q.dtype)
@@ -334,7 +371,8 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
     dsinks = None if sinks is None else ops.full((Hq,), 0.0, like)
     if B * Sq * Hq * Sk == 0:
         return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs, dsinks)
-    visible = visible_keys(Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q))
+    visible = visible_keys(Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q),
+                           attention_chunk=attention_chunk)
     group = Hq // Hkv
     chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
     for b in range(B):
@@ -345,7 +383,8 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
                 h1 = min((g + 1) * group, h0 + chunk)
                 qb = ops.perm(ops.cast(q[b, :, h0:h1], work), 1, 0, 2)               # (h, Sq, D)
                 dob = ops.perm(ops.cast(do[b, :, h0:h1], work), 1, 0, 2)
-                s, t = _logits(ops, qb, kb.T, scale, softcap, visible)
+                bias = _alibi_bias(ops, alibi_slopes, b, h0, h1, Sq, Sk, causal, causal_align, work, q)
+                s, t = _logits(ops, qb, kb.T, scale, softcap, visible, bias)
                 sink = None if sinks is None else ops.cast(sinks[h0:h1], work)[:, None, None]
                 p, row_lse = _softmax(ops, s, sink)                                 # (h, Sq, Sk)
                 dp = dob @ vb.T
@@ -401,7 +440,7 @@ def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k,
     for b in range(len(cq) - 1):
         rows = (slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1]), slice(ck[b], ck[b + 1])) * 2
         r = attention_backward_reference(q[None, rows[0]], k[None, rows[1]], v[None, rows[2]], do[None, rows[0]],
-                                         **options)
+                                         **_item_options(options, b))
         for whole, part, at in zip(grads, r, rows):
             whole[at] = part[0]
         if r.dsinks is not None:

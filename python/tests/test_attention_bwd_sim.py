@@ -3,7 +3,7 @@ tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv jud
 small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
 that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
 MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64, 96 and 80 (and 40 and 176,
-zero-padded), attention sinks (their gradient too), deterministic on (two runs bitwise equal) and off (the second of
+zero-padded), attention sinks (their gradient too), ALiBi and chunked local attention, deterministic on (two runs bitwise equal) and off (the second of
 two runs checked: it reuses the workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors.
 Gradients are poisoned with NaN before each run. The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
@@ -36,22 +36,30 @@ class Case(NamedTuple):
     varlen: bool = False
     ragged_rows: bool = False   # q, k, v, dout rows 4 elements longer than D apart: not whole 16-byte vectors
     sinks: bool = False         # a sink logit per query head: the forward's LSE includes it, dsinks checked
+    alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
+    chunk: int = 0              # attention_chunk
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
-                    window=self.window, softcap=self.softcap)
+                    window=self.window, softcap=self.softcap, attention_chunk=self.chunk)
+
+    def slopes(self, rng):
+        shape = {"": None, "h": (self.Hq,), "bh": (self.B, self.Hq)}[self.alibi]
+        return None if shape is None else rng.uniform(0.05, 1.0, shape).astype(np.float32)
 
     def directives(self):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
         D = _attention.kernel_head_dim(self.D)     # the kernels' head_dim (the API zero-pads the others)
-        sinks = ", sinks" if self.sinks else ""
+        optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk))
+                    if on]
         forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
-                   f"{'_varlen' if self.varlen else ''}{'_sinks' if self.sinks else ''} {{dtype = {self.dtype}, "
+                   f"{'_varlen' if self.varlen else ''}{''.join('_' + a for a in optional)} {{dtype = {self.dtype}, "
                    f"head_dim = {D}, mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}"
-                   f"{sinks}}}")
-        backward = _attention_bwd.directive_for(dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen,
-                                                     deterministic=self.deterministic))
+                   f"{''.join(', ' + a for a in optional)}}}")
+        backward = _attention_bwd.directive_for(
+            dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen, deterministic=self.deterministic,
+                 alibi=bool(self.alibi)), {"attention_chunk": bool(self.chunk)})
         return forward, backward
 
 
@@ -74,13 +82,21 @@ CASES = [
     Case("sinks-br-sq>sk-fully-masked-rows-gqa3", "f16", 64, Sq=40, Sk=19, Hq=6, Hkv=2, causal="br", sinks=True),
     Case("sinks-softcap-det", "bf16", 64, Sq=30, Sk=45, softcap=5.0, input_scale=2.0, deterministic=True, sinks=True),
     Case("sinks-d40-padded-tl", "f16", 40, Sq=20, Sk=33, causal="tl", sinks=True),
+    # ALiBi (P recomputed with the bias) and chunked local attention (its masks in both kernels).
+    Case("alibi-br-gqa3", "f16", 64, Sq=30, Sk=45, Hq=6, Hkv=2, causal="br", alibi="h"),
+    Case("alibi-bh-chunk-softcap-det", "bf16", 64, B=2, Sq=33, Sk=40, softcap=5.0, input_scale=2.0, alibi="bh",
+         chunk=16, deterministic=True),
+    Case("chunk-tl-window-sq<sk", "f16", 64, Sq=20, Sk=50, causal="tl", window=(12, -1), chunk=8),
 ]
-# Varlen per target: deterministic on two targets, not on the others (mask bottom-right, GQA 2:1).
+# Varlen per target: deterministic on two targets; the others with per-sequence ALiBi slopes and a chunk (mask
+# bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
 
 
 def varlen_case(target):
-    return Case("varlen", "f16", 64, Hq=4, Hkv=2, causal="br", varlen=True, deterministic=VARLEN[target])
+    det = VARLEN[target]
+    return Case("varlen", "f16", 64, B=5, Hq=4, Hkv=2, causal="br", varlen=True, deterministic=det,
+                alibi="" if det else "bh", chunk=0 if det else 8)
 
 
 def usable(c):
@@ -161,17 +177,20 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     v = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, ragged_rows=c.ragged_rows)
     dout = _random(rng, q.shape, c.dtype, ragged_rows=c.ragged_rows)
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
-    out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, device=dev)
+    slopes = c.slopes(rng)
+    out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, alibi_slopes=slopes,
+                                  device=dev)
     dsinks = []
 
     def backward(**given):
         got = tessera.flash_attn_bwd(q, k, v, out, dout, lse, **c.options(), deterministic=c.deterministic,
-                                     sinks=sinks, **given, device=dev)
+                                     sinks=sinks, alibi_slopes=slopes, **given, device=dev)
         dsinks.append(got[3] if c.sinks else None)
         return got[:3]
     grads = poisoned_runs(c, dev, q, k, backward)
-    ref = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks)
-    same = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, precision="same")
+    ref = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes)
+    same = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes,
+                                                precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, f"{target} {c} seed {seed}: {result}"
     if c.sinks:
@@ -197,14 +216,15 @@ def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
     k, v = _random(rng, (cu_k[-1], c.Hkv, c.D), c.dtype), _random(rng, (cu_k[-1], c.Hkv, c.D), c.dtype)
     dout = _random(rng, q.shape, c.dtype)
     sizes = (cu_q, cu_k, max(lens_q), max(lens_k))
-    out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **c.options(), return_lse=True, device=dev)
+    options = dict(c.options(), alibi_slopes=c.slopes(rng))
+    out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **options, return_lse=True, device=dev)
 
     def backward(**given):
-        return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **c.options(),
+        return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **options,
                                              deterministic=c.deterministic, **given, device=dev)
     grads = poisoned_runs(c, dev, q, k, backward)
-    ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **c.options())
-    same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **c.options(), precision="same")
+    ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **options)
+    same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **options, precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, f"{target} varlen deterministic={c.deterministic} seed {seed}: {result}"
     dq, dk, dv = grads

@@ -380,9 +380,13 @@ def test_kernel_set_choice_is_remembered_per_bundle(fake_sim, monkeypatch):
 def test_directive_for_every_variant():
     from tessera import _attention
     p = _attention.Plan("t", True, "bf16", 256, 1, 1, 1, 1, 1, "causal_top_left", 1.0, (-1, -1), 0.0, True, (), ())
-    assert _attention_bwd.directive_for(_attention_bwd.variant(p, True)) == (
+    assert _attention_bwd.directive_for(_attention_bwd.variant(p, True), _attention_bwd._needed(p)) == (
         "tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_varlen_det {dtype = bf16, head_dim = 256, "
         "mask = #tessera.mask<causal_top_left>, sliding_window, softcap, varlen, deterministic}")
+    p = p._replace(alibi=True, chunk=64, varlen=False)
+    assert _attention_bwd.directive_for(_attention_bwd.variant(p, False), _attention_bwd._needed(p)) == (
+        "tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_alibi_chunk {dtype = bf16, head_dim = 256, "
+        "mask = #tessera.mask<causal_top_left>, sliding_window, softcap, alibi, attention_chunk}")
 
 
 # ---- The reference ------------------------------------------------------------------------------------------------
@@ -406,9 +410,14 @@ def numerical_gradients(q, k, v, do, eps=1e-6, **options):
 
 @pytest.mark.parametrize("options", [
     {}, {"causal": True}, {"causal": True, "causal_align": "top_left", "window": (1, -1)},
-    {"window": (1, 1), "softcap": 0.7}, {"causal": True, "window": (0, 0)}, {"softcap": 2.0, "scale": 0.9}])
+    {"window": (1, 1), "softcap": 0.7}, {"causal": True, "window": (0, 0)}, {"softcap": 2.0, "scale": 0.9},
+    {"alibi_slopes": np.array([0.3, 0.9]), "softcap": 0.8}, {"causal": True, "alibi_slopes": np.array([[0.5], [0.2]])},
+    {"attention_chunk": 2}, {"causal": True, "causal_align": "top_left", "attention_chunk": 3}])
 @pytest.mark.parametrize("Sq, Sk, Hq, Hkv", [(3, 4, 2, 1), (5, 3, 3, 3), (1, 4, 2, 2), (4, 0, 2, 1)])
 def test_backward_reference_matches_central_differences(options, Sq, Sk, Hq, Hkv):
+    slopes = options.get("alibi_slopes")
+    if slopes is not None:   # a slope per head (Hq,), or per batch item and head (2, Hq)
+        options = dict(options, alibi_slopes=np.resize(slopes, slopes.shape[:-1] + (Hq,)))
     rng = np.random.default_rng()
     q, do = rng.standard_normal((2, Sq, Hq, 4)), rng.standard_normal((2, Sq, Hq, 4))
     k, v = rng.standard_normal((2, Sk, Hkv, 4)), rng.standard_normal((2, Sk, Hkv, 4))

@@ -2,7 +2,8 @@
 CORRECTNESS.md: small cases of every variant on gfx942, gfx950, gfx1100 and sm_90 (f16/bf16, D 32/64/96/128/256,
 causal top-left/bottom-right with Sq != Sk both ways, windows, softcap, GQA 3 and MQA, LSE, varlen with empty
 sequences, Sk = 0, fully masked rows, logits > 88, the -524288 logit, a row max that rises over many key tiles; head
-dims 48, 80 and 240 as they are, 40, 59 and 176 zero-padded; attention sinks).
+dims 48, 80 and 240 as they are, 40, 59 and 176 zero-padded; attention sinks; ALiBi (per head and per batch item
+and head, causal and not) and chunked local attention, alone and with a window, softcap and each other).
 Outputs are poisoned with NaN. Skipped when the sim plugin is not built; bf16 cases need ml_dtypes."""
 import re
 from typing import NamedTuple
@@ -32,14 +33,23 @@ class Case(NamedTuple):
     layout: str = "separate"    # separate | packed (q, k, v sliced from one qkv tensor) | odd (strides not 8-aligned)
     rising: float = 0.0         # scaled logits rise by about this much from the first key to the last
     sinks: bool = False         # a sink logit per query head (standard normal times 3)
+    alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
+    chunk: int = 0              # attention_chunk
+    kernel_chunk: bool = False  # the kernel takes a chunk (a chunk-less call on a kernel that has one)
 
     def kernel(self):
         return (f"fa_{self.dtype}_d{_attention.kernel_head_dim(self.D)}_{self.causal or 'none'}" +
-                ("_sinks" if self.sinks else ""))
+                ("_sinks" if self.sinks else "") + ("_alibi" if self.alibi else "") +
+                ("_chunk" if self.chunk or self.kernel_chunk else ""))
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
-                    scale=self.scale, window=self.window, softcap=self.softcap)
+                    scale=self.scale, window=self.window, softcap=self.softcap, attention_chunk=self.chunk)
+
+    def slopes(self, rng):
+        """ALiBi slopes of the case's shape (uniform in [0.05, 1)), or None."""
+        shape = {"": None, "h": (self.Hq,), "bh": (self.B, self.Hq)}[self.alibi]
+        return None if shape is None else rng.uniform(0.05, 1.0, shape).astype(np.float32)
 
 
 # Every target: each case at least once. Sq != Sk both ways, causal TL and BR, GQA 3, MQA, windows, softcap.
@@ -76,9 +86,18 @@ CASES = [
     # Attention sinks: rows without a visible key get O = 0 and LSE = the sink.
     Case("sinks-br-sq>sk-gqa3", "bf16", 64, Sq=40, Sk=19, Hq=6, Hkv=2, causal="br", sinks=True),
     Case("sinks-window-softcap", "f16", 128, Sq=24, Sk=70, window=(16, 8), softcap=5.0, input_scale=2.0, sinks=True),
+    # ALiBi: -slope * |i + off - j| (causal: only j <= i + off), per head or per batch item and head.
+    Case("alibi-br-sq<sk-gqa3", "f16", 64, Sq=20, Sk=70, Hq=6, Hkv=2, causal="br", alibi="h"),
+    Case("alibi-bh-window-softcap-chunk", "bf16", 64, B=2, Sq=40, Sk=52, window=(30, 6), softcap=5.0,
+         input_scale=2.0, alibi="bh", chunk=16),
+    Case("alibi-no-chunk-sq>sk", "bf16", 64, Sq=45, Sk=19, alibi="h", kernel_chunk=True),
+    # Chunked local attention: masked chunk edges, interior tiles between them, a chunk smaller than a tile.
+    Case("chunk-br-interior", "f16", 64, Sq=20, Sk=300, causal="br", chunk=160),
+    Case("chunk-br-small-sq>sk", "f16", 64, Sq=50, Sk=19, causal="br", chunk=5),
 ]
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"
+VARLEN_ALIBI_KERNEL = "fa_f16_d64_br_varlen_alibi_chunk"
 
 
 def cases_for(target):
@@ -88,7 +107,7 @@ def cases_for(target):
 def kernels_for(target):
     dtype, mask = VARLEN[target]
     names = {c.kernel() for c in cases_for(target)} | {EXTREME_KERNEL, f"fa_{dtype}_d64_{mask}_varlen",
-                                                       "fa_f16_d64_tl"}
+                                                       "fa_f16_d64_tl", VARLEN_ALIBI_KERNEL}
     if support.ml_dtypes is None:
         names = {n for n in names if not n.startswith("fa_bf16")}
     return sorted(names)
@@ -98,10 +117,11 @@ def kernels_for(target):
 def _directive(name):
     """The directive of a kernel named as examples/attention.mlir names its own (fa_<dtype>_d<D>_<mask>[_varlen]),
     with its runtime features, for head dims that file does not have."""
-    dtype, dim, mask, *varlen = name.split("_")[1:]
+    dtype, dim, mask, *optional = name.split("_")[1:]
     masks = {short: full for full, short in _attention.SHORT_MASKS.items()}
+    features = {short: full for full, short in _attention.SHORT_FEATURES.items()}
     attributes = [f"dtype = {dtype}", f"head_dim = {dim[1:]}", f"mask = #tessera.mask<{masks[mask]}>",
-                  *_attention.FEATURES, *varlen]
+                  *_attention.RUNTIME_FEATURES, *(features.get(a, a) for a in optional)]
     return f"tessera.flash_attn @{name} {{{', '.join(attributes)}}}"
 
 
@@ -184,10 +204,11 @@ def run_and_check(dev, c, seed):
     q, k, v = make_qkv(rng, c)
     out, lse = poisoned((c.B, c.Sq, c.Hq, c.D), c.dtype), poisoned((c.B, c.Hq, c.Sq), "f32")
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
-    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, out=out, lse=lse, device=dev)
+    extras = dict(sinks=sinks, alibi_slopes=c.slopes(rng))
+    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, **extras, out=out, lse=lse, device=dev)
     assert got[0] is out and got[1] is lse
-    ref = testing.attention_reference(q, k, v, **c.options(), sinks=sinks)
-    same = testing.attention_reference(q, k, v, **c.options(), sinks=sinks, precision="same")
+    ref = testing.attention_reference(q, k, v, **c.options(), **extras)
+    same = testing.attention_reference(q, k, v, **c.options(), **extras, precision="same")
     result = testing.check_attention(out, ref, same, lse)
     assert result.ok, f"{dev.arch} {c} seed {seed}: {result}"
     return ref
@@ -236,6 +257,28 @@ def test_flash_attn_varlen_with_empty_sequences(bundles, target):
     result = testing.check_attention(out, ref, same, lse)
     assert result.ok, f"{target} varlen {dtype} {mask} seed {seed}: {result}"
     assert np.isinf(lse[:, cu_q[2]:cu_q[3]]).all() and (out[cu_q[2]:cu_q[3]] == 0).all()
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_flash_attn_varlen_alibi_per_sequence_and_chunk(bundles, target):
+    """(B, Hq) slopes (each sequence its row) and a chunk, positions and off per sequence."""
+    dev = sim_for(bundles, target)
+    seed = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    lens_q, lens_k = [9, 0, 21, 30], [25, 7, 0, 12]
+    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
+    Hq, Hkv, D = 4, 2, 64
+    q = _random(rng, (cu_q[-1], Hq, D), "f16")
+    k, v = _random(rng, (cu_k[-1], Hkv, D), "f16"), _random(rng, (cu_k[-1], Hkv, D), "f16")
+    options = dict(causal=True, alibi_slopes=rng.uniform(0.05, 1.0, (len(lens_q), Hq)).astype(np.float32),
+                   attention_chunk=6)
+    out, lse = poisoned(q.shape, "f16"), poisoned((Hq, cu_q[-1]), "f32")
+    tessera.flash_attn_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), **options, return_lse=True, out=out,
+                              lse=lse, device=dev)
+    ref = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options)
+    same = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"{target} varlen ALiBi and chunk, seed {seed}: {result}"
 
 
 @pytest.mark.parametrize("target", support.SIM_TARGETS)

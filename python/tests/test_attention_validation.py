@@ -47,6 +47,14 @@ Q, K, V = qkv()
     ((Q, K, V), {"sinks": np.zeros(2, np.float16)}, r"sinks must be .* got shape \(2,\), dtype float16"),
     ((Q, K, V), {"sinks": np.zeros(4, np.float32)[::2]}, r"sinks must be .* unit stride, got .* strides \(2,\)"),
     ((Q, K, V), {"sinks": [0.0, 1.0]}, r"sinks is a builtins.list; expected a torch tensor or a numpy array"),
+    ((Q, K, V), {"alibi_slopes": np.ones(3, np.float32)},
+     r"alibi_slopes must be float32 of shape \(2,\) or \(1, 2\) \(a slope per query head, or per sequence and "
+     r"query head\) with unit stride along the heads, got shape \(3,\)"),
+    ((Q, K, V), {"alibi_slopes": np.ones((1, 2), np.float64)}, r"alibi_slopes must be .* dtype float64"),
+    ((Q, K, V), {"alibi_slopes": np.ones((1, 4), np.float32)[:, ::2]},
+     r"alibi_slopes must be .* unit stride along the heads, got shape \(1, 2\), dtype float32, strides \(4, 2\)"),
+    ((Q, K, V), {"attention_chunk": -1}, r"attention_chunk must be >= 0 \(0 = off\), got -1"),
+    ((Q, K, V), {"attention_chunk": 2.5}, r"attention_chunk must be an integer \(0 = off\), got 2.5"),
     ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\), got \(1, 5, 2, 64\) and "
                                    r"\(1, 6, 2, 64\)"),
     ((Q, K, f16(1, 5, 1, 64)), {}, r"k and v must have the same shape"),

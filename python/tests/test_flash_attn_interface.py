@@ -1,7 +1,7 @@
 """tessera.flash_attn_interface, FlashAttention 2's functions on Tessera: each gives what the tessera call it maps to
 gives (bit for bit: the same kernels), on the simulator (gfx942 and sm_90, numpy arrays): causal aligned
-bottom-right, window_size, softcap, softmax_scale, return_attn_probs, the packed layouts (their slices as q, k, v),
-varlen; flash_attn_with_kvcache against float64 (paged and contiguous caches, new keys appended in place, rotary
+bottom-right, window_size, softcap, softmax_scale, alibi_slopes, return_attn_probs, the packed layouts (their
+slices as q, k, v), varlen; flash_attn_with_kvcache against float64 (paged and contiguous caches, new keys appended in place, rotary
 embedding of both kinds); and FlashAttention's options Tessera lacks are refused before any device work."""
 import pytest
 
@@ -12,12 +12,14 @@ from tessera import flash_attn_interface as fa, testing
 
 TARGETS = ("gfx942", "sm_90")
 KERNELS = ("fa_f16_d64_none", "fa_f16_d64_br", "fa_f16_d64_br_varlen", "fa_f16_d64_none_varlen", "pd_f16_d64_b16")
+ALIBI = ("tessera.flash_attn @fa_f16_d64_br_alibi {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, "
+         "sliding_window, softcap, return_lse, alibi}")
 
 
 def _modules():
     lines = {line.split()[1][1:]: line for example in ("attention.mlir", "decode.mlir")
              for line in (support.REPO / "examples" / example).read_text().splitlines() if line.startswith("tessera.")}
-    return {t: "\n".join(lines[name] for name in KERNELS) + "\n" for t in TARGETS}
+    return {t: "\n".join([lines[name] for name in KERNELS] + [ALIBI]) + "\n" for t in TARGETS}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,13 @@ def test_dense_functions_are_tessera_flash_attn(bundles, target):
     qkv = np.stack([q, _random(rng, q.shape), _random(rng, q.shape)], axis=2)
     plain = tessera.flash_attn(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], device=dev)
     assert same(fa.flash_attn_qkvpacked_func(qkv, device=dev), plain)
+    # ALiBi, per batch item and head.
+    slopes = rng.uniform(0.05, 1.0, (B, Hq)).astype(np.float32)
+    want = tessera.flash_attn(q, k, v, causal=True, alibi_slopes=slopes, device=dev)
+    assert same(fa.flash_attn_func(q, k, v, causal=True, alibi_slopes=slopes, device=dev), want)
+    ref = testing.attention_reference(q, k, v, causal=True, alibi_slopes=slopes)
+    assert testing.check_attention(want, ref, testing.attention_reference(q, k, v, causal=True, alibi_slopes=slopes,
+                                                                          precision="same")).ok
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -178,8 +187,8 @@ CU = np.array([0, 4], np.int32)
 @pytest.mark.parametrize("call, message", [
     (lambda: fa.flash_attn_func(Q, KV, KV, dropout_p=0.1),
      r"flash_attn_func: dropout_p = 0.1: dropout is not supported yet \(pass 0.0, as evaluation does\)"),
-    (lambda: fa.flash_attn_func(Q, KV, KV, alibi_slopes=np.ones(2, np.float32)),
-     r"flash_attn_func: alibi_slopes is not supported yet \(pass None\)"),
+    (lambda: fa.flash_attn_func(Q, KV, KV, alibi_slopes=np.ones(3, np.float32)),
+     r"tessera.flash_attn: alibi_slopes must be float32 of shape \(2,\) or \(1, 2\)"),
     (lambda: fa.flash_attn_func(Q, KV, KV, window_size=4), r"window_size must be a pair \(left, right\), got 4"),
     (lambda: fa.flash_attn_qkvpacked_func(np.zeros((1, 4, 2, 2, 64), np.float16)),
      r"flash_attn_qkvpacked_func: qkv must be 5-D \(batch, seqlen, 3, nheads, headdim\), got shape "
@@ -198,7 +207,8 @@ CU = np.array([0, 4], np.int32)
      r"cache_batch_idx must be \(1,\), the cache row of each sequence, got shape \(2,\)"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=np.array([1], np.int32)),
      r"cache_batch_idx must name rows 0 to 0 of the cache, got \[1\]"),
-    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, alibi_slopes=CU), r"alibi_slopes is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, alibi_slopes=CU),
+     r"alibi_slopes is not supported by the decode kernels yet"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, k=KV), r"k and v come together .* got only k"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, rotary_sin=CU), r"got only rotary_sin"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, window_size=(4, 2)),

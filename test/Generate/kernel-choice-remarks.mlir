@@ -14,3 +14,14 @@ tessera.flash_attn @fa96 {dtype = f16, head_dim = 96}
 
 // expected-remark @+1 {{portable kernel on sm_90a: an explicit tile selects the portable kernel}}
 tessera.flash_attn @tiled {dtype = f16, head_dim = 64, tile = #tessera.tile<m = 64, n = 64, k = 64, waves = 4, stages = 1>}
+
+// -----
+
+// expected-remark @+1 {{portable kernel on sm_90a: ALiBi is built in the portable kernel only}}
+tessera.flash_attn @alibi {dtype = bf16, head_dim = 128, alibi}
+
+// -----
+
+// Chunked local attention keeps the wgmma kernel (its mask reads each row's key interval).
+// expected-remark @+1 {{wgmma/TMA kernel on sm_90a, with the portable twin 'chunked_portable' for strides TMA cannot copy}}
+tessera.flash_attn @chunked {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, attention_chunk}

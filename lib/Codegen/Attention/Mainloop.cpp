@@ -148,6 +148,7 @@ private:
   AccView sView, oView;
   OnlineSoftmax softmax;
   Value lane, waveQ0;
+  Value alibiSlope; ///< AttnRows::alibiSlopeLog2
   LdsTile curK, curV;   ///< this step's K and V buffers
   LdsTile waveK, waveV; ///< this wave's keys of them (all of them unless p.keyWaves > 1)
   Value keyWave;        ///< which of p.keyWaves this wave is (null: 1)
@@ -635,6 +636,9 @@ SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMa
                                               bool interior) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
     Value sc = scaledScores(kb, s[kt], scaleLog2, interior ? Value() : walk.cap, p.scaleInExp);
+    if (alibiSlope)
+      sc = addAlibiBias(kb, *walk.visibility, sView, lane, sc, rows.queryOf(rowBase),
+                        kb.add(n0, kt * p.keyDim()), alibiSlope);
     if (interior) {
       s[kt] = sc;
       continue;
@@ -839,6 +843,7 @@ void Mainloop::Impl::rescaleOutputs(MutableArrayRef<Value> o, ArrayRef<Value> al
 
 void Mainloop::Impl::emit() {
   lane = kb.laneId();
+  alibiSlope = rows.alibiSlopeLog2();
   if (p.keyWaves > 1)
     waveQ0 = kb.idx(0), keyWave = kb.waveId();
   else

@@ -28,7 +28,8 @@ struct AbiSpec {
   Type elem;
   std::vector<std::pair<std::string, ArgRole>> tensors;
   std::optional<ArgRole> lse; ///< the LSE's role, when the kernel takes one
-  bool varlen = false, slidingWindow = false, softcap = false, sinks = false;
+  bool varlen = false, slidingWindow = false, softcap = false, sinks = false, alibi = false,
+       chunk = false;
 };
 
 std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spec,
@@ -45,6 +46,7 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
     a.cuSeqlensK = sig.add("cu_seqlens_k", ptr(i32), ArgRole::Input);
   }
   if (spec.sinks) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
+  if (spec.alibi) a.alibiSlopes = sig.add("alibi_slopes", ptr(f32), ArgRole::Input);
   a.batch = sig.add("B", index, ArgRole::Size);
   a.seqQ = sig.add("Sq", index, ArgRole::Size);
   a.seqK = sig.add("Sk", index, ArgRole::Size);
@@ -65,11 +67,13 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
     a.lseStrideB = sig.add("lse_stride_b", index, ArgRole::Stride);
     a.lseStrideH = sig.add("lse_stride_h", index, ArgRole::Stride);
   }
+  if (spec.alibi) a.alibiStrideB = sig.add("alibi_stride_b", index, ArgRole::Stride);
   a.scale = sig.add("scale", f32, ArgRole::Scale);
   if (spec.slidingWindow) {
     a.windowLeft = sig.add("window_left", index, ArgRole::Param);
     a.windowRight = sig.add("window_right", index, ArgRole::Param);
   }
+  if (spec.chunk) a.attentionChunk = sig.add("attention_chunk", index, ArgRole::Param);
   if (spec.softcap) a.softcap = sig.add("softcap", f32, ArgRole::Param);
   // Query head h reads KV head h / (Hq / Hkv): Hq must be a multiple of Hkv.
   sig.divisible.push_back({sig.args[a.headsQ.index].name, sig.expr(a.headsKv)});
@@ -89,7 +93,8 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
                {{"q", ArgRole::Input}, {"k", ArgRole::Input}, {"v", ArgRole::Input},
                 {"o", ArgRole::Output}},
                op.getReturnLse() ? std::optional(ArgRole::Output) : std::nullopt,
-               op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(), op.getSinks()};
+               op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(), op.getSinks(),
+               op.getAlibi(), op.getAttentionChunk()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a);
   a.q = t[0], a.k = t[1], a.v = t[2], a.o = t[3];
   sig.grid[0] = GridExpr::ceilDiv(sig.expr(a.seqQ), GridExpr::constant(blockM));
@@ -111,7 +116,8 @@ FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int head
                {{"q", ArgRole::Input}, {"k", ArgRole::Input}, {"v", ArgRole::Input},
                 {"o", ArgRole::Input}, {"do", ArgRole::Input}, {"dq", ArgRole::Output},
                 {"dk", ArgRole::Output}, {"dv", ArgRole::Output}},
-               ArgRole::Input, op.getVarlen(), op.getSlidingWindow(), op.getSoftcap()};
+               ArgRole::Input, op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(),
+               /*sinks=*/false, op.getAlibi(), op.getAttentionChunk()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a.fwd);
   a.fwd.q = t[0], a.fwd.k = t[1], a.fwd.v = t[2], a.fwd.o = t[3];
   a.dO = t[4], a.dq = t[5], a.dk = t[6], a.dv = t[7];
@@ -195,6 +201,14 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
          false});
   }
   return out;
+}
+
+Visibility flashAttnVisibility(tessera::AttentionDirective op, KernelBuilder &kb,
+                               gpu::GPUFuncOp func, const FlashAttnArgs &a, Value seqQ,
+                               Value seqK) {
+  auto optional = [&](ArgHandle h) { return h ? argValue(func, h) : Value(); };
+  return Visibility(MaskSpec::of(op), kb, seqQ, seqK, optional(a.windowLeft),
+                    optional(a.windowRight), optional(a.attentionChunk));
 }
 
 SeqInfo seqInfo(KernelBuilder &kb, gpu::GPUFuncOp func, const FlashAttnArgs &a, bool varlen,

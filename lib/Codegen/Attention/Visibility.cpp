@@ -3,20 +3,31 @@
 #include "tessera/Codegen/Attention/Visibility.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
+#include <map>
 
 using namespace mlir;
 
 namespace tessera::attn {
 
 Visibility::Visibility(const MaskSpec &spec, KernelBuilder &kb, Value seqQ, Value seqK,
-                       Value windowLeft, Value windowRight)
+                       Value windowLeft, Value windowRight, Value chunk)
     : spec(spec), kb(kb), seqQ(seqQ), seqK(seqK), windowLeft(windowLeft),
-      windowRight(windowRight) {
+      windowRight(windowRight), chunk(chunk) {
   diagOffset = spec.mask == tessera::MaskKind::CausalTopLeft ? kb.idx(0) : kb.sub(seqK, seqQ);
+}
+
+Value Visibility::chunkOn() { return kb.cmpLt(kb.idx(0), chunk); }
+
+std::pair<Value, Value> Visibility::chunkOf(Value pos) {
+  Value size = kb.maxsi(chunk, kb.idx(1)); // no division by a chunk of 0 (off)
+  Value first = kb.mul(
+      arith::FloorDivSIOp::create(kb.builder(), kb.location(), pos, size).getResult(), size);
+  return {first, kb.sub(kb.add(first, size), kb.idx(1))};
 }
 
 std::pair<Value, Value> Visibility::keyInterval(Value query) {
@@ -33,6 +44,12 @@ std::pair<Value, Value> Visibility::keyInterval(Value query) {
     first = arith::SelectOp::create(b, loc, leftOn, maxsi(first, kb.sub(diag, windowLeft)), first);
     last = arith::SelectOp::create(b, loc, rightOn, minsi(last, kb.add(diag, windowRight)), last);
   }
+  if (chunk) {
+    auto [chunkFirst, chunkLast] = chunkOf(diag);
+    Value on = chunkOn();
+    first = kb.select(on, maxsi(first, chunkFirst), first);
+    last = kb.select(on, minsi(last, chunkLast), last);
+  }
   return {first, last};
 }
 
@@ -48,6 +65,12 @@ std::pair<Value, Value> Visibility::queryInterval(Value key) {
     first = kb.select(rightOn, kb.maxsi(first, kb.sub(onDiagonal, windowRight)), first);
     last = kb.select(leftOn, kb.minsi(last, kb.add(onDiagonal, windowLeft)), last);
   }
+  if (chunk) { // i + off in the key's chunk
+    auto [chunkFirst, chunkLast] = chunkOf(key);
+    Value on = chunkOn();
+    first = kb.select(on, kb.maxsi(first, kb.sub(chunkFirst, diagOffset)), first);
+    last = kb.select(on, kb.minsi(last, kb.sub(chunkLast, diagOffset)), last);
+  }
   last = kb.select(kb.cmpLt(key, seqK), last, kb.idx(-1));
   return {first, last};
 }
@@ -57,14 +80,16 @@ Value Visibility::visible(Value query, Value key) {
   return kb.andb(kb.cmpLe(first, key), kb.cmpLe(key, last));
 }
 
-Visibility::TileBounds Visibility::tileBounds(Value query0, Value key0) {
+/// Relative bounds as i32, clamped to +-kFar.
+constexpr int64_t kFar = int64_t(1) << 20;
+static Value narrowBound(KernelBuilder &kb, Value v) {
+  v = kb.minsi(kb.maxsi(v, kb.idx(-kFar)), kb.idx(kFar));
   OpBuilder &b = kb.builder();
-  Location loc = kb.location();
-  constexpr int64_t kFar = int64_t(1) << 20;
-  auto narrow = [&](Value v) {
-    v = kb.minsi(kb.maxsi(v, kb.idx(-kFar)), kb.idx(kFar));
-    return arith::IndexCastOp::create(b, loc, b.getI32Type(), v).getResult();
-  };
+  return arith::IndexCastOp::create(b, kb.location(), b.getI32Type(), v).getResult();
+}
+
+Visibility::TileBounds Visibility::tileBounds(Value query0, Value key0) {
+  auto narrow = [&](Value v) { return narrowBound(kb, v); };
   // keyInterval's bounds on the key minus the query, less the tile's key0 - query0.
   Value diag = kb.sub(diagOffset, kb.sub(key0, query0));
   Value lo, hi;
@@ -80,26 +105,19 @@ Visibility::TileBounds Visibility::tileBounds(Value query0, Value key0) {
           narrow(kb.sub(kb.sub(seqK, kb.idx(1)), key0))};
 }
 
+std::pair<Value, Value> Visibility::chunkBounds(Value query, Value key0) {
+  if (!chunk) return {};
+  auto [first, last] = chunkOf(kb.add(query, diagOffset));
+  Value on = chunkOn();
+  return {narrowBound(kb, kb.select(on, kb.sub(first, key0), kb.idx(-kFar))),
+          narrowBound(kb, kb.select(on, kb.sub(last, key0), kb.idx(kFar)))};
+}
+
 TileRange Visibility::keyTiles(Value q0, Value lastQuery, int blockN) {
-  OpBuilder &b = kb.builder();
-  Location loc = kb.location();
-  auto ceilDiv = [&](Value a) { return arith::CeilDivSIOp::create(b, loc, a, kb.idx(blockN)); };
-  auto select = [&](Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); };
-  Value lo = kb.idx(0);
-  Value hi = ceilDiv(seqK);
-  if (spec.causal())
-    hi = arith::MinSIOp::create(b, loc, hi, ceilDiv(kb.add(kb.add(lastQuery, diagOffset), 1)));
-  if (spec.slidingWindow) {
-    Value zero = kb.idx(0);
-    Value rightOn = kb.cmpLe(zero, windowRight), leftOn = kb.cmpLe(zero, windowLeft);
-    Value rightHi = ceilDiv(kb.add(kb.add(kb.add(lastQuery, diagOffset), windowRight), 1));
-    hi = select(rightOn, arith::MinSIOp::create(b, loc, hi, rightHi), hi);
-    Value leftLo = arith::FloorDivSIOp::create(
-        b, loc, kb.sub(kb.add(q0, diagOffset), windowLeft), kb.idx(blockN));
-    lo = select(leftOn, arith::MaxSIOp::create(b, loc, lo, leftLo), lo);
-  }
-  hi = arith::MaxSIOp::create(b, loc, hi, lo); // empty range when nothing is visible
-  return {lo, hi};
+  // From the first query's first key to the last query's last (intervals only move right).
+  Value lo = kb.floorDivsi(keyInterval(q0).first, blockN);
+  Value hi = kb.ceilDivsi(kb.add(keyInterval(lastQuery).second, 1), blockN);
+  return {lo, kb.maxsi(hi, lo)}; // empty when nothing is visible
 }
 
 TileRange Visibility::unmaskedKeyTiles(Value q0, Value lastQuery, int blockN) {
@@ -172,6 +190,8 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
     // (Tested as kl - ql against the bounds instead, the sequence end's test alone is
     // loop-invariant in the main kernel; hoisted, its lane masks cost gfx950 SGPR spills.)
     Value key = narrow(laneKey), query = narrow(laneQuery);
+    // A chunk's bounds per query (a division each): once per distinct query of the lane.
+    std::map<int, std::pair<Value, Value>> chunkOfRow;
     for (const AccElement &el : view.elements()) {
       Value row = plus(query, queryOffset + el.query);
       Value last = bounds.lastKey;
@@ -179,6 +199,12 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
       Value k = plus(key, keyOffset + el.inner);
       Value ok = kb.cmpLe(k, last);
       if (bounds.lo) ok = kb.andb(ok, kb.cmpLe(kb.add(row, bounds.lo), k));
+      auto [it, added] = chunkOfRow.try_emplace(queryOffset + el.query);
+      if (added)
+        it->second = visibility.chunkBounds(
+            kb.add(kb.add(query0, laneQuery), queryOffset + el.query), key0);
+      if (auto [lo, hi] = it->second; lo)
+        ok = kb.andb(ok, kb.andb(kb.cmpLe(lo, k), kb.cmpLe(k, hi)));
       setInvisible(el, ok);
     }
   }
@@ -187,6 +213,38 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
   b.setInsertionPointToStart(masked.elseBlock());
   scf::YieldOp::create(b, loc, scores);
   return masked.getResult(0);
+}
+
+Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
+                   Value scores, Value query0, Value key0, Value slopeLog2, int queryOffset,
+                   int keyOffset) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto type = cast<VectorType>(scores.getType());
+  // j - (i + off) per element: the lane's at (query0, key0), as f32 (exact below 2^24), plus each
+  // element's constant offset from it (the tile's offsets in the constant, not in the integer:
+  // hoisted out of a loop, a per-tile integer would hold a register per tile).
+  auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
+  Value first = kb.sub(kb.add(key0, laneKey),
+                       kb.add(kb.add(query0, laneQuery), visibility.diagonalOffset()));
+  Value firstF = arith::SIToFPOp::create(
+      b, loc, b.getF32Type(),
+      arith::IndexCastOp::create(b, loc, b.getI32Type(), first).getResult());
+  SmallVector<float> offsets(type.getNumElements());
+  for (const AccElement &el : view.elements())
+    offsets[el.reg] = float(keyOffset + el.inner - queryOffset - el.query);
+  Value distance = kb.fadd(vector::BroadcastOp::create(b, loc, type, firstF),
+                           arith::ConstantOp::create(b, loc, type,
+                                                     DenseElementsAttr::get(type, ArrayRef(offsets))));
+  // Causal: the visible keys have j <= i + off, so -|d| is d (the others are masked).
+  Value slope = slopeLog2;
+  if (!visibility.causal()) {
+    // max(d, -d): math.absf would become a device-library call on NVVM.
+    distance = kb.fmax(distance, arith::NegFOp::create(b, loc, distance));
+    slope = arith::NegFOp::create(b, loc, slope);
+  }
+  return math::FmaOp::create(b, loc, vector::BroadcastOp::create(b, loc, type, slope), distance,
+                             scores);
 }
 
 Value isEdgeTile(KernelBuilder &kb, Value tile, const TileRange &unmasked) {

@@ -43,11 +43,7 @@ public:
     d = kb.idx(p.headDim);
     alignedQ = q.stridesAligned16(kb, elemBits);
     alignedK = k.stridesAligned16(kb, elemBits), alignedV = v.stridesAligned16(kb, elemBits);
-    attn::MaskSpec spec = attn::MaskSpec::of(op);
-    if (spec.slidingWindow)
-      visibility.emplace(spec, kb, seq.seqQ, seq.seqK, arg(args.windowLeft), arg(args.windowRight));
-    else
-      visibility.emplace(spec, kb, seq.seqQ, seq.seqK);
+    visibility.emplace(attn::flashAttnVisibility(op, kb, func, args, seq.seqQ, seq.seqK));
     scaleLog2 = kb.fmul(arg(args.scale), kb.f32(M_LOG2E));
     cap = op.getSoftcap() ? arg(args.softcap) : Value();
   }
@@ -90,6 +86,13 @@ public:
     memref::StoreOp::create(b, kb.location(), lse, arg(args.lse), ValueRange{kb.add(at, query)});
   }
   bool wantsLse() const override { return returnLse; }
+  Value alibiSlopeLog2() override {
+    if (!op.getAlibi()) return {};
+    Value at = kb.add(kb.mul(batch, arg(args.alibiStrideB)), head);
+    Value slope = memref::LoadOp::create(kb.builder(), kb.location(), arg(args.alibiSlopes),
+                                         ValueRange{at});
+    return kb.fmul(slope, kb.f32(M_LOG2E));
+  }
   Value sinkLogit() override {
     if (!op.getSinks()) return {};
     return memref::LoadOp::create(kb.builder(), kb.location(), arg(args.sinks), ValueRange{head});
@@ -131,7 +134,8 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op, const Targe
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();
   request.rescaleOnNewMaxOnly = target.attnLazyRescale;
-  request.scaleInExp = target.attnScaleInExp;
+  // The ALiBi bias joins the scaled scores.
+  request.scaleInExp = target.attnScaleInExp && !op.getAlibi();
   request.stages = target.attnStages;
   if (auto tile = op.getTileAttr())
     request.tile = AttnRequest::Tile{int(tile.getM()), int(tile.getN()), int(tile.getWaves()),

@@ -339,13 +339,16 @@ protected:
     b.setInsertionPoint(func.getBody().front().getTerminator());
     lane = kb.laneId();
     wave = kb.waveId();
-    attn::MaskSpec spec = attn::MaskSpec::of(op);
-    if (spec.slidingWindow)
-      visibility.emplace(spec, kb, seq.seqQ, seq.seqK, arg(a.windowLeft), arg(a.windowRight));
-    else
-      visibility.emplace(spec, kb, seq.seqQ, seq.seqK);
+    visibility.emplace(attn::flashAttnVisibility(op, kb, func, a, seq.seqQ, seq.seqK));
     scaleLog2 = kb.fmul(arg(a.scale), kb.f32(M_LOG2E));
     cap = op.getSoftcap() ? arg(a.softcap) : Value();
+  }
+  /// Query head `head`'s ALiBi slope times log2(e); null without ALiBi.
+  Value alibiSlopeLog2(Value head) {
+    if (!op.getAlibi()) return {};
+    Value at = kb.add(kb.mul(batch, arg(a.alibiStrideB)), head);
+    Value slope = memref::LoadOp::create(b, loc, arg(a.alibiSlopes), ValueRange{at});
+    return kb.fmul(slope, kb.f32(M_LOG2E));
   }
   /// The kernel's LDS: workgroup attributions, or views of `bytes` of dynamic shared memory
   /// (plan.dynamicLds), allocated in order.
@@ -516,14 +519,16 @@ protected:
   }
 
   /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
-  ///   P = exp2(scaled(S) - lse shift), masked to 0 where invisible (`masked`),
+  ///   P = exp2(scaled(S) + ALiBi bias (`alibiSlope`, when given) - lse shift), masked to 0
+  ///   where invisible (`masked`),
   ///   dS = P (dP - Delta), times the soft cap's derivative (`capped`).
   /// The tile's first query and key in the item are `queryOffset` / `keyOffset` past
   /// `query0` / `key0` (its wave block's), `local0` its first query in `stats`. Returns {P, dS}.
   /// Branch-free: attn::scoreVariants chooses the variant.
   std::pair<Value, Value> scoreGradient(Value s, Value dp, const AccView &view, Value query0,
                                         Value key0, int queryOffset, int keyOffset, Value local0,
-                                        const StatsTile &stats, bool masked, bool capped) {
+                                        const StatsTile &stats, Value alibiSlope, bool masked,
+                                        bool capped) {
     auto vecType = cast<VectorType>(s.getType());
     Value firstLocal = kb.add(local0, view.laneOffsets(kb, lane).first);
     Value scores = kb.fmul(s, splat(scaleLog2, vecType)), slope;
@@ -532,6 +537,9 @@ protected:
       attn::CappedScores c = attn::capScores(kb, scores, cap);
       scores = c.scores, slope = c.slope;
     }
+    if (alibiSlope)
+      scores = attn::addAlibiBias(kb, *visibility, view, lane, scores, query0, key0, alibiSlope,
+                                  queryOffset, keyOffset);
     if (masked)
       scores = attn::maskScores(kb, *visibility, view, lane, scores, query0, key0, Value(),
                                 nullptr, queryOffset, keyOffset);
@@ -648,6 +656,10 @@ public:
     const int share = gradsW.perWave();
     SmallVector<Value> init(2 * share, kb.zero(kb.accType(atom)));
     init.append({head0, tiles.lo});
+    // ALiBi: the step's slope, loaded a step ahead (loaded where it is used, its wait cost the
+    // gfx11 kernel a spill).
+    const bool alibi = op.getAlibi();
+    if (alibi) init.push_back(alibiSlopeLog2(head0));
     // The step after query tile `tile` of head `head`: the next tile, or the next head's first.
     auto stepAfter = [&](Value head, Value tile) {
       Value next = kb.add(tile, 1);
@@ -675,6 +687,12 @@ public:
       Value head = loop.getRegionIterArgs()[2 * share];
       Value tile = loop.getRegionIterArgs()[2 * share + 1];
       auto [nextHead, nextTile] = stepAfter(head, tile);
+      Value alibiSlope, nextAlibiSlope;
+      if (alibi) {
+        alibiSlope = loop.getRegionIterArgs()[2 * share + 2];
+        // The last step's next head may be past the heads.
+        nextAlibiSlope = alibiSlopeLog2(kb.minsi(nextHead, kb.sub(arg(a.headsQ), kb.idx(1))));
+      }
       Value q0 = kb.mul(tile, p.blockM);
       QueryBlock now = queryBlock(buffers > 1 ? kb.remui(i, buffers) : kb.idx(0));
       if (buffers > 1) {
@@ -709,7 +727,8 @@ public:
               size_t at = i * blk.cols.size() + j;
               auto [prob, ds] = scoreGradient(
                   s[at], dp[at], view, kb.add(q0, blk.colOrigin), kb.add(k0, blk.rowOrigin),
-                  j * scoresW.tileCols, i * scoresW.tileRows, queryCol, now.stats, masked, capped);
+                  j * scoresW.tileCols, i * scoresW.tileRows, queryCol, now.stats, alibiSlope,
+                  masked, capped);
               storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
               storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
               if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
@@ -785,6 +804,7 @@ public:
       });
       dqAdds.finish();
       acc.append({nextHead, nextTile});
+      if (alibi) acc.push_back(nextAlibiSlope);
       scf::YieldOp::create(b, loc, acc);
       return SmallVector<Value>(loop.getResults().take_front(2 * share));
     };
@@ -836,6 +856,7 @@ public:
                                 keyBlock(*tiles, which), p.dqBlockN, p.headDim, p.threads());
       kb.asyncCommit();
     };
+    Value alibiSlope = alibiSlopeLog2(head);
     SmallVector<Value> init(gradsW.perWave(), kb.zero(kb.accType(atom)));
     // Double-buffered where the plan says so (K's and V's rows are then whole 16-byte vectors,
     // as for the main kernel's Q and dO).
@@ -881,7 +902,8 @@ public:
           size_t at = i * blk.cols.size() + j;
           Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, blk.rowOrigin),
                                    kb.add(n0, blk.colOrigin), i * scoresW.tileRows,
-                                   j * scoresW.tileCols, queryRow, stats, masked, capped)
+                                   j * scoresW.tileCols, queryRow, stats, alibiSlope, masked,
+                                   capped)
                          .second;
           storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
         };

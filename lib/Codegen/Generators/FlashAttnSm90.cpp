@@ -332,11 +332,7 @@ void Sm90Emitter::setUpRole() {
 }
 
 void Sm90Emitter::setVisibility() {
-  attn::MaskSpec spec = attn::MaskSpec::of(op);
-  if (spec.slidingWindow)
-    visibility.emplace(spec, kb, seqQ, seqK, arg(a.windowLeft), arg(a.windowRight));
-  else
-    visibility.emplace(spec, kb, seqQ, seqK);
+  visibility.emplace(attn::flashAttnVisibility(op, kb, func, a, seqQ, seqK));
 }
 
 std::vector<int> Sm90Emitter::rowLaneMasks() {
@@ -668,8 +664,8 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
     auto [first, last] = visibility->keyInterval(threadQuery[h]);
     lowest[h] = rel(first), highest[h] = rel(last);
   }
-  // Without a window the first visible key is 0, which every column is past.
-  const bool lowerBound = bool(op.getSlidingWindow());
+  // Without a window or chunk the first visible key is 0, which every column is past.
+  const bool lowerBound = op.getSlidingWindow() || op.getAttentionChunk();
   for (int i = 0; i < p.sValues(); ++i) {
     int j = Acc::group(i), h = Acc::half(i), e = i % 2;
     Value column = hb.i32(8 * j + e);
@@ -895,6 +891,7 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
            " does not fit the wgmma kernel's registers (64 and 128 do)";
   if (op.getTileAttr()) return "an explicit tile selects the portable kernel";
   if (op.getSinks()) return "sinks are built in the portable kernel's epilogue only";
+  if (op.getAlibi()) return "ALiBi is built in the portable kernel only";
   return {};
 }
 

@@ -36,6 +36,9 @@ public:
   /// The block's sink logit (natural log domain, uniform), which joins each row's softmax
   /// denominator; null without sinks.
   virtual mlir::Value sinkLogit() { return {}; }
+  /// The block's ALiBi slope times log2(e) (uniform), null without ALiBi. Rows with one are
+  /// consecutive queries: queryOf(row) is the first row's query plus row.
+  virtual mlir::Value alibiSlopeLog2() { return {}; }
   /// The query Visibility knows for block row `row`.
   virtual mlir::Value queryOf(mlir::Value row) = 0;
   /// Output element (row, col) in f32, divided by the row's sum (0 for a row that saw no key).

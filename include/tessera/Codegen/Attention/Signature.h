@@ -39,10 +39,12 @@ struct FlashAttnArgs {
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
   ArgHandle cuSeqlensQ, cuSeqlensK;       // varlen
   ArgHandle sinks;                        // sinks: (Hq,) f32
+  ArgHandle alibiSlopes, alibiStrideB;    // alibi: (Hq,) or (B, Hq) f32, stride 0 or Hq
   ArgHandle batch, seqQ, seqK, headsQ, headsKv;
   ArgHandle totalQ, totalK;               // varlen: the packed row counts
   ArgHandle scale;
   ArgHandle windowLeft, windowRight;      // sliding_window
+  ArgHandle attentionChunk;               // attention_chunk: chunked local attention, 0 = off
   ArgHandle softcap;                      // softcap
 };
 
@@ -104,6 +106,12 @@ struct PagedDecodeSignature {
 };
 /// The paged_decode ABI; each kernel of the set sets its own name, grid and block.
 PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op);
+
+/// The visibility rule of a flash_attn or flash_attn_bwd kernel for `seqQ` x `seqK`: its mask
+/// with the window and chunk arguments it takes.
+Visibility flashAttnVisibility(tessera::AttentionDirective op, KernelBuilder &kb,
+                               mlir::gpu::GPUFuncOp func, const FlashAttnArgs &a,
+                               mlir::Value seqQ, mlir::Value seqK);
 
 /// The sequence lengths of batch item `batch` of a flash_attn kernel (dense or varlen).
 SeqInfo seqInfo(KernelBuilder &kb, mlir::gpu::GPUFuncOp func, const FlashAttnArgs &a,

@@ -29,16 +29,19 @@ struct TileRange {
 
 /// The visibility rule of docs/flash_attn-abi.md for one (batch, head) of `seqQ` queries and `seqK`
 /// keys: key j is visible from query i when 0 <= j < Sk, and (causal) j <= i + off, and (window)
-/// i + off - left <= j <= i + off + right, a bound of -1 switched off; off = Sk - Sq (bottom-right
-/// alignment and no causal mask) or 0 (top-left). Key intervals only move right as the query grows,
-/// which every range below relies on.
+/// i + off - left <= j <= i + off + right, a bound of -1 switched off, and (chunk C > 0) j is in
+/// the chunk of C keys that holds i + off (FlashAttention-3's attention_chunk, Llama 4's chunked
+/// local attention); off = Sk - Sq (bottom-right alignment and no causal mask) or 0 (top-left). Key
+/// intervals only move right as the query grows, which every range below relies on.
 class Visibility {
 public:
-  /// `windowLeft` / `windowRight` only when the spec has a sliding window.
+  /// `windowLeft` / `windowRight` only when the spec has a sliding window; `chunk` only where the
+  /// kernel takes one (0 at runtime: no chunks).
   Visibility(const MaskSpec &spec, KernelBuilder &kb, mlir::Value seqQ, mlir::Value seqK,
-             mlir::Value windowLeft = {}, mlir::Value windowRight = {});
+             mlir::Value windowLeft = {}, mlir::Value windowRight = {}, mlir::Value chunk = {});
 
   mlir::Value diagonalOffset() const { return diagOffset; }
+  bool causal() const { return spec.causal(); }
   /// The keys query `query` sees: one interval [first, last] (empty when first > last).
   std::pair<mlir::Value, mlir::Value> keyInterval(mlir::Value query);
   /// The queries in [0, Sq) that see key `key`: one interval [first, last] (empty when
@@ -54,6 +57,10 @@ public:
     mlir::Value lo, hi, lastKey;
   };
   TileBounds tileBounds(mlir::Value query0, mlir::Value key0);
+  /// With a chunk: the keys of query `query`'s chunk, [lo, hi] relative to `key0` as i32 (clamped
+  /// like tileBounds; unbounded when the chunk is 0 at runtime). Null without one: a chunk bound
+  /// is per query, not of kl - ql, so it comes on top of tileBounds.
+  std::pair<mlir::Value, mlir::Value> chunkBounds(mlir::Value query, mlir::Value key0);
 
   /// The key tiles of `blockN` keys the queries [q0, lastQuery] can see (forward, decode).
   TileRange keyTiles(mlir::Value q0, mlir::Value lastQuery, int blockN);
@@ -68,9 +75,14 @@ public:
   TileRange unmaskedQueryTiles(mlir::Value k0, mlir::Value lastKey, int blockM);
 
 private:
+  /// The first key of the chunk holding position `pos` (a key, or a query plus off), and the
+  /// chunk's last key.
+  std::pair<mlir::Value, mlir::Value> chunkOf(mlir::Value pos);
+  mlir::Value chunkOn();
+
   MaskSpec spec;
   KernelBuilder &kb;
-  mlir::Value seqQ, seqK, diagOffset, windowLeft, windowRight;
+  mlir::Value seqQ, seqK, diagOffset, windowLeft, windowRight, chunk;
 };
 
 /// `scores` (an accumulator of lane `lane` seen through `view`, whose tile starts at query
@@ -84,6 +96,13 @@ mlir::Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView 
                        mlir::Value needMask,
                        llvm::function_ref<mlir::Value(mlir::Value)> queryOf = nullptr,
                        int queryOffset = 0, int keyOffset = 0);
+
+/// ALiBi: `scores` (log2 domain, the tile of maskScores' arguments) plus -slopeLog2 * |i + off - j|
+/// per element (query i, key j; off the diagonal offset). Queries are consecutive rows here.
+mlir::Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &view,
+                         mlir::Value lane, mlir::Value scores, mlir::Value query0,
+                         mlir::Value key0, mlir::Value slopeLog2, int queryOffset = 0,
+                         int keyOffset = 0);
 
 /// i1: tile `tile` is outside `unmasked` (one of the ranges above), so it needs the mask.
 mlir::Value isEdgeTile(KernelBuilder &kb, mlir::Value tile, const TileRange &unmasked);

@@ -52,11 +52,14 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
     lengths, head counts, strides and the scale are runtime arguments.
 
     Optional features the kernel supports (their values are runtime arguments):
-    `sliding_window` (window left/right, -1 = unbounded), `softcap`
+    `sliding_window` (window left/right, -1 = unbounded), `attention_chunk` (chunked local
+    attention: a query sees only the keys of its chunk of that many positions, 0 = off), `softcap`
     (`cap * tanh(s / cap)` applied to the scaled logits), `return_lse` (writes the
     log-sum-exp per row, `(B, Hq, Sq)` f32), `varlen` (packed batches with `cu_seqlens_q/k`),
     `sinks` (a logit per query head, `(Hq,)` f32, that joins every row's softmax denominator as a
-    key without a value would: gpt-oss's attention sinks; O and the LSE include it).
+    key without a value would: gpt-oss's attention sinks; O and the LSE include it),
+    `alibi` (ALiBi: `-slope * |i + off - j|` added to the scaled logits, slopes `(Hq,)` or
+    `(B, Hq)` f32).
     `pack_gqa` processes that many query heads of one KV head in one tile (1 = off).
 
     ```mlir
@@ -74,6 +77,8 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
                        UnitAttr:$return_lse,
                        UnitAttr:$varlen,
                        UnitAttr:$sinks,
+                       UnitAttr:$alibi,
+                       UnitAttr:$attention_chunk,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
@@ -98,6 +103,8 @@ def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd", [Tessera_Atte
                        UnitAttr:$sliding_window,
                        UnitAttr:$softcap,
                        UnitAttr:$varlen,
+                       UnitAttr:$alibi,
+                       UnitAttr:$attention_chunk,
                        UnitAttr:$deterministic,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
