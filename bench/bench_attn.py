@@ -2,7 +2,9 @@
 """Attention benchmark on a CUDA GPU: tessera.flash_attn vs torch SDPA's FlashAttention-2 and cuDNN backends on the same
 inputs in one run, each output checked, after the host time per call of each; table last, JSON to $TESSERA_BENCH_OUT.
 --backward: the backward instead (tessera.flash_attn_bwd, non-deterministic and deterministic, against the SDPA
-backends' backward through autograd), gradients checked against FlashAttention-2's."""
+backends' backward through autograd), gradients checked against FlashAttention-2's.
+--features: what each of FlashAttention's options costs: tessera.flash_attn with it against the same call without it
+(alternating rounds, one run), its output checked against float64 on sampled rows."""
 import argparse
 import os
 import statistics
@@ -45,6 +47,15 @@ def default_backward_cases():
     return [c + (det,) for c in cases for det in (False, True)]
 
 
+# --features: (name, the call's options, the baseline's) on FEATURE_CASE: each timed against the same call without
+# the option (head_dim 72, zero-padded, against head_dim 80 itself).
+FEATURE_CASE = (2, 4096, 32, 32, 128, "bf16", True)
+FEATURES = (("window 1024 left", dict(window=(1024, 0)), {}), ("softcap 30", dict(softcap=30.0), {}),
+            ("sinks", dict(sinks="per head"), {}), ("alibi", dict(alibi_slopes="per head"), {}),
+            ("chunk 1024", dict(attention_chunk=1024), {}),
+            ("head_dim 72 (padded to 80)", dict(head_dim=72), dict(head_dim=80)))
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cases", help="BxSxHqxHkvxD:dtype:causal|full,... e.g. 4x4096x32x32x128:bf16:causal "
@@ -52,6 +63,7 @@ def parse_args():
     p.add_argument("--rep-ms", type=int, default=100, help="time spent timing each function in a round")
     p.add_argument("--rounds", type=int, default=3, help="rounds of timing, the functions alternating")
     p.add_argument("--backward", action="store_true", help="the backward table (--cases take a 4th field det|nondet)")
+    p.add_argument("--features", action="store_true", help="the cost of each FlashAttention option (FEATURES)")
     args = p.parse_args()
     if args.cases:
         cases = []
@@ -317,6 +329,76 @@ def table(meta, rows):
     return "\n".join(lines)
 
 
+def feature_inputs(B, S, Hq, Hkv, D, dtype, gen, options):
+    """q, k, v and the call's keyword arguments, per-head tensors made for 'per head' and head_dim overridden."""
+    D = options.get("head_dim", D)
+    dt = TORCH_DTYPES[dtype]
+    q, k, v = (torch.randn(B, S, H, D, device="cuda", generator=gen).to(dt) for H in (Hq, Hkv, Hkv))
+    kwargs = {}
+    for name, value in options.items():
+        if value == "per head":   # sinks: standard normal; ALiBi: the paper's slopes 2^(-8 h / H)
+            value = (torch.randn(Hq, device="cuda", generator=gen) if name == "sinks" else
+                     2.0 ** (-8.0 * torch.arange(1, Hq + 1, device="cuda") / Hq)).float()
+        if name != "head_dim":
+            kwargs[name] = value
+    return q, k, v, kwargs
+
+
+def run_feature(name, options, baseline, case, rep_ms, rounds, gen, row_gen):
+    """tessera.flash_attn with `options` against the call with `baseline`'s instead, alternating; the featured
+    output checked on sampled rows against float64."""
+    B, S, Hq, Hkv, D, dtype, causal = case
+    row = {"case": name, "B": B, "S": S, "Hq": Hq, "Hkv": Hkv, "D": options.get("head_dim", D), "dtype": dtype,
+           "causal": causal}
+    q, k, v, kwargs = feature_inputs(B, S, Hq, Hkv, D, dtype, gen, options)
+    q0, k0, v0, _ = feature_inputs(B, S, Hq, Hkv, D, dtype, gen, baseline)
+    rows = torch.cat([torch.arange(0, 8), torch.randint(0, S, (SAMPLE_ROWS - 8,), generator=row_gen)]).cuda()
+    try:
+        out = tessera.flash_attn(q, k, v, causal=causal, **kwargs)
+        torch.cuda.synchronize()
+        ref = testing.attention_reference(q, k, v, causal=causal, rows=rows, **kwargs)
+        same = testing.attention_reference(q, k, v, causal=causal, rows=rows, precision="same", **kwargs)
+        result = testing.check_attention(out[:, rows], ref, same)
+        row.update(correct=result.ok and bool(torch.isfinite(out).all()), check=str(result))
+        timed = {"with": lambda: tessera.flash_attn(q, k, v, causal=causal, **kwargs),
+                 "without": lambda: tessera.flash_attn(q0, k0, v0, causal=causal)}
+        for _ in range(rounds):
+            for who, fn in timed.items():
+                row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
+        for who in timed:
+            row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
+        row["cost"] = row["with_ms"] / row["without_ms"]
+    except tessera.TesseraError as e:
+        row["error"] = f"{type(e).__name__}: {e}"
+    return row
+
+
+def features_table(meta, rows):
+    B, S, Hq, Hkv, D, dtype, causal = FEATURE_CASE
+    lines = [f"Attention forward options: tessera.flash_attn with each against the same call without it, "
+             f"B{B} S{S} H{Hq} D{D} {dtype} {'causal' if causal else 'full'}, median of {meta.get('rounds', 1)} "
+             f"alternating rounds ({meta['gpu']}, commit {meta['commit']}, {meta['date']})",
+             f"{'option':>26} {'with ms':>8} {'without':>8} {'cost':>6}  check"]
+    for r in rows:
+        verdict = r.get("error") or ("ok" if r["correct"] else f"WRONG ({r['check']})")
+        lines.append(f"{r['case']:>26} {_num(r, 'with_ms', '8.3f')} {_num(r, 'without_ms', '8.3f')} "
+                     f"{_num(r, 'cost', '6.2f')}  {verdict}")
+    return "\n".join(lines)
+
+
+def main_features(args, meta):
+    gen, row_gen = torch.Generator(device="cuda").manual_seed(meta["seed"]), torch.Generator().manual_seed(meta["seed"])
+    rows = []
+    for name, options, baseline in FEATURES:
+        r = run_feature(name, options, baseline, FEATURE_CASE, args.rep_ms, args.rounds, gen, row_gen)
+        rows.append(r)
+        print(f"  {name}: " + (r.get("error") or f"{r['with_ms']:.3f} ms vs {r['without_ms']:.3f} ms "
+                                                 f"({r['cost']:.2f}x), {'ok' if r['correct'] else 'WRONG'}"),
+              flush=True)
+        torch.cuda.empty_cache()
+    return finish("bench_attn_features", meta, rows, features_table(meta, rows))
+
+
 def main():
     args = parse_args()
     meta = begin("bench_attn")
@@ -327,6 +409,8 @@ def main():
     meta["rounds"] = args.rounds
     if args.backward:
         return main_backward(args, meta)
+    if args.features:
+        return main_features(args, meta)
     meta["host_us_per_call"] = host_overhead()
     print(host_line(meta["host_us_per_call"]), flush=True)
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)

@@ -12,14 +12,16 @@ from pathlib import Path
 
 # What each table's bars show: (key suffix, axis label). Decode plots time per call (its fp8 columns read half the
 # bytes, so GB/s would hide their gain).
-UNITS = {"bench_decode": ("_us", "µs per call (lower is better)")}
+UNITS = {"bench_decode": ("_us", "µs per call (lower is better)"),
+         "bench_attn_features": ("_ms", "ms per call (lower is better)")}
 DEFAULT_UNIT = ("_tflops", "TFLOP/s")
 LEGEND = {"fp8": "tessera, fp8 cache", "fp8t": "tessera, fp8 cache with per-token scales",
+          "with": "tessera with the option", "without": "tessera without it",
           "flash": "SDPA FlashAttention-2", "cudnn": "SDPA cuDNN", "torch": "torch.matmul (cuBLAS)"}
 SHAPE_KEYS = ("M", "N", "K", "B", "S", "Hq", "Hkv", "D", "dtype", "layout", "causal", "deterministic", "Sq",
               "max_len", "block_size", "kv_dtype")
 TITLES = {"bench_gemm": "GEMM", "bench_attn": "Attention forward", "bench_attn_bwd": "Attention backward",
-          "bench_decode": "Paged decode"}
+          "bench_decode": "Paged decode", "bench_attn_features": "Attention forward options"}
 
 
 def _label(row):
