@@ -26,7 +26,7 @@ TITLES = {"bench_gemm": "GEMM", "bench_attn": "Attention forward", "bench_attn_b
 
 def _label(row):
     if "case" in row:    # a named case: its name says the shape
-        return " ".join([str(row["case"])] + [f"block {row['block_size']}"] * ("block_size" in row))
+        return " ".join([str(row["case"])] + ([f"block {row['block_size']}"] if "block_size" in row else []))
     parts = []
     for key in SHAPE_KEYS:
         if key not in row or isinstance(row[key], (list, dict)):

@@ -44,6 +44,7 @@ class Call(NamedTuple):
     num_splits: int     # as asked: 0 = the heuristic's choice
     kv_scale: str = "per_tensor"    # fp8 caches: per_tensor or per_token scales
     fp8_products: bool = False      # fp8 caches: QK and PV on fp8 matrix instructions
+    sinks: bool = False             # a sink logit per query head joins each row's softmax denominator
 
     def empty(self):
         """True when there is no query row: nothing is launched."""
@@ -263,7 +264,7 @@ def _check_options(who, D, causal, softmax_scale, window_left, softcap, return_l
 
 
 def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-             return_lse, num_splits, fp8_products=False):
+             return_lse, num_splits, fp8_products=False, sinks=None):
     """Every check of a call, then its device: (infos, Call, Device). Nothing touches a device before the last
     step."""
     _arrays.refuse_grad(who, arrays)
@@ -287,6 +288,7 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
                          (" with per-token scales" if kv_scale == "per_token" else ""))
     call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options,
                 kv_scale, fp8_products)
+    call = _attention._with_sinks(who, call, infos, sinks)
     if infos["out"] is not None:
         _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
     if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
@@ -309,6 +311,7 @@ def _serves(kernel_set, call):
     return (kernel_set.directive == "paged_decode" and a.get("dtype") == call.dtype and
             a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == call.kv_scale and
             bool(a.get("fp8_products", False)) == call.fp8_products and
+            bool(a.get("sinks", False)) == call.sinks and
             a.get("head_dim") == call.D and
             a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
             all(a.get(f, False) for f, want in call.needed().items() if want))
@@ -320,13 +323,12 @@ def directive_for(call):
     fp8 = call.kv_dtype in FP8
     name = (f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("_fp8" if fp8 else "") +
             ("_pertoken" if call.kv_scale == "per_token" else "") + ("_products" if call.fp8_products else "") +
-            ("" if call.mask == CAUSAL else "_none"))
+            ("" if call.mask == CAUSAL else "_none") + ("_sinks" if call.sinks else ""))
     attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
                   f"mask = #tessera.mask<{call.mask}>", *FEATURES]
     if fp8:
         attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", f"kv_scale = #tessera.kv_scale<{call.kv_scale}>"]
-    if call.fp8_products:
-        attributes.append("fp8_products")
+    attributes += [a for a, on in (("fp8_products", call.fp8_products), ("sinks", call.sinks)) if on]
     return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
 
 
@@ -340,7 +342,7 @@ def find_kernel_set(bundle, call):
     if not fits:
         wanted = (f"dtype={call.dtype}" +
                   (f" kv_dtype={call.kv_dtype} kv_scale={call.kv_scale}" if call.kv_dtype in FP8 else "") +
-                  (" fp8_products" if call.fp8_products else "") +
+                  (" fp8_products" if call.fp8_products else "") + (" sinks" if call.sinks else "") +
                   f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
@@ -353,8 +355,8 @@ def find_kernel_set(bundle, call):
 def kernel_set_for(dev, call):
     """find_kernel_set on the device's bundle, remembered per bundle and variant; where the bundle lacks it, the set
     directive_for(call) compiles on demand (_ondemand)."""
-    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.D, call.block_size,
-           call.masks(), *call.needed().values())
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.sinks, call.D,
+           call.block_size, call.masks(), *call.needed().values())
     return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, call), directive_for(call))
 
 
@@ -441,11 +443,11 @@ def _check_plan(who, plan, call, dev):
     made, kernel_set = plan.call, plan.kernel_set
     if kernel_set.bundle.device is not dev:
         raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
-    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "D", "block_size", "Hq", "Hkv")
+    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "sinks", "D", "block_size", "Hq", "Hkv")
     if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
         have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
         raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
-                         "dtype, products, head_dim, block_size and heads with at most its B and Sq")
+                         "dtype, products, sinks, head_dim, block_size and heads with at most its B and Sq")
     if call.num_splits not in (0, plan.num_splits):
         raise InputError(f"{who}: num_splits={call.num_splits} but the plan fixed {plan.num_splits}: pass 0 (or the "
                          "plan's) with plan=")
@@ -474,7 +476,7 @@ def _values(call, kernel_set, infos, ptrs, num_splits):
 
 _POINTERS = {"q": "q", "k_cache": "k_cache", "v_cache": "v_cache", "block_table": "block_table",
              "cache_seqlens": "cache_seqlens", "out": "o", "lse": "lse", "k_scale": "k_scale",
-             "v_scale": "v_scale"}   # the caller's names -> the ABI's
+             "v_scale": "v_scale", "sinks": "sinks"}   # the caller's names -> the ABI's
 
 
 def _run(call, dev, kernel_set, infos, num_splits):
@@ -575,7 +577,7 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
 
 def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
                  k_scale=None, v_scale=None, window_left=-1, softcap=0.0, num_splits=0, out=None, return_lse=False,
-                 plan=None, fp8_products=False, device=None):
+                 plan=None, fp8_products=False, sinks=None, device=None):
     """Decode attention over a paged KV cache: for each sequence b, the Sq new query tokens q[b] against the first
     cache_seqlens[b] keys and values (the new tokens' included), gathered from the pages block_table[b] names.
 
@@ -603,9 +605,13 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     PV on the chip's fp8 matrix instructions, each query row scaled by a power of two into the cache's format and P
     stretched into it before they are rounded to it (docs/decode.md: its tolerance; gfx942, gfx950, sm_90 and
     sm_90a; not gfx11).
+    sinks: (Hq,) float32, unit stride: query head h's logit joins each of its rows' softmax denominator (gpt-oss's
+    attention sinks, as tessera.flash_attn's): O and LSE include it, once also when the keys are split (the combine
+    adds it); a row without a visible key gives O = 0 and LSE = sinks[h].
     """
     who = "tessera.paged_decode"
     if _arrays.compiling():
+        _attention.no_extras_compiled(who, sinks)
         return _arrays.torch_ops.call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal,
                                                    softmax_scale, k_scale, v_scale, window_left, softcap, num_splits,
                                                    out, return_lse, plan, fp8_products)
@@ -614,7 +620,7 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-                                return_lse, num_splits, fp8_products)
+                                return_lse, num_splits, fp8_products, sinks)
     if plan is None:
         kernel_set = kernel_set_for(dev, call)
         splits = num_splits_for(call, kernel_set, dev)
@@ -658,7 +664,7 @@ def _check_cache_strides(who, call, kernel_set, infos):
 
 def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,
                       window_left=-1, softcap=0.0, num_splits=0, return_lse=False, k_scale=None, v_scale=None,
-                      fp8_products=False, device=None):
+                      fp8_products=False, sinks=None, device=None):
     """A DecodePlan for paged_decode calls up to these arrays' sizes (the largest batch and query count, the widest
     block table a CUDA graph will see): checks them as paged_decode would, chooses the kernel set and num_splits
     (the heuristic's for these sizes when 0), and reserves the set's workspaces on the current stream and the
@@ -667,7 +673,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
     choice and use its num_splits, so every replay of a captured graph splits alike whatever its lengths.
     The values of window_left and softcap do not matter, only whether they are on; for fp8 caches neither do the
     scales' (calls pass their own), only whether they are per-token: k_scale and v_scale may be left out for
-    per-tensor ones."""
+    per-tensor ones. Likewise sinks: only whether the calls pass them."""
     who = "tessera.paged_decode_plan"
     if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 and k_scale is None and v_scale is None:
         k_scale = v_scale = 1.0
@@ -676,7 +682,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
-                                num_splits, fp8_products)
+                                num_splits, fp8_products, sinks)
     kernel_set = kernel_set_for(dev, call)
     splits = num_splits_for(call, kernel_set, dev)
     if not call.empty():

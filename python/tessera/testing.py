@@ -271,7 +271,7 @@ def _pages(ops, cache, pages):
 
 def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout="NHD", causal=True, scale=None,
                            window_left=-1, softcap=0.0, precision="float64", k_scale=None, v_scale=None,
-                           fp8_products=False):
+                           fp8_products=False, sinks=None):
     """tessera.paged_decode's result as attention_reference's (AttentionResult: O (B, Sq, Hq, D), LSE (B, Hq, Sq),
     o_abs), on numpy arrays or torch tensors: each sequence's first cache_seqlens[b] keys and values gathered from
     the pages its block_table row names (no other entry or slot is read: NaN there cannot reach the result), then
@@ -281,7 +281,8 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
     arrays) are dequantised first: stored x scale in float64, and for precision "same" rounded to q's dtype (the
     straightforward dequantise-then-attend); with fp8_products (per-tensor scales) "same" is the straightforward
     fp8 product instead: the scaled cache values kept in float32, each query row rounded to the cache's format
-    through a power of two (_fp8_rows), P rounded to it (attention_reference's p_format)."""
+    through a power of two (_fp8_rows), P rounded to it (attention_reference's p_format). sinks: (Hq,) logits, as
+    attention_reference's."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     B, Sq, Hq, D = q.shape
@@ -290,7 +291,7 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
     lse = ops.full((B, Hq, Sq), float("-inf"), like)
     block_size = k_cache.shape[1 if kv_layout == "NHD" else 2]
     options = dict(causal=causal, causal_align="bottom_right", scale=scale, window=(window_left, -1),
-                   softcap=softcap, precision=precision)
+                   softcap=softcap, precision=precision, sinks=sinks)
     fp8 = dtype_name(k_cache.dtype) if fp8_products and precision != "float64" else None
     if fp8:
         q = _fp8_rows(ops, q, fp8)

@@ -37,15 +37,17 @@ class Case(NamedTuple):
     wide_queries: bool = False  # query rows scaled by 2^-60 .. 2^60 (past f16's range both ways), one all zero
     products: bool = False      # fp8_products: QK and PV on the fp8 matrix instructions (gfx942, gfx950, sm_90)
     sink: bool = False          # every query scores 6 against its sequence's first key and 0 against the others
+    sink_logits: bool = False   # sinks: a logit per query head (standard normal times 3) in every row's denominator
 
     def directive(self, target):
         granularity = "per_token" if self.per_token else "per_tensor"
         kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<{granularity}>, " if self.fp8 else "")
-        suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "") + ("_products" if self.products else "")
+        suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "") + \
+            ("_products" if self.products else "") + ("_sinks" if self.sink_logits else "")
         return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{suffix} "
                 f"{{dtype = {self.dtype}, {kv}head_dim = {self.D}, block_size = {self.block_size}, "
                 "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv" +
-                (", fp8_products}" if self.products else "}"))
+                (", fp8_products" if self.products else "") + (", sinks" if self.sink_logits else "") + "}")
 
     def runs_on(self, target):
         """fp8_products needs fp8 matrix instructions: gfx942's and gfx950's MFMA, sm_90's mma.sync (not gfx11's
@@ -95,6 +97,9 @@ CASES = [
     # An empty sequence (O = 0, LSE = -inf) and a single key (P = 1 stretched: exactly V) beside a long one.
     Case("fp8-products-empty-and-one-key", "bf16", 128, 16, (0, 1, 300), num_splits=2, fp8=True, products=True),
     Case("fp8-products-attention-sink", "f16", 64, 16, (300,), Hq=2, Hkv=1, fp8=True, products=True, sink=True),
+    # Sink logits: once per row, split (the combine adds it) or not; an empty cache gives LSE = the sink.
+    Case("sinks-b16-gqa4-split3-empty", "bf16", 64, 16, (0, 37, 80), num_splits=3, sink_logits=True),
+    Case("sinks-sq3-gqa8-window", "f16", 64, 16, (9, 40), Sq=3, Hkv=1, window_left=12, sink_logits=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
 
@@ -197,7 +202,8 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
         q[:] = 0
         q[..., 0] = 12
     q = q.astype(support.numpy_dtype(c.dtype))
-    options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, **scales)
+    sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sink_logits else None
+    options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, sinks=sinks, **scales)
 
     def run(k, v, table, **poisoned):
         out = np.full(q.shape, np.nan, q.dtype)
@@ -213,7 +219,9 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     assert result.ok, f"{target} {c} seed {seed}: {result}"
     for b, length in enumerate(c.lens):
         if length == 0:
-            assert (out[b] == 0).all() and np.isneginf(lse[b]).all(), "an empty cache gives O = 0, LSE = -inf"
+            empty_lse = np.broadcast_to(sinks[:, None], lse[b].shape) if c.sink_logits else -np.inf
+            assert (out[b] == 0).all() and (lse[b] == empty_lse).all(), \
+                "an empty cache gives O = 0, LSE = -inf (with sinks: the sink)"
     *poisoned, poisoned_scales = poison(c, k, v, table, scales)
     poisoned_out, poisoned_lse = run(*poisoned, **poisoned_scales)
     assert (poisoned_out.view(np.uint16) == out.view(np.uint16)).all(), \

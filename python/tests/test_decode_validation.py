@@ -109,6 +109,9 @@ PAGES = np.arange(6, dtype=np.int32).reshape(2, 3)
                                                                     r"\(0, 0, 64, 1\)"),
     ({"block_table": [[0, 1, 2], [3, 4, 5]]}, {}, r"block_table is a builtins.list; expected a torch tensor or a "
                                                   r"numpy array"),
+    ({}, {"sinks": np.zeros(2, np.float32)}, r"sinks must be a float32 vector of one logit per query head, shape "
+                                             r"\(4,\) with unit stride, got shape \(2,\)"),
+    ({}, {"sinks": np.zeros(4, np.float16)}, r"sinks must be .* dtype float16"),
 ])
 def test_paged_decode_rejected_before_the_device(changes, kwargs, message):
     with pytest.raises(tessera.InputError, match=message) as e:
@@ -398,6 +401,9 @@ def test_missing_variants_name_the_directive_that_adds_them(fake_sim):
         tessera.paged_decode(*decode_args(D=32), causal=False, window_left=2, num_splits=1, device=dev)
     with pytest.raises(tessera.KernelNotFoundError, match=r"mask=none split_kv \(.*@pd_f16_d64_b16_none \{"):
         tessera.paged_decode(*decode_args(Sq=2), causal=False, device=dev)   # two tokens: the mask matters
+    with pytest.raises(tessera.KernelNotFoundError, match=r"dtype=f16 sinks head_dim=64 block_size=16 mask=causal_bottom_right or none "
+                                                          r"split_kv \(.*@pd_f16_d64_b16_sinks \{.*split_kv, sinks\}"):
+        tessera.paged_decode(*decode_args(), sinks=np.zeros(4, np.float32), device=dev)
     assert fake.launches() == []
 
 
@@ -486,10 +492,10 @@ def test_a_plan_fixes_the_set_and_splits_and_reserves_the_workspace(fake_sim, mo
 
 
 @pytest.mark.parametrize("changes, options, message", [
-    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, D=64, "
-                   r"block_size=16, Hq=4, Hkv=2\) does not fit the plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, "
-                   r"kv_scale=per_tensor, fp8_products=False, D=64, block_size=16, Hq=4, Hkv=2\): the plan serves its "
-                   r"dtype, products, head_dim"),
+    ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, "
+                   r"sinks=False, D=64, block_size=16, Hq=4, Hkv=2\) does not fit the plan \(B=4, Sq=2, dtype=f16, "
+                   r"kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, sinks=False, D=64, block_size=16, Hq=4, "
+                   r"Hkv=2\): the plan serves its dtype, products, sinks, head_dim"),
     ({"Sq": 3}, {}, r"does not fit the plan"),
     ({"Hq": 8}, {}, r"does not fit the plan"),
     ({"block_size": 64}, {}, r"block_size=64, Hq=4, Hkv=2\) does not fit the plan"),

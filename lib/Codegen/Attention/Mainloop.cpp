@@ -780,9 +780,14 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
   SmallVector<Value> l = reduceAcrossLanes(lPart, CK::ADD);
   // Per slot: the factor O takes and, where it is written, the LSE.
   SmallVector<Value> inv, lse;
-  Value sink = rows.sinkLogit();
+  Value rowBase = kb.add(waveQ0, qt * p.queryDim());
+  Value laneQuery = sView.laneOffsets(kb, lane).first;
+  const SmallVector<AccElement> sElements = sView.elements();
   for (auto [sl, sum] : llvm::enumerate(l)) {
-    if (sink) {
+    // The slot's row: that of any S element of the slot.
+    const AccElement &first = *llvm::find_if(
+        sElements, [&, sl = sl](const AccElement &el) { return slotOf(el.reg) == int(sl); });
+    if (Value sink = rows.sinkLogit(kb.add(kb.add(rowBase, laneQuery), first.query))) {
       OnlineSoftmax::Finish f = softmax.finishWithSink(extract(state.max, sl), sum, sink);
       inv.push_back(f.outputFactor), lse.push_back(f.lse);
     } else {
@@ -791,12 +796,11 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
     }
     if (int stretch = p.pStretch()) inv.back() = kb.fmul(inv.back(), kb.f32(1.0f / float(stretch)));
   }
-  Value rowBase = kb.add(waveQ0, qt * p.queryDim());
-  auto [laneQuery, laneD] = oLane;
+  auto [outputLaneQuery, laneD] = oLane;
   const int headTile = p.transposed ? p.pv->m : p.pv->n;
   for (int ht = 0; ht < p.headTiles(); ++ht)
     for (const AccElement &el : oView.elements()) {
-      Value row = kb.add(kb.add(rowBase, laneQuery), el.query);
+      Value row = kb.add(kb.add(rowBase, outputLaneQuery), el.query);
       Value col = kb.add(laneD, ht * headTile + el.inner);
       rows.storeOutput(row, col, kb.fmul(extract(out[ht], el.reg), inv[outputSlotOf(el.reg)]));
     }

@@ -161,6 +161,7 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
   }
   a.o.ptr = sig.add("o", ptr(elem), ArgRole::Output);
   if (op.getReturnLse()) a.lse = sig.add("lse", ptr(f32), ArgRole::Output);
+  if (op.getSinks()) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
   a.batch = sig.add("B", index, ArgRole::Size);
   a.seqQ = sig.add("Sq", index, ArgRole::Size);
   a.headsQ = sig.add("Hq", index, ArgRole::Size);

@@ -93,7 +93,7 @@ public:
                                          ValueRange{at});
     return kb.fmul(slope, kb.f32(M_LOG2E));
   }
-  Value sinkLogit() override {
+  Value sinkLogit(Value) override {
     if (!op.getSinks()) return {};
     return memref::LoadOp::create(kb.builder(), kb.location(), arg(args.sinks), ValueRange{head});
   }

@@ -80,6 +80,11 @@ protected:
     if (args.lse)
       memref::StoreOp::create(b, loc, lse, arg(args.lse), ValueRange{lseAt(batch, head, token)});
   }
+  /// Query head `head`'s sink logit; null without sinks.
+  Value sinkOf(Value head) {
+    if (!args.sinks) return {};
+    return memref::LoadOp::create(b, loc, arg(args.sinks), ValueRange{head});
+  }
 
   tessera::PagedDecodeOp op;
   KernelBuilder &kb;
@@ -183,6 +188,14 @@ public:
   }
   // The combine needs every split's LSE.
   bool wantsLse() const override { return returnLse || splitKv; }
+  // Split over several workgroups, the sink joins once, in the combine (-inf here: none).
+  Value sinkLogit(Value row) override {
+    // Rows past the group's read its last row's head (their results are not stored).
+    Value last = kb.sub(kb.sub(groupRows, row0), one());
+    Value sink = sinkOf(headAndToken(kb.minsi(row, last)).first);
+    if (!sink || !splitKv) return sink;
+    return kb.select(singleSplit(), sink, kb.f32(-INFINITY));
+  }
   bool hasKeyScales() const override { return perToken(); }
   KeyScaleSlot keyScaleSlot(Value n0, Value row) override {
     // Rows past the length point at the last key's slot (no other block-table entry).
@@ -300,6 +313,9 @@ public:
     SmallVector<int> allLanes;
     for (int mask = 1; mask < wave; mask *= 2) allLanes.push_back(mask);
     m = kb.laneAllReduce({m}, allLanes, vector::CombiningKind::MAXNUMF)[0];
+    // The sink joins the denominator once: in M, then in the sum of weights.
+    Value sink = sinkOf(head);
+    if (sink) m = kb.fmax(m, sink);
     Value mUse = kb.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m,
                                                  kb.f32(-INFINITY)),
                            kb.f32(0), m);
@@ -355,6 +371,8 @@ public:
       return sum;
     };
     Value sum = total(kb.idx(headDim));
+    if (sink)
+      sum = kb.fadd(sum, math::Exp2Op::create(b, loc, kb.fmul(kb.fsub(sink, mUse), kb.f32(M_LOG2E))));
     // 1 / sum, 0 when the sum is 0 (every split empty) or not a number.
     Value usable = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, sum, kb.f32(0));
     Value inv = kb.select(usable, arith::DivFOp::create(b, loc, kb.f32(1), sum), kb.f32(0));

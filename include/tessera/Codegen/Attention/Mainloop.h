@@ -33,9 +33,9 @@ public:
   /// (KernelBuilder::copyGlobalRowsToLdsAsync), landing at the mainloop's asyncWait.
   virtual void copyKeysAsync(mlir::Value n0, const LdsTile &dst, int threads);
   virtual void copyValuesAsync(mlir::Value n0, const LdsTile &dst, int threads);
-  /// The block's sink logit (natural log domain, uniform), which joins each row's softmax
-  /// denominator; null without sinks.
-  virtual mlir::Value sinkLogit() { return {}; }
+  /// Block row `row`'s sink logit (natural log domain), which joins its softmax denominator;
+  /// null without sinks. -inf: no sink for this row.
+  virtual mlir::Value sinkLogit(mlir::Value row) { return {}; }
   /// The block's ALiBi slope times log2(e) (uniform), null without ALiBi. Rows with one are
   /// consecutive queries: queryOf(row) is the first row's query plus row.
   virtual mlir::Value alibiSlopeLog2() { return {}; }

@@ -95,6 +95,7 @@ struct PagedDecodeArgs {
   CacheArg kScale;
   ArgHandle vScale;
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
+  ArgHandle sinks;                        // sinks: (Hq,) f32
   ArgHandle batch, seqQ, headsQ, headsKv;
   ArgHandle numSplits, partials;          // split_kv
   ArgHandle scale, windowLeft, softcap;   // window_left: sliding_window, softcap: softcap

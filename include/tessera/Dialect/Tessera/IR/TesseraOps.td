@@ -121,7 +121,9 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
     cache's format; without it the cache is dequantised to `dtype` before the products (the
     high-precision default). Sequence lengths, block tables and the scale are runtime
     arguments. `split_kv` splits long contexts across workgroups and combines the partial
-    results (the number of splits is a runtime argument). `mask` is `none` or
+    results (the number of splits is a runtime argument). `sinks` takes a logit per query head,
+    `(Hq,)` f32, that joins every row's softmax denominator as flash_attn's does (with
+    `split_kv`, once, in the combine). `mask` is `none` or
     `causal_bottom_right` (several query tokens at the end of the context). A plain kernel
     `@sym_name_cache_write` writes new tokens' keys and values into the cache's slots
     (docs/decode.md).
@@ -144,6 +146,7 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
                        UnitAttr:$return_lse,
                        UnitAttr:$split_kv,
                        UnitAttr:$fp8_products,
+                       UnitAttr:$sinks,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
   let extraClassDeclaration = [{
