@@ -43,14 +43,25 @@ class Case(NamedTuple):
     packed: bool = True         # q, k, v sliced from one packed tensor (q from its own when Sq != Sk)
     input_scale: float = 1.0
     scale: float = None
+    alibi: bool = False         # ALiBi slopes per batch item and head
+    sinks: bool = False         # a sink logit per query head
+    chunk: int = 0              # attention_chunk
 
     def options(self):
         return dict(causal=self.mask != "none", causal_align="top_left" if self.mask == "tl" else "bottom_right",
-                    window=self.window, softcap=self.softcap, scale=self.scale)
+                    window=self.window, softcap=self.softcap, scale=self.scale, attention_chunk=self.chunk)
+
+    def extras(self, rand):
+        """The call's sinks and ALiBi slopes (None where the case has none)."""
+        Hq = self.Hkv * self.group
+        return dict(sinks=(rand((Hq,), "f32") * 3) if self.sinks else None,
+                    alibi_slopes=(rand((self.B, Hq), "f32").abs() * 0.3 + 0.02) if self.alibi else None)
 
     def __str__(self):
+        extra = (" alibi" if self.alibi else "") + (" sinks" if self.sinks else "") + \
+            (f" chunk{self.chunk}" if self.chunk else "")
         return (f"B{self.B} Sq{self.Sq} Sk{self.Sk} Hq{self.Hkv * self.group} Hkv{self.Hkv} D{self.D} {self.dtype} "
-                f"{self.mask} window{self.window} softcap{self.softcap}{' packed' if self.packed else ''}")
+                f"{self.mask} window{self.window} softcap{self.softcap}{' packed' if self.packed else ''}{extra}")
 
 
 def grid_cases():
@@ -84,6 +95,12 @@ FEATURES = [
     Case(4097, 257, "bf16", 128, "br", 8),                                  # 3840 fully masked rows
     Case(1000, 1000, "f16", 256, "br", 3, packed=False),
     Case(17, 4097, "bf16", 32, "tl", 8, B=3, packed=False),
+    # ALiBi, sinks and chunks: the sm_90a wgmma kernel at D64 and D128, the portable one at D96.
+    Case(1000, 1000, "bf16", 128, "br", 3, alibi=True),
+    Case(257, 1000, "f16", 64, "none", 8, alibi=True, sinks=True, chunk=100),
+    Case(1000, 257, "bf16", 128, "tl", 1, window=(100, -1), sinks=True, chunk=64),
+    Case(127, 257, "bf16", 128, "br", 1, window=(17, -1), softcap=30.0, input_scale=4.0, alibi=True),
+    Case(1000, 1000, "f16", 96, "br", 3, alibi=True, sinks=True),
 ]
 
 
@@ -125,10 +142,11 @@ def run_case(c):
     q, k, v = make_qkv(rand, c)
     out = poisoned(q.shape, c.dtype)
     lse = poisoned((c.B, q.shape[2], c.Sq), "f32")
-    got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, out=out, lse=lse)
+    extras = c.extras(rand)
+    got = tessera.flash_attn(q, k, v, **c.options(), **extras, return_lse=True, out=out, lse=lse)
     assert got[0] is out and got[1] is lse
     torch.cuda.synchronize()
-    result, ref = check(out, lse, q, k, v, **c.options())
+    result, ref = check(out, lse, q, k, v, **c.options(), **extras)
     assert result.ok, f"{c} seed {rand.seed}: {result}"
     return ref
 

@@ -17,7 +17,7 @@ tessera.flash_attn @tiled {dtype = f16, head_dim = 64, tile = #tessera.tile<m = 
 
 // -----
 
-// expected-remark @+1 {{portable kernel on sm_90a: ALiBi is built in the portable kernel only}}
+// expected-remark @+1 {{wgmma/TMA kernel on sm_90a, with the portable twin 'alibi_portable' for strides TMA cannot copy}}
 tessera.flash_attn @alibi {dtype = bf16, head_dim = 128, alibi}
 
 // -----

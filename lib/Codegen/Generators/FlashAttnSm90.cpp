@@ -50,9 +50,13 @@ struct Sm90Args {
   ArgHandle tileCounter;            // persistent kernels
 };
 
-/// Every query block has the same key range (no causal mask, no window).
+/// A window or chunks: each query's keys start past 0, and the kernel keeps the values that say
+/// where (a chunk's are a window's for this kernel's shape and registers).
+bool localMask(tessera::FlashAttnOp op) { return op.getSlidingWindow() || op.getAttentionChunk(); }
+
+/// Every query block has the same key range (no causal mask, no window or chunks).
 bool equalWorkTiles(tessera::FlashAttnOp op) {
-  return op.getMask() == tessera::MaskKind::None && !op.getSlidingWindow();
+  return op.getMask() == tessera::MaskKind::None && !localMask(op);
 }
 
 /// Kernels with a tile loop (persistent): not with a window, varlen, nor a causal mask with
@@ -62,7 +66,7 @@ bool equalWorkTiles(tessera::FlashAttnOp op) {
 /// (causal tiles; the partial query block, whose idle consumers step over their key tiles), and
 /// any static order leaves some workgroups idle at the end (bench/NOTES.md).
 bool persistentCode(tessera::FlashAttnOp op) {
-  return !op.getSlidingWindow() && !op.getVarlen() &&
+  return !localMask(op) && !op.getVarlen() &&
          (op.getMask() == tessera::MaskKind::None || !op.getSoftcap());
 }
 
@@ -181,7 +185,7 @@ private:
   /// whose rows are all before query 0 load no Q, store no O and (three consumers) walk no key
   /// tile: no TMA box starts before row 0.
   bool partialBlockFirst() {
-    return op.getMask() != tessera::MaskKind::None && !op.getSlidingWindow() && !varlen;
+    return op.getMask() != tessera::MaskKind::None && !localMask(op) && !varlen;
   }
   /// The last query of the current tile.
   Value lastQuery() { return kb.add(q0, p.tileQueries() - 1); }
@@ -235,6 +239,8 @@ private:
   /// Masks S (edge tiles only) and applies the score transform; returns log2-domain factor
   /// to use in the softmax (scaleLog2, or 1 when S is already transformed).
   SmallVector<Value> maskedScores(SmallVector<Value> s, Value keyTile);
+  /// ALiBi: the scores in the log2 domain plus -slope |i + off - j| per element.
+  SmallVector<Value> alibiScores(SmallVector<Value> s, Value keyTile);
   /// One online-softmax step over S of this thread's two rows.
   struct SoftmaxStep {
     SmallVector<Value> probs;           ///< P (f32), in S's order
@@ -265,6 +271,7 @@ private:
   Value head, batch, kvHead, q0, seqQ, seqK, scaleLog2, softmaxScale, cap;
   Value rowQ0, rowK0; // varlen: the first packed row of this tile's sequence in q/o and k/v
   Value threadQuery[2], threadHead[2]; // of this thread's two accumulator rows (setThreadRows)
+  Value alibiSlope[2];                  // ALiBi: their heads' slopes times log2(e)
   Value colInTile;                      // this thread's first accumulator key column
   Value qDescBase16;        // this consumer's Q tile in Q buffer 0 (>> 4, i64)
   Value qDesc16;            // ... in the current tile's Q buffer
@@ -524,7 +531,7 @@ void Sm90Emitter::resetTileCounter() {
 
 Value Sm90Emitter::ownKeyTiles(Value cw, Value nIter) {
   if (p.consumers == 2) return nIter;
-  assert(!op.getSlidingWindow() && p.pack == 1 && "three consumers: no window, one head per tile");
+  assert(!localMask(op) && p.pack == 1 && "three consumers: no window, one head per tile");
   Value first = kb.add(q0, kb.mul(cw, p.queriesPerConsumer()));
   Value last = kb.minsi(kb.add(first, p.queriesPerConsumer() - 1), kb.sub(seqQ, kb.idx(1)));
   // Without a window every range starts at key tile 0.
@@ -552,7 +559,8 @@ void Sm90Emitter::emitConsumers() {
   Value cw = kb.sub(hb.uniformWarpgroupId(), kb.idx(1));
   scaleLog2 = kb.fmul(arg(a.scale), kb.f32(M_LOG2E));
   cap = op.getSoftcap() ? arg(a.softcap) : Value();
-  softmaxScale = cap ? kb.f32(1.0) : scaleLog2;
+  // Softcap and ALiBi make S log2-domain values (maskedScores): the softmax factor is then 1.
+  softmaxScale = cap || op.getAlibi() ? kb.f32(1.0) : scaleLog2;
   online.emplace(kb, softmaxScale);
   Value cw64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), cw);
   qDescBase16 = addI64(smemBase16, arith::MulIOp::create(b, loc, cw64,
@@ -646,6 +654,7 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
     vec = attn::scaledScores(kb, vec, scaleLog2, cap);
     for (size_t i = 0; i < s.size(); ++i) s[i] = vector::ExtractOp::create(b, loc, vec, int64_t(i));
   }
+  if (op.getAlibi()) s = alibiScores(s, keyTile);
   SmallVector<Type> types(s.size(), b.getF32Type());
   Value needMask = attn::isEdgeTile(kb, keyTile, {wholeLo, wholeHi});
   auto masked = scf::IfOp::create(b, loc, types, needMask, true);
@@ -665,7 +674,7 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
     lowest[h] = rel(first), highest[h] = rel(last);
   }
   // Without a window or chunk the first visible key is 0, which every column is past.
-  const bool lowerBound = op.getSlidingWindow() || op.getAttentionChunk();
+  const bool lowerBound = localMask(op);
   for (int i = 0; i < p.sValues(); ++i) {
     int j = Acc::group(i), h = Acc::half(i), e = i % 2;
     Value column = hb.i32(8 * j + e);
@@ -678,6 +687,32 @@ SmallVector<Value> Sm90Emitter::maskedScores(SmallVector<Value> s, Value keyTile
   b.setInsertionPointToStart(masked.elseBlock());
   scf::YieldOp::create(b, loc, s);
   return SmallVector<Value>(masked.getResults());
+}
+
+SmallVector<Value> Sm90Emitter::alibiScores(SmallVector<Value> s, Value keyTile) {
+  // Per row, d = key - (query + off) at the thread's first column as f32 (exact below 2^24);
+  // each element's key is a constant column past it. Causal: the visible keys have d <= 0, so
+  // the bias -slope |d| is slope d (the others are masked).
+  const bool causal = visibility->causal();
+  Value rowD[2];
+  for (int h = 0; h < 2; ++h) {
+    Value d = kb.sub(kb.add(kb.mul(keyTile, p.blockN), colInTile),
+                     kb.add(threadQuery[h], visibility->diagonalOffset()));
+    rowD[h] = arith::SIToFPOp::create(
+        b, loc, b.getF32Type(), arith::IndexCastOp::create(b, loc, b.getI32Type(), d).getResult());
+  }
+  for (int i = 0; i < p.sValues(); ++i) {
+    int j = Acc::group(i), h = Acc::half(i), e = i % 2;
+    Value d = kb.fadd(rowD[h], kb.f32(8 * j + e));
+    Value slope = alibiSlope[h];
+    if (!causal) {
+      d = kb.fmax(d, arith::NegFOp::create(b, loc, d));
+      slope = arith::NegFOp::create(b, loc, slope);
+    }
+    Value scaled = cap ? s[i] : kb.fmul(s[i], scaleLog2); // log2 domain already when capped
+    s[i] = math::FmaOp::create(b, loc, slope, d, scaled);
+  }
+  return s;
 }
 
 Sm90Emitter::SoftmaxStep Sm90Emitter::softmaxStep(ArrayRef<Value> s, ArrayRef<Value> mOld,
@@ -725,6 +760,12 @@ SmallVector<Value> Sm90Emitter::emitTileMainLoop(Value lo, Value nIter, Value ri
                                                   Value cw) {
   setThreadRows(cw);
   colInTile = hopper::AccumulatorLayout::firstColumn(kb, kb.remui(kb.threadId(), 128));
+  if (op.getAlibi())
+    for (int h = 0; h < 2; ++h) {
+      Value at = kb.add(kb.mul(batch, arg(a.alibiStrideB)), threadHead[h]);
+      Value slope = memref::LoadOp::create(b, loc, arg(a.alibiSlopes), ValueRange{at});
+      alibiSlope[h] = kb.fmul(slope, kb.f32(M_LOG2E));
+    }
   attn::TileRange whole = visibility->unmaskedKeyTiles(q0, lastQuery(), p.blockN);
   wholeLo = whole.lo, wholeHi = whole.hi;
 
@@ -822,8 +863,18 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
   ArrayRef<Value> o = state.take_front(p.oValues());
   Value m[2] = {state[p.oValues()], state[p.oValues() + 1]};
   Value l[2] = {rowReduce(state[p.oValues() + 2], CK::ADD), rowReduce(state[p.oValues() + 3], CK::ADD)};
-  Value inv[2];
-  for (int h = 0; h < 2; ++h) inv[h] = online->inverseSum(l[h]);
+  // Per row: the factor O takes and the LSE (sinks: each row's head's logit joins its sum).
+  Value inv[2], lse[2];
+  for (int h = 0; h < 2; ++h) {
+    if (op.getSinks()) {
+      Value sink = memref::LoadOp::create(b, loc, arg(a.sinks), ValueRange{threadHead[h]});
+      attn::OnlineSoftmax::Finish f = online->finishWithSink(m[h], l[h], sink);
+      inv[h] = f.outputFactor, lse[h] = f.lse;
+    } else {
+      inv[h] = online->inverseSum(l[h]);
+      if (op.getReturnLse()) lse[h] = online->logSumExp(m[h], l[h]);
+    }
+  }
   // O / l into this consumer's staged O tile, once the previous tile's TMA store has read it.
   Value ltid = kb.remui(kb.threadId(), 128);
   Value cw32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), cw);
@@ -872,7 +923,7 @@ void Sm90Emitter::emitEpilogue(ArrayRef<Value> state, Value cw) {
     Value base = kb.mul(threadHead[h], arg(a.lseStrideH));
     base = varlen ? kb.add(base, rowQ0) : kb.add(kb.mul(batch, arg(a.lseStrideB)), base);
     Value row = threadQuery[h];
-    Value value = online->logSumExp(m[h], l[h]);
+    Value value = lse[h];
     Value writer = eq(hopper::AccumulatorLayout::firstColumn(kb, ltid), 0);
     Value inside = kb.andb(kb.cmpLe(kb.idx(0), row), kb.cmpLt(row, seqQ));
     auto write = scf::IfOp::create(b, loc, kb.andb(writer, inside), false);
@@ -890,8 +941,6 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
     return "head_dim " + std::to_string(op.getHeadDim()) +
            " does not fit the wgmma kernel's registers (64 and 128 do)";
   if (op.getTileAttr()) return "an explicit tile selects the portable kernel";
-  if (op.getSinks()) return "sinks are built in the portable kernel's epilogue only";
-  if (op.getAlibi()) return "ALiBi is built in the portable kernel only";
   return {};
 }
 
@@ -902,7 +951,8 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttnSm90(tessera::FlashAttnOp op, const T
   // Three consumers (192 query rows) at head_dim 64 without a window or softcap: a D64 GEMM is
   // too short to hide a softmax behind one other warpgroup (FlashAttention-3 runs D64 with 192
   // rows; measured in bench/NOTES.md). Softcap and window spill at 160 registers.
-  if (p.headDim == 64 && !op.getSlidingWindow() && !op.getSoftcap() && op.getPackGqa() == 1)
+  if (p.headDim == 64 && !localMask(op) && !op.getSoftcap() && !op.getAlibi() &&
+      op.getPackGqa() == 1)
     p.consumers = 3;
   p.pack = int(op.getPackGqa());
   p.elem = op.getDtype();
