@@ -10,6 +10,7 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -48,12 +49,14 @@ def default_backward_cases():
 
 
 # --features: (name, the call's options, the baseline's) on FEATURE_CASE: each timed against the same call without
-# the option (head_dim 72, zero-padded, against head_dim 80 itself).
+# the option (head_dim 72, zero-padded, against head_dim 80 itself; a paged cache: flash_attn_varlen on the pages
+# against flash_attn_varlen on the packed keys).
 FEATURE_CASE = (2, 4096, 32, 32, 128, "bf16", True)
 FEATURES = (("window 1024 left", dict(window=(1024, 0)), {}), ("softcap 30", dict(softcap=30.0), {}),
             ("sinks", dict(sinks="per head"), {}), ("alibi", dict(alibi_slopes="per head"), {}),
             ("chunk 1024", dict(attention_chunk=1024), {}),
-            ("head_dim 72 (padded to 80)", dict(head_dim=72), dict(head_dim=80)))
+            ("head_dim 72 (padded to 80)", dict(head_dim=72), dict(head_dim=80)),
+            ("paged KV, pages of 16", dict(paged=16), {}), ("paged KV, pages of 256", dict(paged=256), {}))
 
 
 def parse_args():
@@ -339,9 +342,31 @@ def feature_inputs(B, S, Hq, Hkv, D, dtype, gen, options):
         if value == "per head":   # sinks: standard normal; ALiBi: the paper's slopes 2^(-8 h / H)
             value = (torch.randn(Hq, device="cuda", generator=gen) if name == "sinks" else
                      2.0 ** (-8.0 * torch.arange(1, Hq + 1, device="cuda") / Hq)).float()
-        if name != "head_dim":
+        if name not in ("head_dim", "paged"):
             kwargs[name] = value
     return q, k, v, kwargs
+
+
+def paged_calls(q, k, v, page_size, causal, gen):
+    """tessera.flash_attn_varlen of (B, S) q, k, v with k and v as pages of page_size at shuffled places, and the
+    same call on the packed k and v: (paged, packed) callables, each giving O as (B, S, Hq, D)."""
+    B, S, Hq, D = q.shape
+    cu = torch.arange(0, B + 1, device="cuda", dtype=torch.int32) * S
+    qp, kp, vp = (x.reshape(B * S, x.shape[2], D) for x in (q, k, v))
+    n = B * S // page_size
+    perm = torch.randperm(n, generator=gen).cuda()    # the cache's page i holds the keys' page perm[i]
+    k_pages, v_pages = (x.reshape(n, page_size, *x.shape[1:])[perm] for x in (kp, vp))
+    table = torch.empty(n, dtype=torch.int32, device="cuda")
+    table[perm] = torch.arange(n, dtype=torch.int32, device="cuda")
+    table = table.view(B, S // page_size)
+
+    def paged():
+        return tessera.flash_attn_varlen(qp, k_pages, v_pages, cu, cu, S, S, causal=causal,
+                                         block_table=table).view(B, S, Hq, D)
+
+    def packed():
+        return tessera.flash_attn_varlen(qp, kp, vp, cu, cu, S, S, causal=causal).view(B, S, Hq, D)
+    return paged, packed
 
 
 def run_feature(name, options, baseline, case, rep_ms, rounds, gen, row_gen):
@@ -353,15 +378,19 @@ def run_feature(name, options, baseline, case, rep_ms, rounds, gen, row_gen):
     q, k, v, kwargs = feature_inputs(B, S, Hq, Hkv, D, dtype, gen, options)
     q0, k0, v0, _ = feature_inputs(B, S, Hq, Hkv, D, dtype, gen, baseline)
     rows = torch.cat([torch.arange(0, 8), torch.randint(0, S, (SAMPLE_ROWS - 8,), generator=row_gen)]).cuda()
+    if "paged" in options:
+        featured, plain = paged_calls(q, k, v, options["paged"], causal, row_gen)
+    else:
+        featured, plain = (partial(tessera.flash_attn, q, k, v, causal=causal, **kwargs),
+                           partial(tessera.flash_attn, q0, k0, v0, causal=causal))
     try:
-        out = tessera.flash_attn(q, k, v, causal=causal, **kwargs)
+        out = featured()
         torch.cuda.synchronize()
         ref = testing.attention_reference(q, k, v, causal=causal, rows=rows, **kwargs)
         same = testing.attention_reference(q, k, v, causal=causal, rows=rows, precision="same", **kwargs)
         result = testing.check_attention(out[:, rows], ref, same)
         row.update(correct=result.ok and bool(torch.isfinite(out).all()), check=str(result))
-        timed = {"with": lambda: tessera.flash_attn(q, k, v, causal=causal, **kwargs),
-                 "without": lambda: tessera.flash_attn(q0, k0, v0, causal=causal)}
+        timed = {"with": featured, "without": plain}
         for _ in range(rounds):
             for who, fn in timed.items():
                 row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))

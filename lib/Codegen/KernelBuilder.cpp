@@ -191,6 +191,14 @@ Value KernelBuilder::remui(Value a, int64_t c) {
   if (auto x = constIndex(a)) return idx(*x % c);
   return arith::RemUIOp::create(b, loc, a, idx(c));
 }
+Value KernelBuilder::divui(Value a, Value c) {
+  if (auto x = constIndex(c)) return divui(a, *x);
+  return arith::DivUIOp::create(b, loc, a, c);
+}
+Value KernelBuilder::remui(Value a, Value c) {
+  if (auto x = constIndex(c)) return remui(a, *x);
+  return arith::RemUIOp::create(b, loc, a, c);
+}
 Value KernelBuilder::shrui(Value a, int64_t c) {
   if (c == 0) return a;
   if (auto x = constIndex(a)) return idx(*x >> c);
@@ -221,6 +229,9 @@ Value KernelBuilder::cmpLt(Value a, Value c) {
 }
 Value KernelBuilder::cmpLe(Value a, Value c) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, a, c);
+}
+Value KernelBuilder::cmpEq(Value a, Value c) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, a, c);
 }
 Value KernelBuilder::andb(Value a, Value c) { return arith::AndIOp::create(b, loc, a, c); }
 Value KernelBuilder::zero(Type t) {

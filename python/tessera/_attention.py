@@ -9,8 +9,9 @@ from . import _arrays, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
 SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}   # in default kernel names
-SHORT_FEATURES = {"attention_chunk": "chunk"}                                          # in on-demand kernel names
-EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes")   # the ABI's pointers beyond q, k, v, o
+SHORT_FEATURES = {"attention_chunk": "chunk", "paged_kv": "paged"}                      # in on-demand kernel names
+# The ABI's pointers beyond q, k, v, o.
+EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes", "block_table")
 HEAD_DIMS = (32, 64, 96, 128, 256)                          # the default bundle's kernels
 MAX_HEAD_DIM = 256
 DTYPES = ("f16", "bf16")
@@ -40,6 +41,7 @@ class Plan(NamedTuple):
     sinks: bool = False   # a sink logit per query head joins each row's softmax denominator
     alibi: bool = False   # ALiBi slopes ((Hq,) or (B, Hq)) bias the logits
     chunk: int = 0        # attention_chunk: chunked local attention (0: off)
+    paged: bool = False   # varlen K and V in a paged cache, through a block table
 
     def empty(self):
         """True when there is nothing to compute (no query row or no head): no launch."""
@@ -116,10 +118,10 @@ def _check_head_dim_stride(who, name, info):
                          "numpy.ascontiguousarray")
 
 
-def _check_inputs(who, q, k, v, ndim, layout_q, layout_kv):
-    """dtype, ndim, head_dim and head-dim stride of q, k, v; returns (dtype, D)."""
+def _check_inputs(who, q, k, v, ndim, layout_q, layout_kv, kv_ndim=None):
+    """dtype, ndim (k and v: kv_ndim, default ndim), head_dim and head-dim stride of q, k, v; returns (dtype, D)."""
     for name, info in (("q", q), ("k", k), ("v", v)):
-        _check_tensor(who, name, info, ndim, layout_q if name == "q" else layout_kv)
+        _check_tensor(who, name, info, ndim if name == "q" else kv_ndim or ndim, layout_q if name == "q" else layout_kv)
         if info.dtype not in DTYPES:
             raise InputError(f"{who}: {name} has dtype {_spelled(info.dtype)}; supported: float16, bfloat16")
     if not q.dtype == k.dtype == v.dtype:
@@ -209,9 +211,10 @@ def _check_outputs(who, p, out, lse):
         _check_output(who, "lse", lse, p.lse_shape, "f32")
 
 
-def _strides(info, varlen):
-    """(stride_b, stride_s, stride_h) in elements; varlen tensors (total, H, D) have no batch stride."""
-    return (0,) + info.strides[:2] if varlen else info.strides[:3]
+def _strides(info):
+    """(stride_b, stride_s, stride_h) in elements; packed varlen tensors (total, H, D) have no batch stride, a paged
+    cache's (num_pages, page_size, H, D) is its page stride."""
+    return (0,) + info.strides[:2] if len(info.shape) == 3 else info.strides[:3]
 
 
 # ---- Kernel choice ------------------------------------------------------------------------------
@@ -220,7 +223,8 @@ def _attribute(kernel, name, default):
 
 
 def _variant(p):
-    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks, alibi=p.alibi)
+    return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks, alibi=p.alibi,
+                paged_kv=p.paged)
 
 
 def _serves(kernel, variant, needed):
@@ -230,7 +234,8 @@ def _serves(kernel, variant, needed):
         return False
     have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
                 mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)),
-                sinks=bool(_attribute(kernel, "sinks", False)), alibi=bool(_attribute(kernel, "alibi", False)))
+                sinks=bool(_attribute(kernel, "sinks", False)), alibi=bool(_attribute(kernel, "alibi", False)),
+                paged_kv=bool(_attribute(kernel, "paged_kv", False)))
     return have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want)
 
 
@@ -250,7 +255,7 @@ def find_kernel(bundle, p, pack=1):
             extra = sum(bool(_attribute(kernel, f, False)) for f in FEATURES)
             fits.append((extra, kernel.name, kernel))
     if not fits:
-        wanted = " ".join(f"{k}={v}" for k, v in variant.items() if k not in ("sinks", "alibi") or v) + \
+        wanted = " ".join(f"{k}={v}" for k, v in variant.items() if k not in ("sinks", "alibi", "paged_kv") or v) + \
             "".join(f" {f}" for f, w in needed.items() if w)
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
@@ -293,7 +298,7 @@ def pack_for(p, packs):
 def directive_for(p):
     """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
     `fa_<dtype>_d<D>_<mask>` kernels have)."""
-    optional = [a for a, on in (("varlen", p.varlen), ("sinks", p.sinks), ("alibi", p.alibi),
+    optional = [a for a, on in (("varlen", p.varlen), ("paged_kv", p.paged), ("sinks", p.sinks), ("alibi", p.alibi),
                                 ("attention_chunk", p.chunk > 0)) if on]
     name = f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + "".join(f"_{SHORT_FEATURES.get(a, a)}" for a in optional)
     attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *RUNTIME_FEATURES,
@@ -356,10 +361,12 @@ def _values(p, ptrs, infos, lse_strides, kernel, tensors=("q", "k", "v", "o")):
     if "alibi_slopes" in infos:   # (Hq,): every batch item's slopes; (B, Hq): each item's row
         slopes = infos["alibi_slopes"]
         values.update(alibi_stride_b=slopes.strides[0] if len(slopes.shape) == 2 else 0)
+    if "block_table" in infos:
+        values.update(block_table_stride=infos["block_table"].strides[0], page_size=infos["k"].shape[1])
     for name in tensors:
-        values.update(zip(_stride_args(name), _strides(infos[name], p.varlen)))
-    if p.varlen:   # the packed row counts
-        values.update(total_q=infos["q"].shape[0], total_k=infos["k"].shape[0])
+        values.update(zip(_stride_args(name), _strides(infos[name])))
+    if p.varlen:   # the packed row counts (a paged cache: its rows)
+        values.update(total_q=infos["q"].shape[0], total_k=infos["k"].shape[0] * (infos["k"].shape[1] if p.paged else 1))
     return {name: value for name, value in values.items() if name in kernel.settable}
 
 
@@ -592,11 +599,11 @@ def _with_alibi(who, p, infos, alibi_slopes):
     return p._replace(alibi=True)
 
 
-def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0):
-    """InputError for sinks, ALiBi or chunked attention under torch.compile (the torch operators do not take them
-    yet)."""
+def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None):
+    """InputError for sinks, ALiBi, chunked attention or a paged cache under torch.compile (the torch operators do
+    not take them yet)."""
     for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
-                       ("attention_chunk", attention_chunk != 0)):
+                       ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None)):
         if used:
             raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
                              "region (torch.compiler.disable)")
@@ -627,9 +634,11 @@ def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
                                                      ("cu_seqlens_k", ck, total_k, max_k, "max_seqlen_k")):
             values = info.obj.astype(np.int64)
             lengths = np.diff(values)
-            if values[0] < 0 or (lengths < 0).any() or values[-1] > total:
-                raise InputError(f"{who}: {name} must be non-decreasing offsets from >= 0 to at most {total} "
-                                 f"(the rows of {'q' if name.endswith('q') else 'k and v'}), got {values.tolist()}")
+            if values[0] < 0 or (lengths < 0).any() or (total is not None and values[-1] > total):
+                bound = "" if total is None else \
+                    f" to at most {total} (the rows of {'q' if name.endswith('q') else 'k and v'})"
+                raise InputError(f"{who}: {name} must be non-decreasing offsets from >= 0{bound}, got "
+                                 f"{values.tolist()}")
             if lengths.size and lengths.max() > longest:
                 raise InputError(f"{who}: {name} has a sequence of length {int(lengths.max())} but {max_name} "
                                  f"is {longest}")
@@ -637,11 +646,15 @@ def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
 
 
 def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
-                return_lse, attention_chunk=0):
+                return_lse, attention_chunk=0, paged=False):
     """The Plan of a flash_attn_varlen call (or of its backward) on q, k, v of `infos` and the cu_seqlens of `cus`,
-    checked; a cu_seqlens without unit stride is replaced in `cus` by a contiguous copy."""
-    dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", "(total_k, Hkv, D)")
-    (total_q, Hq, _), (total_k, Hkv, _) = infos["q"].shape, infos["k"].shape
+    checked; a cu_seqlens without unit stride is replaced in `cus` by a contiguous copy. paged: k and v are a paged
+    cache's pages (_with_pages checks the block table)."""
+    kv_layout = PAGED_KV if paged else "(total_k, Hkv, D)"
+    dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", kv_layout,
+                             kv_ndim=4 if paged else 3)
+    total_q, Hq, _ = infos["q"].shape
+    total_k, Hkv = None if paged else infos["k"].shape[0], infos["k"].shape[-2]
     _check_heads(who, Hq, Hkv)
     try:
         max_q, max_k = operator.index(max_seqlen_q), operator.index(max_seqlen_k)
@@ -659,13 +672,45 @@ def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_alig
             cus[name] = _arrays.describe(info.obj.contiguous() if info.kind == "torch" else
                                          __import__("numpy").ascontiguousarray(info.obj), f"{who}: {name}")
     return Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
-                (total_q, Hq, D), (Hq, total_q), chunk=_chunk(who, attention_chunk))
+                (total_q, Hq, D), (Hq, total_q), chunk=_chunk(who, attention_chunk), paged=paged)
+
+
+PAGED_KV = "(num_pages, page_size, Hkv, D)"
+
+
+def _with_pages(who, p, infos, cus, block_table):
+    """infos["block_table"] added for a paged plan p: (B, max_pages) int32 with unit stride along a row; numpy
+    tables and cu_seqlens_k are checked by value (every length within its row's pages, every page it uses within
+    k's), torch ones are not (that would synchronise)."""
+    info = _arrays.describe(block_table, f"{who}: block_table")
+    if len(info.shape) != 2 or info.shape[0] != p.B or info.dtype != "int32" or info.strides is None or \
+            (info.shape[1] > 1 and info.strides[1] != 1):
+        raise InputError(f"{who}: block_table must be int32 ({p.B}, max_pages), a row of page indices per sequence "
+                         f"with unit stride along it, got shape {info.shape}, dtype {_spelled(info.dtype)}, strides "
+                         f"{info.strides}")
+    num_pages, page_size = infos["k"].shape[:2]
+    if page_size == 0:
+        raise InputError(f"{who}: k and v are pages {PAGED_KV} with page_size 0")
+    if info.kind == "numpy" and cus["cu_seqlens_k"].kind == "numpy":
+        import numpy as np
+        lengths = np.diff(cus["cu_seqlens_k"].obj.astype(np.int64))
+        capacity = info.shape[1] * page_size
+        for b, n in enumerate(lengths):
+            used = info.obj[b, :-(-int(n) // page_size)]
+            if n > capacity:
+                raise InputError(f"{who}: sequence {b} has {n} keys but its block_table row holds {info.shape[1]} "
+                                 f"pages of {page_size} ({capacity} keys)")
+            if used.size and (used.min() < 0 or used.max() >= num_pages):
+                raise InputError(f"{who}: block_table row {b} names pages {used.tolist()}; k and v have "
+                                 f"{num_pages} (0 to {num_pages - 1})")
+    infos["block_table"] = info
+    return p
 
 
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
                       causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
-                      sinks=None, alibi_slopes=None, attention_chunk=0, deterministic=False, out=None, lse=None,
-                      device=None):
+                      sinks=None, alibi_slopes=None, attention_chunk=0, block_table=None, deterministic=False,
+                      out=None, lse=None, device=None):
     """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
     b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
     cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
@@ -674,6 +719,10 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
     its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
     torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
+    block_table (B, max_pages) int32: k and v are a paged cache (num_pages, page_size, Hkv, D) (any strides with unit
+    stride on D), sequence b's key j at token j % page_size of page block_table[b, j // page_size], its length
+    from cu_seqlens_k (FlashAttention's varlen call with a block_table: chunked prefill against vLLM's cache);
+    not differentiable (FlashAttention has no such backward either).
     Differentiable as flash_attn is (its backward: tessera.flash_attn_varlen_bwd).
     """
     who = "tessera.flash_attn_varlen"
@@ -684,14 +733,18 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
                                    max_seqlen_q, max_seqlen_k, causal, causal_align,
                                    D ** -0.5 if scale is None else scale, window, softcap, return_lse,
                                    sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
-                                   deterministic=deterministic, lse=lse, device=device)
+                                   block_table=block_table, deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, D, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
+        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                                  options, return_lse, deterministic, out, lse)
     options.update(attention_chunk=attention_chunk)
+    paged = block_table is not None
+    if paged and records_grad((q, k, v, sinks)):
+        raise InputError(f"{who}: a paged K/V cache (block_table) has no backward (FlashAttention has none either): "
+                         "call it under torch.no_grad(), or on tensors that do not require grad")
     if records_grad((q, k, v, sinks)):
         from . import _attention_bwd
         return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
@@ -699,9 +752,11 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
-    p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, **options, return_lse=return_lse)
+    p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, **options, return_lse=return_lse, paged=paged)
     _check_outputs(who, p, outs["out"], outs["lse"])
     p = _with_alibi(who, _with_sinks(who, p, infos, sinks), infos, alibi_slopes)
+    if paged:
+        p = _with_pages(who, p, infos, cus, block_table)
     arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     infos.update(cus)

@@ -108,7 +108,7 @@ def _rows_aligned(p, kernel_set, infos):
     for abi, by in _stride_divisors(kernel_set).items():
         name = caller.get(abi)
         info = out.get(name)
-        if info is None or all(s % by == 0 for s in _attention._strides(info, p.varlen)):
+        if info is None or all(s % by == 0 for s in _attention._strides(info)):
             continue
         if info.kind == "torch":
             copy = info.obj.clone(memory_format=_arrays._torch().contiguous_format)

@@ -5,8 +5,7 @@
 
 Each function calls tessera.flash_attn / tessera.flash_attn_varlen (torch tensors: differentiable, on the current
 stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differences from FlashAttention
-(docs/python.md): `dropout_p` > 0, a `block_table`, and `alibi_slopes` in flash_attn_with_kvcache raise InputError
-(not built yet); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
+(docs/python.md): `dropout_p` > 0 and `alibi_slopes` in flash_attn_with_kvcache raise InputError (not built yet); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
 (FlashAttention 2 adds slope * j under causal, which shifts each row's LSE but not out);
 `return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised.
 flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
@@ -87,14 +86,13 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, block_table=None, *, device=None):
     """q (total_q, nheads, headdim), k and v (total_k, nheads_k, headdim), cu_seqlens_q/k int32 (batch + 1);
-    returns out (total_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (nheads, total_q), None)."""
+    returns out (total_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (nheads, total_q), None).
+    block_table (batch, max_num_blocks) int32: k and v are pages (num_blocks, page_block_size, nheads_k, headdim)."""
     who = "tessera.flash_attn_interface.flash_attn_varlen_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
-    if block_table is not None:
-        raise InputError(f"{who}: block_table (a paged K/V cache) is not supported yet; tessera.paged_decode "
-                         "serves paged caches for up to 8 query tokens")
     return _result(flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
-                                     return_lse=return_attn_probs, deterministic=deterministic, device=device),
+                                     return_lse=return_attn_probs, block_table=block_table,
+                                     deterministic=deterministic, device=device),
                    return_attn_probs)
 
 

@@ -238,10 +238,15 @@ def flash_attn_args(dtype, varlen=False, features=("sliding_window", "softcap", 
         args.append({"name": "lse", "type": "ptr", "dtype": "f32", "role": "output"})
     if varlen:
         args += [{"name": n, "type": "ptr", "dtype": "i32", "role": "input"} for n in ("cu_seqlens_q", "cu_seqlens_k")]
+    if "paged_kv" in features:
+        args.append({"name": "block_table", "type": "ptr", "dtype": "i32", "role": "input"})
     args += [{"name": n, "type": "i64", "role": "size"} for n in ("B", "Sq", "Sk", "Hq", "Hkv")]
     args += [{"name": f"{t}_stride_{a}", "type": "i64", "role": "stride"} for t in "qkvo" for a in "bsh"]
     if "return_lse" in features:
         args += [{"name": f"lse_stride_{a}", "type": "i64", "role": "stride"} for a in "bh"]
+    if "paged_kv" in features:
+        args += [{"name": "block_table_stride", "type": "i64", "role": "stride"},
+                 {"name": "page_size", "type": "i64", "role": "size"}]
     args.append({"name": "scale", "type": "f32", "role": "scale"})
     if "sliding_window" in features:
         args += [{"name": n, "type": "i64", "role": "param"} for n in ("window_left", "window_right")]

@@ -189,6 +189,43 @@ def test_varlen_matches_float64(dtype, mask):
     assert torch.isinf(lse[:, cq[3]:cq[4]]).all() and (out[cq[3]:cq[4]] == 0).all()   # the empty key sequence
 
 
+@pytest.mark.parametrize("page_size, dtype, D, mask", [(16, "bf16", 128, "br"), (256, "bf16", 128, "br"),
+                                                    (64, "f16", 64, "none")])
+def test_paged_kv_varlen_matches_float64(page_size, dtype, D, mask):
+    """Chunked prefill against a paged cache (block_table over NHD pages, as vLLM keeps them): pages below
+    and above a key tile, at random places among NaN pages, against the float64 reference on the packed keys."""
+    rand = Inputs()
+    lens_q = [1, 17, 0, 127, 300, 1000]
+    lens_k = [4097, 17, 5, 1000, 300, 1500]
+    cu_q = torch.tensor([0] + lens_q, device="cuda").cumsum(0).to(torch.int32)
+    cu_k = torch.tensor([0] + lens_k, device="cuda").cumsum(0).to(torch.int32)
+    Hq, Hkv = 8, 2
+    q = rand((int(cu_q[-1]), Hq, D), dtype)
+    k, v = rand((int(cu_k[-1]), Hkv, D), dtype), rand((int(cu_k[-1]), Hkv, D), dtype)
+    need = [-(-n // page_size) for n in lens_k]
+    places = torch.randperm(2 * sum(need), generator=torch.Generator().manual_seed(rand.seed)).tolist()
+    pages = torch.full((2, len(places), page_size, Hkv, D), float("nan"), dtype=q.dtype, device="cuda")
+    table = torch.full((len(lens_k), max(need) + 3), -1, dtype=torch.int32)
+    ck, used = cu_k.tolist(), 0
+    for b, n in enumerate(lens_k):
+        for j in range(need[b]):
+            rows = range(ck[b] + j * page_size, min(ck[b] + (j + 1) * page_size, ck[b + 1]))
+            table[b, j] = places[used]
+            pages[0, places[used], :len(rows)], pages[1, places[used], :len(rows)] = k[rows.start:rows.stop], \
+                v[rows.start:rows.stop]
+            used += 1
+    options = dict(causal=mask != "none", window=(-1, -1) if mask == "none" else (700, -1))
+    out, lse = poisoned(q.shape, dtype), poisoned((Hq, q.shape[0]), "f32")
+    tessera.flash_attn_varlen(q, pages[0], pages[1], cu_q, cu_k, max(lens_q), max(lens_k), **options,
+                              return_lse=True, block_table=table.cuda(), out=out, lse=lse)
+    torch.cuda.synchronize()
+    cq = cu_q.tolist()
+    ref = testing.attention_reference_varlen(q, k, v, cq, ck, **options)
+    same = testing.attention_reference_varlen(q, k, v, cq, ck, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"paged {page_size} {dtype} {mask} seed {rand.seed}: {result}"
+
+
 def test_new_outputs_without_lse_and_reuse():
     rand = Inputs()
     c = Case(257, 1000, "bf16", 128, "br", 3)

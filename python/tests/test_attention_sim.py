@@ -98,6 +98,7 @@ CASES = [
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"
 VARLEN_ALIBI_KERNEL = "fa_f16_d64_br_varlen_alibi_chunk"
+PAGED_KERNEL = "fa_f16_d64_br_varlen_paged"
 
 
 def cases_for(target):
@@ -107,7 +108,7 @@ def cases_for(target):
 def kernels_for(target):
     dtype, mask = VARLEN[target]
     names = {c.kernel() for c in cases_for(target)} | {EXTREME_KERNEL, f"fa_{dtype}_d64_{mask}_varlen",
-                                                       "fa_f16_d64_tl", VARLEN_ALIBI_KERNEL}
+                                                       "fa_f16_d64_tl", VARLEN_ALIBI_KERNEL, PAGED_KERNEL}
     if support.ml_dtypes is None:
         names = {n for n in names if not n.startswith("fa_bf16")}
     return sorted(names)
@@ -279,6 +280,52 @@ def test_flash_attn_varlen_alibi_per_sequence_and_chunk(bundles, target):
     same = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options, precision="same")
     result = testing.check_attention(out, ref, same, lse)
     assert result.ok, f"{target} varlen ALiBi and chunk, seed {seed}: {result}"
+
+
+def _paged(rng, k, v, cu_k, page_size, max_pages):
+    """k and v (total_k, Hkv, D) copied into pages of page_size at random places among twice as many as they need
+    (NaN everywhere else, so a read of anything else shows) and the (B, max_pages) table naming them (-1 past each
+    sequence's pages)."""
+    lens = np.diff(cu_k)
+    need = -(-lens // page_size)
+    pages = rng.permutation(2 * need.sum())
+    shape = (len(pages), page_size) + k.shape[1:]
+    k_pages, v_pages = np.full(shape, np.nan, k.dtype), np.full(shape, np.nan, v.dtype)
+    table = np.full((len(lens), max_pages), -1, np.int32)
+    used = 0
+    for b, n in enumerate(lens):
+        for j in range(need[b]):
+            page, rows = pages[used], slice(cu_k[b] + j * page_size, min(cu_k[b] + (j + 1) * page_size, cu_k[b + 1]))
+            table[b, j] = page
+            k_pages[page, :rows.stop - rows.start], v_pages[page, :rows.stop - rows.start] = k[rows], v[rows]
+            used += 1
+    return k_pages, v_pages, table
+
+
+@pytest.mark.parametrize("page_size", [16, 128])
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_flash_attn_varlen_paged_kv(bundles, target, page_size):
+    """K and V in a paged cache through a block table (chunked prefill): pages smaller than a key tile (each row its
+    own entry) and larger (a tile's whole in one page), GQA 2:1, causal with a window, against the float64
+    reference on the packed keys; pages past each sequence's, tails past its length and the rest of the table are
+    never read (NaN, -1)."""
+    dev = sim_for(bundles, target)
+    seed = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    lens_q, lens_k = [5, 0, 33, 17], [300, 9, 0, 140]
+    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
+    Hq, Hkv, D = 4, 2, 64
+    q = _random(rng, (cu_q[-1], Hq, D), "f16")
+    k, v = _random(rng, (cu_k[-1], Hkv, D), "f16"), _random(rng, (cu_k[-1], Hkv, D), "f16")
+    k_pages, v_pages, table = _paged(rng, k, v, cu_k, page_size, max_pages=-(-max(lens_k) // page_size) + 1)
+    options = dict(causal=True, window=(200, -1))
+    out, lse = poisoned(q.shape, "f16"), poisoned((Hq, cu_q[-1]), "f32")
+    tessera.flash_attn_varlen(q, k_pages, v_pages, cu_q, cu_k, max(lens_q), max(lens_k), **options, return_lse=True,
+                              block_table=table, out=out, lse=lse, device=dev)
+    ref = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options)
+    same = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"{target} paged K/V, pages of {page_size}, seed {seed}: {result}"
 
 
 @pytest.mark.parametrize("target", support.SIM_TARGETS)

@@ -135,6 +135,53 @@ def test_flash_attn_varlen_rejected_before_the_device(change, kwargs, message):
     assert str(e.value).startswith("tessera.flash_attn_varlen: ")
 
 
+def paged_args(page_size=2, num_pages=6, table=((0, 1, 2), (3, 4, 5))):
+    """varlen_args with k and v as num_pages pages of page_size and a block table of two sequences (4 and 5 keys)."""
+    q, k, v, cq, ck, mq, mk = varlen_args()
+    pages = f16(num_pages, page_size, 1, 64)
+    return q, pages, pages, cq, ck, mq, mk, np.array(table, np.int32)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"k": f16(9, 1, 64)}, r"k must be 4-D \(num_pages, page_size, Hkv, D\), got shape \(9, 1, 64\)"),
+    ({"table": np.zeros((2, 3), np.int64)}, r"block_table must be int32 \(2, max_pages\), a row of page indices per "
+                                            r"sequence with unit stride along it, got shape \(2, 3\), dtype int64"),
+    ({"table": np.zeros((3, 3), np.int32)}, r"block_table must be int32 \(2, max_pages\).* got shape \(3, 3\)"),
+    ({"table": np.zeros((2, 6), np.int32)[:, ::2]}, r"block_table must be .* strides \(6, 2\)"),
+    ({"table": np.zeros((2, 2), np.int32)}, r"sequence 1 has 5 keys but its block_table row holds 2 pages of 2 "
+                                            r"\(4 keys\)"),
+    ({"table": np.array([[0, 1, -1], [3, 6, 5]], np.int32)}, r"block_table row 1 names pages \[3, 6, 5\]; k and v "
+                                                             r"have 6 \(0 to 5\)"),
+    ({"k": f16(6, 0, 1, 64)}, r"k and v are pages \(num_pages, page_size, Hkv, D\) with page_size 0"),
+])
+def test_paged_kv_rejected_before_the_device(change, message):
+    """A paged cache's checks: its shape, the table's dtype, shape and row stride, and (numpy) every length within its
+    row's pages and every page it uses within the cache (entries past a sequence's pages are never read: -1 is
+    fine)."""
+    q, k, v, cq, ck, mq, mk, table = paged_args()
+    k = v = change.get("k", k)
+    with pytest.raises(tessera.InputError, match=message) as e:
+        tessera.flash_attn_varlen(q, k, v, cq, ck, mq, mk, block_table=change.get("table", table), device=NO_DEVICE)
+    assert str(e.value).startswith("tessera.flash_attn_varlen: ")
+
+
+def test_paged_kv_valid_arguments_reach_the_device():
+    """Unused table entries may hold anything, and cu_seqlens_k counts keys, not rows of k."""
+    q, k, v, cq, ck, mq, mk, table = paged_args(table=((0, 1, -7), (3, 4, 5)))
+    with pytest.raises(tessera.BackendUnavailableError, match="no-plugin.so"):
+        tessera.flash_attn_varlen(q, k[:, :, :, :], v, cq, ck, mq, mk, block_table=table, device=NO_DEVICE)
+
+
+@support.requires_torch
+def test_paged_kv_has_no_backward():
+    q = torch.ones(4, 2, 64, dtype=torch.float16, requires_grad=True)
+    pages = torch.ones(2, 2, 1, 64, dtype=torch.float16)
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    with pytest.raises(tessera.InputError, match=r"a paged K/V cache \(block_table\) has no backward "
+                                                 r"\(FlashAttention has none either\)"):
+        tessera.flash_attn_varlen(q, pages, pages, cu, cu, 4, 4, block_table=torch.zeros(1, 2, dtype=torch.int32))
+
+
 def test_varlen_needs_3d_tensors():
     q, k, v, cq, ck, mq, mk = varlen_args()
     with pytest.raises(tessera.InputError, match=r"q must be 3-D \(total_q, Hq, D\), got shape \(1, 7, 2, 64\)"):
@@ -197,6 +244,8 @@ def fake_sim(monkeypatch, tmp_path):
     kernels += [support.flash_attn_kernel_entry("fa_f16_d64_br_varlen", "f16", 64, "causal_bottom_right", True),
                 support.flash_attn_kernel_entry("fa_f16_d64_none_plain", "f16", 64, features=()),
                 support.flash_attn_kernel_entry("fa_f16_d64_none_lse", "f16", 64, features=("return_lse",)),
+                support.flash_attn_kernel_entry("fa_f16_d64_br_varlen_paged", "f16", 64, "causal_bottom_right", True,
+                                                features=("paged_kv",)),   # the fake records 256 bytes
                 support.flash_attn_kernel_entry("fa_f16_d32_none_packed", "f16", 32, features=ALL),
                 support.gemm_kernel_entry("f16", "f16", False, "hsaco")]
     kernels[-2]["attributes"]["pack_gqa"] = 4      # one query-head pack per tile: not what flash_attn launches
@@ -267,6 +316,23 @@ def test_dispatch_varlen(fake_sim):
     assert (args["k_stride_b"], args["k_stride_s"], args["k_stride_h"]) == (0, 64, 64)
     assert (args["lse_stride_b"], args["lse_stride_h"]) == (0, 7)
     assert args["cu_seqlens_q"] and args["cu_seqlens_k"]
+
+
+def test_dispatch_paged_kv(fake_sim):
+    """A paged call takes a paged_kv kernel (never the plain varlen one), with the pages' strides, the table's row
+    stride and the page size; a variant without one names the directive that compiles it."""
+    fake, dev, entries = fake_sim
+    q, k, v, cq, ck, mq, mk, table = paged_args(page_size=4, num_pages=5, table=((0, 4, 0), (2, 1, 3)))
+    tessera.flash_attn_varlen(q, k, v, cq, ck, mq, mk, causal=True, block_table=table, device=dev)
+    name, grid, args = _one_launch(fake, entries)
+    assert name == "fa_f16_d64_br_varlen_paged" and grid == (1, 2, 2)
+    assert (args["k_stride_b"], args["k_stride_s"], args["k_stride_h"]) == (256, 64, 64)
+    assert (args["block_table_stride"], args["page_size"], args["block_table"] != 0) == (3, 4, True)
+    with pytest.raises(tessera.KernelNotFoundError, match=r"mask=none varlen=True paged_kv=True .* this directive "
+                                                          r"compiles one: tessera.flash_attn "
+                                                          r"@fa_f16_d64_none_varlen_paged \{dtype = f16, head_dim = "
+                                                          r"64, .*, varlen, paged_kv\}"):
+        tessera.flash_attn_varlen(q, k, v, cq, ck, mq, mk, block_table=table, device=dev)
 
 
 def test_missing_variant_is_named(fake_sim):

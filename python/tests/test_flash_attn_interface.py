@@ -198,7 +198,10 @@ CU = np.array([0, 4], np.int32)
     (lambda: fa.flash_attn_varlen_kvpacked_func(Q[0], [[1.0]], CU, CU, 4, 4),
      r"flash_attn_varlen_kvpacked_func: kv is a builtins.list; expected a torch tensor or a numpy array"),
     (lambda: fa.flash_attn_varlen_func(Q[0], KV[0, :4], KV[0, :4], CU, CU, 4, 4, block_table=CU),
-     r"flash_attn_varlen_func: block_table \(a paged K/V cache\) is not supported yet"),
+     r"tessera.flash_attn_varlen: k must be 4-D \(num_pages, page_size, Hkv, D\), got shape \(4, 2, 64\)"),
+    (lambda: fa.flash_attn_varlen_func(Q[0], KV, KV, CU, CU, 4, 4, block_table=CU),
+     r"tessera.flash_attn_varlen: block_table must be int32 \(1, max_pages\), a row of page indices per sequence "
+     r"with unit stride along it, got shape \(2,\)"),
     (lambda: fa.flash_attn_func(Q, KV, KV[..., :32]), r"tessera.flash_attn: q, k and v must have the same head_dim"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=CU, block_table=CU[None], cache_seqlens=CU[:1]),
      r"flash_attn_with_kvcache: cache_batch_idx indexes a contiguous cache's rows"),

@@ -25,3 +25,8 @@ tessera.flash_attn @alibi {dtype = bf16, head_dim = 128, alibi}
 // Chunked local attention keeps the wgmma kernel (its mask reads each row's key interval).
 // expected-remark @+1 {{wgmma/TMA kernel on sm_90a, with the portable twin 'chunked_portable' for strides TMA cannot copy}}
 tessera.flash_attn @chunked {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, attention_chunk}
+
+// -----
+
+// expected-remark @+1 {{portable kernel on sm_90a: paged K/V rows come through the block table, which the wgmma kernel's TMA copies do not read}}
+tessera.flash_attn @paged {dtype = bf16, head_dim = 128, varlen, paged_kv}

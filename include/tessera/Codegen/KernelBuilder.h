@@ -165,6 +165,8 @@ public:
   mlir::Value mul(mlir::Value a, int64_t c);
   mlir::Value divui(mlir::Value a, int64_t c);
   mlir::Value remui(mlir::Value a, int64_t c);
+  mlir::Value divui(mlir::Value a, mlir::Value c);
+  mlir::Value remui(mlir::Value a, mlir::Value c);
   mlir::Value shrui(mlir::Value a, int64_t c);
   mlir::Value andi(mlir::Value a, int64_t c);
   mlir::Value xori(mlir::Value a, mlir::Value c);
@@ -177,6 +179,7 @@ public:
   mlir::Value ceilDivsi(mlir::Value a, mlir::Value c);
   mlir::Value cmpLt(mlir::Value a, mlir::Value c);
   mlir::Value cmpLe(mlir::Value a, mlir::Value c);
+  mlir::Value cmpEq(mlir::Value a, mlir::Value c);
   mlir::Value andb(mlir::Value a, mlir::Value c);
   mlir::Value zero(mlir::Type t);
   /// Element `i` of an integer memref (e.g. cu_seqlens) as an index.

@@ -29,7 +29,7 @@ struct AbiSpec {
   std::vector<std::pair<std::string, ArgRole>> tensors;
   std::optional<ArgRole> lse; ///< the LSE's role, when the kernel takes one
   bool varlen = false, slidingWindow = false, softcap = false, sinks = false, alibi = false,
-       chunk = false;
+       chunk = false, pagedKv = false;
 };
 
 std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spec,
@@ -47,6 +47,7 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
   }
   if (spec.sinks) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
   if (spec.alibi) a.alibiSlopes = sig.add("alibi_slopes", ptr(f32), ArgRole::Input);
+  if (spec.pagedKv) a.blockTable = sig.add("block_table", ptr(i32), ArgRole::Input);
   a.batch = sig.add("B", index, ArgRole::Size);
   a.seqQ = sig.add("Sq", index, ArgRole::Size);
   a.seqK = sig.add("Sk", index, ArgRole::Size);
@@ -68,6 +69,10 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
     a.lseStrideH = sig.add("lse_stride_h", index, ArgRole::Stride);
   }
   if (spec.alibi) a.alibiStrideB = sig.add("alibi_stride_b", index, ArgRole::Stride);
+  if (spec.pagedKv) {
+    a.blockTableStride = sig.add("block_table_stride", index, ArgRole::Stride);
+    a.pageSize = sig.add("page_size", index, ArgRole::Size);
+  }
   a.scale = sig.add("scale", f32, ArgRole::Scale);
   if (spec.slidingWindow) {
     a.windowLeft = sig.add("window_left", index, ArgRole::Param);
@@ -94,7 +99,7 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
                 {"o", ArgRole::Output}},
                op.getReturnLse() ? std::optional(ArgRole::Output) : std::nullopt,
                op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(), op.getSinks(),
-               op.getAlibi(), op.getAttentionChunk()};
+               op.getAlibi(), op.getAttentionChunk(), op.getPagedKv()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a);
   a.q = t[0], a.k = t[1], a.v = t[2], a.o = t[3];
   sig.grid[0] = GridExpr::ceilDiv(sig.expr(a.seqQ), GridExpr::constant(blockM));

@@ -1,7 +1,7 @@
 // The flash_attn generator: FlashAttention-2's forward (attn::Mainloop) over one (batch, head)'s
 // queries. A workgroup owns tile.m consecutive queries; K and V tiles are rows of the dense
-// tensors. The plan is FlashAttnPlan's; visibility, sequence lengths, softmax and the ABI are the
-// shared Attention/ pieces.
+// tensors, or of a paged cache's pages (paged_kv). The plan is FlashAttnPlan's; visibility,
+// sequence lengths, softmax and the ABI are the shared Attention/ pieces.
 #include "tessera/Codegen/Attention/Mainloop.h"
 #include "tessera/Codegen/Attention/Signature.h"
 #include "tessera/Codegen/Generators.h"
@@ -37,8 +37,15 @@ public:
     q = attn::Tensor::bind(func, args.q), k = attn::Tensor::bind(func, args.k);
     v = attn::Tensor::bind(func, args.v), o = attn::Tensor::bind(func, args.o);
     qBase = q.base(kb, seq, batch, seq.rowQ0, head);
-    kBase = k.base(kb, seq, batch, seq.rowK0, kvHead);
-    vBase = v.base(kb, seq, batch, seq.rowK0, kvHead);
+    if (op.getPagedKv()) {
+      // Pages hold the keys: a key's place comes from the block table, per tile or per row.
+      kBase = kb.mul(kvHead, k.strideH), vBase = kb.mul(kvHead, v.strideH);
+      pageSize = arg(args.pageSize);
+      tableRow = kb.mul(batch, arg(args.blockTableStride));
+    } else {
+      kBase = k.base(kb, seq, batch, seq.rowK0, kvHead);
+      vBase = v.base(kb, seq, batch, seq.rowK0, kvHead);
+    }
     oBase = o.base(kb, seq, batch, seq.rowQ0, head);
     d = kb.idx(p.headDim);
     alignedQ = q.stridesAligned16(kb, elemBits);
@@ -54,16 +61,17 @@ public:
                              p.blockM, p.headDim, threads);
   }
   SmallVector<Value> loadKeys(Value n0, int threads, bool inBounds) override {
-    return kb.loadGlobalTile({k.ptr, kb.add(kBase, kb.mul(n0, k.strideS)), k.strideS,
-                              kb.sub(seq.seqK, n0), d, alignedK, inBounds},
-                             p.blockN, p.headDim, threads);
+    return loadKeyRows(k, kBase, alignedK, n0, threads, inBounds);
   }
   SmallVector<Value> loadValues(Value n0, int threads, bool inBounds) override {
-    return kb.loadGlobalTile({v.ptr, kb.add(vBase, kb.mul(n0, v.strideS)), v.strideS,
-                              kb.sub(seq.seqK, n0), d, alignedV, inBounds},
-                             p.blockN, p.headDim, threads);
+    return loadKeyRows(v, vBase, alignedV, n0, threads, inBounds);
   }
-  Value inBoundsLoads() override { return kb.andb(alignedK, alignedV); }
+  Value inBoundsLoads() override {
+    Value aligned = kb.andb(alignedK, alignedV);
+    if (!pageSize) return aligned;
+    // A whole tile in one page (tiles start at multiples of blockN): one table entry a tile.
+    return kb.andb(aligned, kb.cmpEq(kb.remui(pageSize, kb.idx(p.blockN)), kb.idx(0)));
+  }
   Value queryOf(Value row) override { return kb.add(q0, row); }
   void storeOutput(Value row, Value col, Value value) override {
     OpBuilder &b = kb.builder();
@@ -112,6 +120,26 @@ public:
 private:
   Value arg(ArgHandle h) { return argValue(func, h); }
 
+  /// Where the sequence's key `key` starts in a paged K or V (its head's `base` added): token
+  /// key % page_size of page block_table[batch][key / page_size], in 64-bit index arithmetic.
+  Value pagedRowStart(const attn::Tensor &t, Value base, Value key) {
+    Value page = kb.loadIndex(arg(args.blockTable), kb.add(tableRow, kb.divui(key, pageSize)));
+    return kb.add(base, kb.add(kb.mul(page, t.strideB), kb.mul(kb.remui(key, pageSize), t.strideS)));
+  }
+  /// Rows n0.. of K or V; rows at or past the sequence's keys read as zero.
+  SmallVector<Value> loadKeyRows(const attn::Tensor &t, Value base, Value aligned, Value n0,
+                                 int threads, bool inBounds) {
+    if (!pageSize || inBounds) {
+      Value start = pageSize ? pagedRowStart(t, base, n0) : kb.add(base, kb.mul(n0, t.strideS));
+      return kb.loadGlobalTile({t.ptr, start, t.strideS, kb.sub(seq.seqK, n0), d, aligned, inBounds},
+                               p.blockN, p.headDim, threads);
+    }
+    // A tile may span pages: each row's own entry, read only for rows below the length.
+    return kb.loadGlobalRows(
+        t.ptr, [&](Value row) { return pagedRowStart(t, base, kb.add(n0, row)); },
+        kb.sub(seq.seqK, n0), d, aligned, p.blockN, p.headDim, threads);
+  }
+
   tessera::FlashAttnOp op;
   const AttnPlan &p;
   KernelBuilder &kb;
@@ -119,6 +147,7 @@ private:
   const attn::FlashAttnArgs &args;
   const bool returnLse;
   Value head, batch, d, qBase, kBase, vBase, oBase, alignedQ, alignedK, alignedV, scaleLog2, cap;
+  Value pageSize, tableRow; // paged_kv only
   attn::Tensor q, k, v, o;
   std::optional<attn::Visibility> visibility;
 };

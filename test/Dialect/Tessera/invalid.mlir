@@ -66,6 +66,11 @@ tessera.flash_attn @fa {dtype = f16, head_dim = 64, pack_gqa = 2, varlen}
 
 // -----
 
+// expected-error @+1 {{'tessera.flash_attn' op 'paged_kv' needs 'varlen' (cu_seqlens_k gives each sequence's key count)}}
+tessera.flash_attn @fa {dtype = f16, head_dim = 64, paged_kv}
+
+// -----
+
 // expected-error @+1 {{'tessera.flash_attn' op requires attribute 'head_dim'}}
 tessera.flash_attn @fa {dtype = f16}
 

@@ -40,6 +40,7 @@ struct FlashAttnArgs {
   ArgHandle cuSeqlensQ, cuSeqlensK;       // varlen
   ArgHandle sinks;                        // sinks: (Hq,) f32
   ArgHandle alibiSlopes, alibiStrideB;    // alibi: (Hq,) or (B, Hq) f32, stride 0 or Hq
+  ArgHandle blockTable, blockTableStride, pageSize; // paged_kv: (B, max_pages) int32
   ArgHandle batch, seqQ, seqK, headsQ, headsKv;
   ArgHandle totalQ, totalK;               // varlen: the packed row counts
   ArgHandle scale;

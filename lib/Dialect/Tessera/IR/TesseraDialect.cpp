@@ -163,6 +163,10 @@ LogicalResult FlashAttnOp::verify() {
   if (getVarlen() && getPackGqa() > 1)
     return emitOpError() << "'pack_gqa' = " << getPackGqa()
                          << " is not supported together with 'varlen'";
+  // Key lengths come from cu_seqlens_k: a paged cache is a varlen batch.
+  if (getPagedKv() && !getVarlen())
+    return emitOpError() << "'paged_kv' needs 'varlen' (cu_seqlens_k gives each sequence's "
+                            "key count)";
   return success();
 }
 

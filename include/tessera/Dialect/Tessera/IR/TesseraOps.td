@@ -60,6 +60,11 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
     key without a value would: gpt-oss's attention sinks; O and the LSE include it),
     `alibi` (ALiBi: `-slope * |i + off - j|` added to the scaled logits, slopes `(Hq,)` or
     `(B, Hq)` f32).
+    `paged_kv` (with `varlen`) reads K and V from a paged cache, `(num_pages, page_size, Hkv, D)`
+    by strides, sequence b's key j at token `j % page_size` of page
+    `block_table[b][j / page_size]` (`block_table` `(B, max_pages)` int32; `page_size` a runtime
+    argument), as FlashAttention's varlen call with a `block_table` (chunked prefill over vLLM's
+    cache); `cu_seqlens_k` still gives the key lengths.
     `pack_gqa` processes that many query heads of one KV head in one tile (1 = off).
 
     ```mlir
@@ -79,6 +84,7 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
                        UnitAttr:$sinks,
                        UnitAttr:$alibi,
                        UnitAttr:$attention_chunk,
+                       UnitAttr:$paged_kv,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
