@@ -49,14 +49,15 @@ def default_backward_cases():
 
 
 # --features: (name, the call's options, the baseline's) on FEATURE_CASE: each timed against the same call without
-# the option (head_dim 72, zero-padded, against head_dim 80 itself; a paged cache: flash_attn_varlen on the pages
-# against flash_attn_varlen on the packed keys).
+# the option (head_dim 72, zero-padded, against head_dim 80 itself; V's head_dim 128 under Q's and K's 192 against 192
+# for all three; a paged cache: flash_attn_varlen on the pages against flash_attn_varlen on the packed keys).
 FEATURE_CASE = (2, 4096, 32, 32, 128, "bf16", True)
 FEATURES = (("window 1024 left", dict(window=(1024, 0)), {}), ("softcap 30", dict(softcap=30.0), {}),
             ("sinks", dict(sinks="per head"), {}), ("alibi", dict(alibi_slopes="per head"), {}),
             ("chunk 1024", dict(attention_chunk=1024), {}),
             ("head_dim 72 (padded to 80)", dict(head_dim=72), dict(head_dim=80)),
-            ("paged KV, pages of 16", dict(paged=16), {}), ("paged KV, pages of 256", dict(paged=256), {}))
+            ("paged KV, pages of 16", dict(paged=16), {}), ("paged KV, pages of 256", dict(paged=256), {}),
+            ("MLA head dims 192/128 (padded)", dict(head_dim=192, head_dim_v=128), dict(head_dim=192)))
 
 
 def parse_args():
@@ -336,13 +337,14 @@ def feature_inputs(B, S, Hq, Hkv, D, dtype, gen, options):
     """q, k, v and the call's keyword arguments, per-head tensors made for 'per head' and head_dim overridden."""
     D = options.get("head_dim", D)
     dt = TORCH_DTYPES[dtype]
-    q, k, v = (torch.randn(B, S, H, D, device="cuda", generator=gen).to(dt) for H in (Hq, Hkv, Hkv))
+    q, k, v = (torch.randn(B, S, H, d, device="cuda", generator=gen).to(dt)
+               for H, d in ((Hq, D), (Hkv, D), (Hkv, options.get("head_dim_v", D))))
     kwargs = {}
     for name, value in options.items():
         if value == "per head":   # sinks: standard normal; ALiBi: the paper's slopes 2^(-8 h / H)
             value = (torch.randn(Hq, device="cuda", generator=gen) if name == "sinks" else
                      2.0 ** (-8.0 * torch.arange(1, Hq + 1, device="cuda") / Hq)).float()
-        if name not in ("head_dim", "paged"):
+        if name not in ("head_dim", "head_dim_v", "paged"):
             kwargs[name] = value
     return q, k, v, kwargs
 

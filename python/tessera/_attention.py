@@ -80,16 +80,18 @@ def kernel_head_dim(D):
     return padded + 16 if padded in (176, 208) else padded
 
 
-def padded_head_dim(arrays):
-    """(D, kernel_head_dim(D)) when every one of `arrays` (None skipped) has the same head_dim D (its last dimension),
-    1 <= D <= 256, that a padded kernel serves; None otherwise (the checks then name any problem)."""
-    dims = {x.shape[-1] if getattr(x, "shape", None) else None for x in arrays if x is not None}
-    if len(dims) != 1:
+def head_dim_padding(q, k, v):
+    """(Dqk, Dv, padded) when q and k share a head_dim Dqk and v has Dv (each 1 to 256) that run zero-padded to one
+    kernel head_dim, padded = kernel_head_dim(max(Dqk, Dv)): a head_dim no kernel has, or V's differing from Q's and
+    K's (DeepSeek's MLA prefill: 192 and 128; zero columns of q and k add nothing to q.k, and zero columns of V give
+    zero columns of O, which are dropped); None otherwise (the checks then name any problem)."""
+    dims = [x.shape[-1] if getattr(x, "shape", None) else None for x in (q, k, v)]
+    if not all(isinstance(d, int) and 1 <= d <= MAX_HEAD_DIM for d in dims) or dims[0] != dims[1]:
         return None
-    D = dims.pop()
-    if not isinstance(D, int) or not 1 <= D <= MAX_HEAD_DIM or kernel_head_dim(D) == D:
+    Dqk, Dv = dims[1:]
+    if Dqk == Dv and kernel_head_dim(Dqk) == Dqk:
         return None
-    return D, kernel_head_dim(D)
+    return Dqk, Dv, kernel_head_dim(max(Dqk, Dv))
 
 
 def check_unpadded_outputs(who, named, like):
@@ -128,12 +130,15 @@ def _check_inputs(who, q, k, v, ndim, layout_q, layout_kv, kv_ndim=None):
         raise InputError(f"{who}: q, k and v must have the same dtype, got {_spelled(q.dtype)}, "
                          f"{_spelled(k.dtype)} and {_spelled(v.dtype)}")
     D = q.shape[-1]
-    if k.shape[-1] != D or v.shape[-1] != D:
-        raise InputError(f"{who}: q, k and v must have the same head_dim, got {D}, {k.shape[-1]} and {v.shape[-1]}")
+    if k.shape[-1] != D:
+        raise InputError(f"{who}: q and k must have the same head_dim (v's may differ), got {D} and {k.shape[-1]}")
     if not 1 <= D <= MAX_HEAD_DIM or kernel_head_dim(D) != D:
         raise InputError(f"{who}: head_dim {D} is not supported (1 to {MAX_HEAD_DIM})")
-    if k.shape != v.shape:
-        raise InputError(f"{who}: k and v must have the same shape {layout_kv}, got {k.shape} and {v.shape}")
+    if v.shape[-1] != D:   # v's own head_dim runs zero-padded (head_dim_padding); here it is out of range
+        raise InputError(f"{who}: v's head_dim {v.shape[-1]} is not supported (1 to {MAX_HEAD_DIM})")
+    if k.shape[:-1] != v.shape[:-1]:
+        raise InputError(f"{who}: k and v must have the same shape {layout_kv} but for the head_dim, got {k.shape} "
+                         f"and {v.shape}")
     for name, info in (("q", q), ("k", k), ("v", v)):
         _check_head_dim_stride(who, name, info)
     return q.dtype, D
@@ -540,14 +545,14 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     runs tessera.flash_attn_bwd (deterministic: its deterministic kernels); the LSE output is not differentiable.
     """
     who = "tessera.flash_attn"
-    if pad := padded_head_dim((q, k, v)):
-        D, padded = pad
-        check_unpadded_outputs(who, [("out", out, q.shape)], q)
+    if pad := head_dim_padding(q, k, v):
+        Dqk, Dv, padded = pad
+        check_unpadded_outputs(who, [("out", out, (*q.shape[:-1], Dv))], q)
         result = flash_attn(*(_arrays.pad_last(x, padded) for x in (q, k, v)), causal, causal_align,
-                            D ** -0.5 if scale is None else scale, window, softcap, return_lse, sinks=sinks,
+                            Dqk ** -0.5 if scale is None else scale, window, softcap, return_lse, sinks=sinks,
                             alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
                             deterministic=deterministic, lse=lse, device=device)
-        return _unpadded(result, out, D, return_lse)
+        return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
         no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
@@ -726,15 +731,15 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     Differentiable as flash_attn is (its backward: tessera.flash_attn_varlen_bwd).
     """
     who = "tessera.flash_attn_varlen"
-    if pad := padded_head_dim((q, k, v)):
-        D, padded = pad
-        check_unpadded_outputs(who, [("out", out, q.shape)], q)
+    if pad := head_dim_padding(q, k, v):
+        Dqk, Dv, padded = pad
+        check_unpadded_outputs(who, [("out", out, (*q.shape[:-1], Dv))], q)
         result = flash_attn_varlen(*(_arrays.pad_last(x, padded) for x in (q, k, v)), cu_seqlens_q, cu_seqlens_k,
                                    max_seqlen_q, max_seqlen_k, causal, causal_align,
-                                   D ** -0.5 if scale is None else scale, window, softcap, return_lse,
+                                   Dqk ** -0.5 if scale is None else scale, window, softcap, return_lse,
                                    sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
                                    block_table=block_table, deterministic=deterministic, lse=lse, device=device)
-        return _unpadded(result, out, D, return_lse)
+        return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
         no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table)

@@ -197,14 +197,13 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
     (Hq,) float32 = -sum over the rows of exp(sinks[h] - LSE) * rowsum(dout * out).
     """
     who = "tessera.flash_attn_bwd"
-    if pad := _attention.padded_head_dim((q, k, v, out, dout)):
-        D, padded = pad
-        _attention.check_unpadded_outputs(who, [("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
+    if pad := _padding(who, q, k, v, out, dout, dq, dk, dv):
+        Dqk, Dv, padded = pad
         grads = flash_attn_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse, causal,
-                               causal_align, D ** -0.5 if scale is None else scale, window, softcap, deterministic,
+                               causal_align, Dqk ** -0.5 if scale is None else scale, window, softcap, deterministic,
                                sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
                                **_padded_grads((dq, dk, dv), padded), device=device)
-        return _unpadded_grads(grads, (dq, dk, dv), D)
+        return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
         _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
@@ -227,15 +226,14 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
     zero (rows outside every sequence get 0); given ones keep those rows.
     """
     who = "tessera.flash_attn_varlen_bwd"
-    if pad := _attention.padded_head_dim((q, k, v, out, dout)):
-        D, padded = pad
-        _attention.check_unpadded_outputs(who, [("dq", dq, q.shape), ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
+    if pad := _padding(who, q, k, v, out, dout, dq, dk, dv):
+        Dqk, Dv, padded = pad
         grads = flash_attn_varlen_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse,
                                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align,
-                                      D ** -0.5 if scale is None else scale, window, softcap, deterministic,
+                                      Dqk ** -0.5 if scale is None else scale, window, softcap, deterministic,
                                       sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
                                       **_padded_grads((dq, dk, dv), padded), device=device)
-        return _unpadded_grads(grads, (dq, dk, dv), D)
+        return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
         _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
@@ -267,15 +265,28 @@ def _with_sink_gradient(grads, p, out, dout, lse, sinks, cu_seqlens_q=None):
     return (*grads, dsinks)
 
 
+def _padding(who, q, k, v, out, dout, dq, dk, dv):
+    """_attention.head_dim_padding of q, k, v, with out and dout in V's head_dim and the given gradients in their
+    inputs' shapes checked first (the padded call sees only padded arrays)."""
+    pad = _attention.head_dim_padding(q, k, v)
+    if pad:
+        Dv = pad[1]
+        like_o = (*q.shape[:-1], Dv)
+        _attention.check_unpadded_outputs(who, [("out", out, like_o), ("dout", dout, like_o), ("dq", dq, q.shape),
+                                                ("dk", dk, k.shape), ("dv", dv, v.shape)], q)
+    return pad
+
+
 def _padded_grads(given, size):
     """The given gradient arrays zero-padded to head_dim `size`, by name (the rows a varlen call leaves keep theirs)."""
     return {name: _arrays.pad_last(x, size) for name, x in zip(("dq", "dk", "dv"), given) if x is not None}
 
 
-def _unpadded_grads(grads, given, D):
-    """A zero-padded backward's (dq, dk, dv) cut back to head_dim D, into the given arrays where there are some;
-    dsinks, when it follows them, as it is."""
-    cut = tuple(g[..., :D] if into is None else _arrays.assign(into, g[..., :D]) for g, into in zip(grads, given))
+def _unpadded_grads(grads, given, dims):
+    """A zero-padded backward's (dq, dk, dv) cut back to their head dims `dims`, into the given arrays where there are
+    some; dsinks, when it follows them, as it is."""
+    cut = tuple(g[..., :D] if into is None else _arrays.assign(into, g[..., :D])
+                for g, into, D in zip(grads, given, dims))
     return cut + tuple(grads[3:])
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import _arrays, _attention, _attention_bwd, _decode
+from . import _attention, _attention_bwd, _decode
 from ._errors import InputError
 
 # ---- Attention forward and backward --------------------------------------------------------------

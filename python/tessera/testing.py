@@ -208,8 +208,8 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
         q = q[:, rows]
     B, Sq, Hq, D = q.shape
     scale = 1.0 / D ** 0.5 if scale is None else scale
-    o = ops.full((B, Sq, Hq, D), 0.0, ops.cast(q[:0], "f64"))
-    o_abs, lse = ops.full((B, Sq, Hq, D), 0.0, o), ops.full((B, Hq, Sq), float("-inf"), o)
+    o = ops.full((B, Sq, Hq, v.shape[-1]), 0.0, ops.cast(q[:0], "f64"))    # O in V's head dim
+    o_abs, lse = ops.full(o.shape, 0.0, o), ops.full((B, Hq, Sq), float("-inf"), o)
     if B * Sq * Hq == 0:
         return AttentionResult(o, lse, o_abs)
     visible = visible_keys(full_Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q), rows=rows,
@@ -251,8 +251,8 @@ def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
     LSE = -inf."""
     ops = _Ops(q)
     like = ops.cast(q[:0], "f64")
-    total_q, Hq, D = q.shape
-    o, o_abs = ops.full((total_q, Hq, D), 0.0, like), ops.full((total_q, Hq, D), 0.0, like)
+    total_q, Hq = q.shape[:2]
+    o, o_abs = (ops.full((total_q, Hq, v.shape[-1]), 0.0, like) for _ in range(2))
     lse = ops.full((Hq, total_q), float("-inf"), like)
     cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
     for b in range(len(cq) - 1):
@@ -368,7 +368,8 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
     scale = 1.0 / D ** 0.5 if scale is None else scale
     like = ops.cast(q[:0], "f64")
     dq, dq_abs = ops.full(q.shape, 0.0, like), ops.full(q.shape, 0.0, like)
-    dk, dv, dk_abs, dv_abs = (ops.full(k.shape, 0.0, like) for _ in range(4))
+    dk, dk_abs = ops.full(k.shape, 0.0, like), ops.full(k.shape, 0.0, like)
+    dv, dv_abs = ops.full(v.shape, 0.0, like), ops.full(v.shape, 0.0, like)
     dsinks = None if sinks is None else ops.full((Hq,), 0.0, like)
     if B * Sq * Hq * Sk == 0:
         return AttentionGradients(dq, dk, dv, dq_abs, dk_abs, dv_abs, dsinks)

@@ -510,3 +510,28 @@ def test_alibi_and_chunk_through_autograd(varlen):
     same = testing.attention_backward_reference(q, k, v, dout, **options, precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, str(result)
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_mla_head_dims_through_autograd(deterministic):
+    """DeepSeek's MLA prefill head dims, Q and K 192 and V 128 (every array zero-padded to the head_dim 192 kernels),
+    causal, GQA 4:1, through autograd: O (B, S, Hq, 128) and dq, dk, dv within the contract against float64."""
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    B, Sq, Sk, Hq, Hkv, Dqk, Dv = 2, 300, 500, 8, 2, 192, 128
+    q = torch.randn(B, Sq, Hq, Dqk, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(B, Sk, Hkv, Dqk, device="cuda", dtype=torch.bfloat16, generator=gen)
+    v = torch.randn(B, Sk, Hkv, Dv, device="cuda", dtype=torch.bfloat16, generator=gen)
+    dout = torch.randn(B, Sq, Hq, Dv, device="cuda", dtype=torch.bfloat16, generator=gen)
+    leaves_ = [x.clone().requires_grad_() for x in (q, k, v)]
+    out = tessera.flash_attn(*leaves_, causal=True, deterministic=deterministic)
+    assert out.shape == (B, Sq, Hq, Dv)
+    ref_o = testing.attention_reference(q, k, v, causal=True)
+    same_o = testing.attention_reference(q, k, v, causal=True, precision="same")
+    forward = testing.check_attention(out.detach(), ref_o, same_o)
+    assert forward.ok, str(forward)
+    grads = torch.autograd.grad(out, leaves_, dout)
+    assert [g.shape for g in grads] == [x.shape for x in (q, k, v)]
+    ref = testing.attention_backward_reference(q, k, v, dout, causal=True)
+    same = testing.attention_backward_reference(q, k, v, dout, causal=True, precision="same")
+    result = testing.check_attention_backward(grads, ref, same)
+    assert result.ok, str(result)

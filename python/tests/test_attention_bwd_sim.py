@@ -3,7 +3,7 @@ tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv jud
 small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
 that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
 MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64, 96 and 80 (and 40 and 176,
-zero-padded), attention sinks (their gradient too), ALiBi and chunked local attention, deterministic on (two runs bitwise equal) and off (the second of
+zero-padded; V's 32 under Q's and K's 48), attention sinks (their gradient too), ALiBi and chunked local attention, deterministic on (two runs bitwise equal) and off (the second of
 two runs checked: it reuses the workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors.
 Gradients are poisoned with NaN before each run. The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
@@ -38,6 +38,11 @@ class Case(NamedTuple):
     sinks: bool = False         # a sink logit per query head: the forward's LSE includes it, dsinks checked
     alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
     chunk: int = 0              # attention_chunk
+    Dv: int = 0                 # V's head_dim where it differs from D (MLA-style; zero-padded to one kernel's)
+
+    @property
+    def dv(self):
+        return self.Dv or self.D
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
@@ -50,7 +55,7 @@ class Case(NamedTuple):
     def directives(self):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
-        D = _attention.kernel_head_dim(self.D)     # the kernels' head_dim (the API zero-pads the others)
+        D = _attention.kernel_head_dim(max(self.D, self.dv))   # the kernels' (the API zero-pads the others)
         optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk))
                     if on]
         forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
@@ -87,6 +92,8 @@ CASES = [
     Case("alibi-bh-chunk-softcap-det", "bf16", 64, B=2, Sq=33, Sk=40, softcap=5.0, input_scale=2.0, alibi="bh",
          chunk=16, deterministic=True),
     Case("chunk-tl-window-sq<sk", "f16", 64, Sq=20, Sk=50, causal="tl", window=(12, -1), chunk=8),
+    # V's head_dim below Q's and K's (DeepSeek's MLA prefill has 192 and 128), all zero-padded to 48.
+    Case("dv32-dqk48-br-gqa3", "f16", 48, Dv=32, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br"),
 ]
 # Varlen per target: deterministic on two targets; the others with per-sequence ALiBi slopes and a chunk (mask
 # bottom-right, GQA 2:1).
@@ -140,17 +147,17 @@ def bits(x):
     return x.view(np.uint16)
 
 
-def poisoned_runs(c, dev, q, k, backward):
-    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, k (ragged_rows: views of rows 4 elements
+def poisoned_runs(c, dev, q, k, v, backward):
+    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, v (ragged_rows: views of rows 4 elements
     longer, whose gaps must stay NaN), twice: a deterministic case must agree bit for bit; the second run reuses the
     workspaces the first left (dq_accum holding its sums until the runtime zeroes it for the call). Returns the second
     run's gradients."""
     def once():
-        wide = [poisoned(x.shape[:-1] + (x.shape[-1] + 4 * c.ragged_rows,), c.dtype) for x in (q, k, k)]
-        grads = [w[..., :x.shape[-1]] for w, x in zip(wide, (q, k, k))]
+        wide = [poisoned(x.shape[:-1] + (x.shape[-1] + 4 * c.ragged_rows,), c.dtype) for x in (q, k, v)]
+        grads = [w[..., :x.shape[-1]] for w, x in zip(wide, (q, k, v))]
         got = backward(dq=grads[0], dk=grads[1], dv=grads[2])
         assert all(g is x for g, x in zip(got, grads))
-        assert all(np.isnan(w[..., x.shape[-1]:].astype(np.float32)).all() for w, x in zip(wide, (q, k, k))), \
+        assert all(np.isnan(w[..., x.shape[-1]:].astype(np.float32)).all() for w, x in zip(wide, (q, k, v))), \
             f"{dev.arch} {c.id}: a gradient was written into its rows' gaps"
         return grads
     first, grads = once(), once()
@@ -174,8 +181,8 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     rng = np.random.default_rng(seed)
     q = _random(rng, (c.B, c.Sq, c.Hq, c.D), c.dtype, c.input_scale, c.ragged_rows)
     k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale, c.ragged_rows)
-    v = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, ragged_rows=c.ragged_rows)
-    dout = _random(rng, q.shape, c.dtype, ragged_rows=c.ragged_rows)
+    v = _random(rng, (c.B, c.Sk, c.Hkv, c.dv), c.dtype, ragged_rows=c.ragged_rows)
+    dout = _random(rng, q.shape[:-1] + (c.dv,), c.dtype, ragged_rows=c.ragged_rows)
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
     slopes = c.slopes(rng)
     out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, alibi_slopes=slopes,
@@ -187,7 +194,7 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
                                      sinks=sinks, alibi_slopes=slopes, **given, device=dev)
         dsinks.append(got[3] if c.sinks else None)
         return got[:3]
-    grads = poisoned_runs(c, dev, q, k, backward)
+    grads = poisoned_runs(c, dev, q, k, v, backward)
     ref = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes)
     same = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes,
                                                 precision="same")
@@ -222,7 +229,7 @@ def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
     def backward(**given):
         return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **options,
                                              deterministic=c.deterministic, **given, device=dev)
-    grads = poisoned_runs(c, dev, q, k, backward)
+    grads = poisoned_runs(c, dev, q, k, v, backward)
     ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **options)
     same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **options, precision="same")
     result = testing.check_attention_backward(grads, ref, same)

@@ -108,7 +108,8 @@ def cases_for(target):
 def kernels_for(target):
     dtype, mask = VARLEN[target]
     names = {c.kernel() for c in cases_for(target)} | {EXTREME_KERNEL, f"fa_{dtype}_d64_{mask}_varlen",
-                                                       "fa_f16_d64_tl", VARLEN_ALIBI_KERNEL, PAGED_KERNEL}
+                                                       "fa_f16_d64_tl", VARLEN_ALIBI_KERNEL, PAGED_KERNEL,
+                                                       "fa_f16_d48_br"}
     if support.ml_dtypes is None:
         names = {n for n in names if not n.startswith("fa_bf16")}
     return sorted(names)
@@ -280,6 +281,27 @@ def test_flash_attn_varlen_alibi_per_sequence_and_chunk(bundles, target):
     same = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options, precision="same")
     result = testing.check_attention(out, ref, same, lse)
     assert result.ok, f"{target} varlen ALiBi and chunk, seed {seed}: {result}"
+
+
+@pytest.mark.parametrize("Dqk, Dv, causal", [(48, 32, "br"), (32, 64, "")])
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_v_head_dim_differs(bundles, target, Dqk, Dv, causal):
+    """V's head_dim below or above Q's and K's (DeepSeek's MLA prefill: 192 and 128), every array zero-padded to the
+    larger's kernel head_dim: O in V's head_dim against float64, the default scale 1/sqrt(Dqk), into a given out."""
+    dev = sim_for(bundles, target)
+    seed = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    B, Sq, Sk, Hq, Hkv = 2, 19, 37, 6, 2
+    q, k = _random(rng, (B, Sq, Hq, Dqk), "f16"), _random(rng, (B, Sk, Hkv, Dqk), "f16")
+    v = _random(rng, (B, Sk, Hkv, Dv), "f16")
+    options = dict(causal=bool(causal))
+    out = poisoned((B, Sq, Hq, Dv), "f16")
+    got, lse = tessera.flash_attn(q, k, v, **options, return_lse=True, out=out, device=dev)
+    assert got is out
+    ref = testing.attention_reference(q, k, v, **options)
+    same = testing.attention_reference(q, k, v, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"{target} Dqk {Dqk} Dv {Dv}, seed {seed}: {result}"
 
 
 def _paged(rng, k, v, cu_k, page_size, max_pages):

@@ -41,7 +41,11 @@ Q, K, V = qkv()
      r"out has shape \(1, 4, 2, 48\), expected \(1, 4, 2, 40\)"),
     ((f16(1, 4, 2, 40), f16(1, 5, 2, 40), f16(1, 5, 2, 40)), {"out": np.ones((1, 4, 2, 40), np.float32)},
      r"out has dtype float32, expected float16"),
-    ((Q, f16(1, 5, 2, 32), f16(1, 5, 2, 32)), {}, r"q, k and v must have the same head_dim, got 64, 32 and 32"),
+    ((Q, f16(1, 5, 2, 32), f16(1, 5, 2, 32)), {}, r"q and k must have the same head_dim \(v's may differ\), got 64 "
+                                                   r"and 32"),
+    ((Q, K, f16(1, 5, 2, 300)), {}, r"v's head_dim 300 is not supported \(1 to 256\)"),
+    ((Q, K, f16(1, 5, 2, 32)), {"out": f16(1, 4, 2, 64)},
+     r"out has shape \(1, 4, 2, 64\), expected \(1, 4, 2, 32\)"),
     ((Q, K, V), {"sinks": np.zeros(3, np.float32)}, r"sinks must be a float32 vector of one logit per query head, "
                                                     r"shape \(2,\) with unit stride, got shape \(3,\)"),
     ((Q, K, V), {"sinks": np.zeros(2, np.float16)}, r"sinks must be .* got shape \(2,\), dtype float16"),
@@ -55,8 +59,8 @@ Q, K, V = qkv()
      r"alibi_slopes must be .* unit stride along the heads, got shape \(1, 2\), dtype float32, strides \(4, 2\)"),
     ((Q, K, V), {"attention_chunk": -1}, r"attention_chunk must be >= 0 \(0 = off\), got -1"),
     ((Q, K, V), {"attention_chunk": 2.5}, r"attention_chunk must be an integer \(0 = off\), got 2.5"),
-    ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\), got \(1, 5, 2, 64\) and "
-                                   r"\(1, 6, 2, 64\)"),
+    ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\) but for the head_dim, got "
+                                   r"\(1, 5, 2, 64\) and \(1, 6, 2, 64\)"),
     ((Q, K, f16(1, 5, 1, 64)), {}, r"k and v must have the same shape"),
     ((Q, f16(2, 5, 2, 64), f16(2, 5, 2, 64)), {}, r"q has batch size 1 but k and v have 2"),
     ((f16(1, 4, 6, 64), f16(1, 5, 4, 64), f16(1, 5, 4, 64)), {}, r"Hq = 6 must be a multiple of the number of "

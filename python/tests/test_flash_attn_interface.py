@@ -202,7 +202,7 @@ CU = np.array([0, 4], np.int32)
     (lambda: fa.flash_attn_varlen_func(Q[0], KV, KV, CU, CU, 4, 4, block_table=CU),
      r"tessera.flash_attn_varlen: block_table must be int32 \(1, max_pages\), a row of page indices per sequence "
      r"with unit stride along it, got shape \(2,\)"),
-    (lambda: fa.flash_attn_func(Q, KV, KV[..., :32]), r"tessera.flash_attn: q, k and v must have the same head_dim"),
+    (lambda: fa.flash_attn_func(Q, KV[..., :32], KV), r"tessera.flash_attn: q and k must have the same head_dim"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=CU, block_table=CU[None], cache_seqlens=CU[:1]),
      r"flash_attn_with_kvcache: cache_batch_idx indexes a contiguous cache's rows"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_leftpad=CU), r"cache_leftpad is not supported yet"),
