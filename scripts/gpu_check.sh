@@ -54,8 +54,11 @@ else
   echo "=== runtime-gpu-tests: $gpu_tests not in dist (build TesseraRuntimeGpuTests before make_dist.sh)"
 fi
 
+# The tests' kernels beyond the default bundles: a later folder of the search path (a variant the default bundle lacks
+# is looked up there).
+tests_path=$dist/bundles:$dist/test-bundles/attention
 # shellcheck disable=SC2086
-step pytest "$python" -m pytest "$here/python/tests" -ra -q -p no:cacheprovider --junitxml="$out/pytest.xml" \
+TESSERA_BUNDLE_PATH=${TESSERA_BUNDLE_PATH:+$TESSERA_BUNDLE_PATH:}$tests_path step pytest "$python" -m pytest "$here/python/tests" -ra -q -p no:cacheprovider --junitxml="$out/pytest.xml" \
   ${TESSERA_PYTEST_ARGS:-}
 
 if [ ${#failed[@]} -eq 0 ]; then

@@ -99,6 +99,27 @@ for target in $targets; do
   find "$stage/colsum-$target" -maxdepth 1 -type f ! -name '*.s' -exec cp {} "$dist/test-bundles/colsum/$target/" \;
 done
 
+# The attention kernels the GPU tests use beyond the default bundles, per target, compiled in parallel.
+pids=()
+for target in $targets; do
+  [ -d "$dist/bundles/$target" ] || continue
+  compile "$root/test/Inputs/attention-gpu-tests.mlir" "$target" "$stage/attention-tests-$target" &
+  pids+=($!)
+done
+i=0
+for target in $targets; do
+  [ -d "$dist/bundles/$target" ] || continue
+  if ! wait "${pids[$i]}"; then
+    cat "$stage/attention-tests-$target.err" >&2
+    echo "error: tessera-compile --target=$target failed on the GPU tests' attention kernels" >&2
+    exit 1
+  fi
+  i=$((i + 1))
+  mkdir -p "$dist/test-bundles/attention/$target"
+  find "$stage/attention-tests-$target" -maxdepth 1 -type f ! -name '*.s' ! -name '*.kernel.mlir' \
+    -exec cp {} "$dist/test-bundles/attention/$target/" \;
+done
+
 cp -r "$root/python/tessera" "$root/python/tests" "$dist/python/"
 find "$dist/python" -name __pycache__ -prune -exec rm -rf {} +
 cp "$root/bench/_common.py" "$root/bench/plot.py" "$root/bench/bench_gemm.py" "$root/bench/bench_attn.py" "$root/bench/bench_decode.py" \

@@ -34,10 +34,10 @@ def cache_dir():
 
 
 def lookup(device, key, find_in, directive):
-    """find_in(bundle) on the device's bundle; where that bundle lacks the variant (find_in raises
-    KernelNotFoundError) or the device has no bundle: with a compiler, find_in on the bundle that `directive`
-    compiles for the device's target (cached on disk); without one the error says what is missing and names the
-    directive. The choice, either way, is remembered per device bundle and key (with key None, find_in remembers
+    """find_in(bundle) on the device's bundle, then on the same target's later bundles of the search path; where
+    none has the variant (find_in raises KernelNotFoundError) or the device has no bundle: with a compiler, find_in
+    on the bundle that `directive` compiles for the device's target (cached on disk); without one the error says
+    what is missing and names the directive. The choice, either way, is remembered per device bundle and key (with key None, find_in remembers
     what it needs itself); an error is not."""
     try:
         bundle = device.bundle()
@@ -48,7 +48,13 @@ def lookup(device, key, find_in, directive):
         try:
             return find_in(bundle)
         except KernelNotFoundError as e:
-            return _built(device, bundle, e, key, find_in, directive)
+            missing = e
+        for later in _paths.later_bundles(bundle.directory):   # the same target's bundles further on the path
+            try:
+                return find_in(device.bundle(later))
+            except KernelNotFoundError:
+                pass
+        return _built(device, bundle, missing, key, find_in, directive)
     return choose() if key is None else bundle.remember(key, choose)
 
 

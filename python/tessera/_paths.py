@@ -80,6 +80,15 @@ def available_targets():
     return found
 
 
+def later_bundles(bundle_dir):
+    """The other bundles of bundle_dir's target later in the search path (a variant the first lacks may be in one:
+    dist's test bundles)."""
+    first = Path(bundle_dir).resolve()
+    target = first.name
+    return [folder / target for folder in bundle_dirs()
+            if (folder / target / "manifest.json").is_file() and (folder / target).resolve() != first]
+
+
 def find_bundle(arch, simulated=False):
     """The bundle directory for a device of chip `arch` (for example 'sm_90', 'gfx942'): the best
     compatible target first, then the earliest folder of the search path. `simulated`: for the simulator."""

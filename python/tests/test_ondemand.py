@@ -133,3 +133,21 @@ def test_without_a_compiler_the_error_names_the_directive(setup):
             "directive compiles it: tessera.paged_decode @pd_f16_d64_b16 {dtype = f16, head_dim = 64, block_size = 16, "
             "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv}") in err
     assert compiles(log) == 0 and not (tmp_path / "cache").exists()
+
+
+def test_a_later_bundle_of_the_search_path_serves_what_the_first_lacks(setup):
+    """Without a compiler: the device's bundle (the search path's first for gfx942) lacks the paged_decode set, a
+    later folder's gfx942 bundle has it (as dist's test bundles do): the call runs on it and compiles nothing."""
+    tmp_path, env, log = setup
+    env["TESSERA_COMPILER"] = str(tmp_path / "none")
+    for folder, directive in (("first", "tessera.flash_attn @fa {dtype = f16, head_dim = 32}"),
+                              ("later", "tessera.paged_decode @pd {dtype = f16, head_dim = 64, block_size = 16, "
+                                        "mask = #tessera.mask<causal_bottom_right>, return_lse, split_kv}")):
+        source = tmp_path / f"{folder}.mlir"
+        source.write_text(directive + "\n")
+        subprocess.run([str(COMPILER), str(source), "--target=gfx942", "-o", str(tmp_path / folder / "gfx942")],
+                       check=True, capture_output=True, timeout=600)
+    env["TESSERA_BUNDLE_PATH"] = os.pathsep.join(str(tmp_path / f) for f in ("first", "later"))
+    out, err = call(tmp_path, env)
+    assert out == "ok", err
+    assert compiles(log) == 0 and not (tmp_path / "cache").exists()
