@@ -45,6 +45,7 @@ class Call(NamedTuple):
     kv_scale: str = "per_tensor"    # fp8 caches: per_tensor or per_token scales
     fp8_products: bool = False      # fp8 caches: QK and PV on fp8 matrix instructions
     sinks: bool = False             # a sink logit per query head joins each row's softmax denominator
+    alibi: bool = False             # ALiBi slopes ((Hq,) or (B, Hq)) bias the logits
 
     def empty(self):
         """True when there is no query row: nothing is launched."""
@@ -264,7 +265,7 @@ def _check_options(who, D, causal, softmax_scale, window_left, softcap, return_l
 
 
 def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-             return_lse, num_splits, fp8_products=False, sinks=None):
+             return_lse, num_splits, fp8_products=False, sinks=None, alibi_slopes=None):
     """Every check of a call, then its device: (infos, Call, Device). Nothing touches a device before the last
     step."""
     _arrays.refuse_grad(who, arrays)
@@ -288,7 +289,7 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
                          (" with per-token scales" if kv_scale == "per_token" else ""))
     call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options,
                 kv_scale, fp8_products)
-    call = _attention._with_sinks(who, call, infos, sinks)
+    call = _attention._with_alibi(who, _attention._with_sinks(who, call, infos, sinks), infos, alibi_slopes)
     if infos["out"] is not None:
         _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
     if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
@@ -311,7 +312,7 @@ def _serves(kernel_set, call):
     return (kernel_set.directive == "paged_decode" and a.get("dtype") == call.dtype and
             a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == call.kv_scale and
             bool(a.get("fp8_products", False)) == call.fp8_products and
-            bool(a.get("sinks", False)) == call.sinks and
+            bool(a.get("sinks", False)) == call.sinks and bool(a.get("alibi", False)) == call.alibi and
             a.get("head_dim") == call.D and
             a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
             all(a.get(f, False) for f, want in call.needed().items() if want))
@@ -323,12 +324,14 @@ def directive_for(call):
     fp8 = call.kv_dtype in FP8
     name = (f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("_fp8" if fp8 else "") +
             ("_pertoken" if call.kv_scale == "per_token" else "") + ("_products" if call.fp8_products else "") +
-            ("" if call.mask == CAUSAL else "_none") + ("_sinks" if call.sinks else ""))
+            ("" if call.mask == CAUSAL else "_none") + ("_sinks" if call.sinks else "") +
+            ("_alibi" if call.alibi else ""))
     attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
                   f"mask = #tessera.mask<{call.mask}>", *FEATURES]
     if fp8:
         attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", f"kv_scale = #tessera.kv_scale<{call.kv_scale}>"]
-    attributes += [a for a, on in (("fp8_products", call.fp8_products), ("sinks", call.sinks)) if on]
+    attributes += [a for a, on in (("fp8_products", call.fp8_products), ("sinks", call.sinks), ("alibi", call.alibi))
+                   if on]
     return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
 
 
@@ -343,6 +346,7 @@ def find_kernel_set(bundle, call):
         wanted = (f"dtype={call.dtype}" +
                   (f" kv_dtype={call.kv_dtype} kv_scale={call.kv_scale}" if call.kv_dtype in FP8 else "") +
                   (" fp8_products" if call.fp8_products else "") + (" sinks" if call.sinks else "") +
+                  (" alibi" if call.alibi else "") +
                   f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
@@ -355,7 +359,7 @@ def find_kernel_set(bundle, call):
 def kernel_set_for(dev, call):
     """find_kernel_set on the device's bundle, remembered per bundle and variant; where the bundle lacks it, the set
     directive_for(call) compiles on demand (_ondemand)."""
-    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.sinks, call.D,
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.sinks, call.alibi, call.D,
            call.block_size, call.masks(), *call.needed().values())
     return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, call), directive_for(call))
 
@@ -443,11 +447,11 @@ def _check_plan(who, plan, call, dev):
     made, kernel_set = plan.call, plan.kernel_set
     if kernel_set.bundle.device is not dev:
         raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
-    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "sinks", "D", "block_size", "Hq", "Hkv")
+    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "sinks", "alibi", "D", "block_size", "Hq", "Hkv")
     if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
         have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
         raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
-                         "dtype, products, sinks, head_dim, block_size and heads with at most its B and Sq")
+                         "dtype, products, sinks, ALiBi, head_dim, block_size and heads with at most its B and Sq")
     if call.num_splits not in (0, plan.num_splits):
         raise InputError(f"{who}: num_splits={call.num_splits} but the plan fixed {plan.num_splits}: pass 0 (or the "
                          "plan's) with plan=")
@@ -471,12 +475,15 @@ def _values(call, kernel_set, infos, ptrs, num_splits):
                           _cache_strides(infos[name], call.kv_layout)))
     if call.kv_scale == "per_token":
         values.update(_scale_strides(infos["k_scale"]))
+    if call.alibi:   # (Hq,): every sequence's slopes; (B, Hq): each sequence's row
+        slopes = infos["alibi_slopes"]
+        values.update(alibi_stride_b=slopes.strides[0] if len(slopes.shape) == 2 else 0)
     return {name: value for name, value in values.items() if name in kernel_set.settable}
 
 
 _POINTERS = {"q": "q", "k_cache": "k_cache", "v_cache": "v_cache", "block_table": "block_table",
              "cache_seqlens": "cache_seqlens", "out": "o", "lse": "lse", "k_scale": "k_scale",
-             "v_scale": "v_scale", "sinks": "sinks"}   # the caller's names -> the ABI's
+             "v_scale": "v_scale", "sinks": "sinks", "alibi_slopes": "alibi_slopes"}   # the caller's -> the ABI's
 
 
 def _run(call, dev, kernel_set, infos, num_splits):
@@ -577,7 +584,7 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
 
 def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
                  k_scale=None, v_scale=None, window_left=-1, softcap=0.0, num_splits=0, out=None, return_lse=False,
-                 plan=None, fp8_products=False, sinks=None, device=None):
+                 plan=None, fp8_products=False, sinks=None, alibi_slopes=None, device=None):
     """Decode attention over a paged KV cache: for each sequence b, the Sq new query tokens q[b] against the first
     cache_seqlens[b] keys and values (the new tokens' included), gathered from the pages block_table[b] names.
 
@@ -608,10 +615,12 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     sinks: (Hq,) float32, unit stride: query head h's logit joins each of its rows' softmax denominator (gpt-oss's
     attention sinks, as tessera.flash_attn's): O and LSE include it, once also when the keys are split (the combine
     adds it); a row without a visible key gives O = 0 and LSE = sinks[h].
+    alibi_slopes: (Hq,) or (B, Hq) float32, unit stride along the heads: ALiBi, -slope * |i + off - j| added to each
+    (capped) scaled logit of query token i and key j (off = cache_seqlens[b] - Sq), as tessera.flash_attn's.
     """
     who = "tessera.paged_decode"
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes)
         return _arrays.torch_ops.call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal,
                                                    softmax_scale, k_scale, v_scale, window_left, softcap, num_splits,
                                                    out, return_lse, plan, fp8_products)
@@ -620,7 +629,7 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-                                return_lse, num_splits, fp8_products, sinks)
+                                return_lse, num_splits, fp8_products, sinks, alibi_slopes)
     if plan is None:
         kernel_set = kernel_set_for(dev, call)
         splits = num_splits_for(call, kernel_set, dev)
@@ -664,7 +673,7 @@ def _check_cache_strides(who, call, kernel_set, infos):
 
 def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,
                       window_left=-1, softcap=0.0, num_splits=0, return_lse=False, k_scale=None, v_scale=None,
-                      fp8_products=False, sinks=None, device=None):
+                      fp8_products=False, sinks=None, alibi_slopes=None, device=None):
     """A DecodePlan for paged_decode calls up to these arrays' sizes (the largest batch and query count, the widest
     block table a CUDA graph will see): checks them as paged_decode would, chooses the kernel set and num_splits
     (the heuristic's for these sizes when 0), and reserves the set's workspaces on the current stream and the
@@ -673,7 +682,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
     choice and use its num_splits, so every replay of a captured graph splits alike whatever its lengths.
     The values of window_left and softcap do not matter, only whether they are on; for fp8 caches neither do the
     scales' (calls pass their own), only whether they are per-token: k_scale and v_scale may be left out for
-    per-tensor ones. Likewise sinks: only whether the calls pass them."""
+    per-tensor ones. Likewise sinks and alibi_slopes: only whether the calls pass them."""
     who = "tessera.paged_decode_plan"
     if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 and k_scale is None and v_scale is None:
         k_scale = v_scale = 1.0
@@ -682,7 +691,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
-                                num_splits, fp8_products, sinks)
+                                num_splits, fp8_products, sinks, alibi_slopes)
     kernel_set = kernel_set_for(dev, call)
     splits = num_splits_for(call, kernel_set, dev)
     if not call.empty():

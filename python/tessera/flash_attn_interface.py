@@ -5,7 +5,7 @@
 
 Each function calls tessera.flash_attn / tessera.flash_attn_varlen (torch tensors: differentiable, on the current
 stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differences from FlashAttention
-(docs/python.md): `dropout_p` > 0 and `alibi_slopes` in flash_attn_with_kvcache raise InputError (not built yet); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
+(docs/python.md): `dropout_p` > 0 raises InputError (not built yet); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
 (FlashAttention 2 adds slope * j under causal, which shifts each row's LSE but not out);
 `return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised.
 flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
@@ -150,8 +150,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q))."""
     who = "tessera.flash_attn_interface.flash_attn_with_kvcache"
     _options(who, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes)
-    if alibi_slopes is not None:
-        raise InputError(f"{who}: alibi_slopes is not supported by the decode kernels yet (pass None)")
     if cache_leftpad is not None:
         raise InputError(f"{who}: cache_leftpad is not supported yet (pass None)")
     if cache_batch_idx is not None and block_table is not None:
@@ -202,4 +200,4 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         lengths = lengths.astype("int32") if xp.__name__ == "numpy" else lengths.int()
     return paged_decode(q, k_cache, v_cache, block_table, lengths, causal=causal, softmax_scale=softmax_scale,
                         window_left=window_size[0], softcap=softcap, num_splits=num_splits,
-                        return_lse=return_softmax_lse, device=device)
+                        return_lse=return_softmax_lse, alibi_slopes=alibi_slopes, device=device)

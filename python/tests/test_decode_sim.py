@@ -38,16 +38,19 @@ class Case(NamedTuple):
     products: bool = False      # fp8_products: QK and PV on the fp8 matrix instructions (gfx942, gfx950, sm_90)
     sink: bool = False          # every query scores 6 against its sequence's first key and 0 against the others
     sink_logits: bool = False   # sinks: a logit per query head (standard normal times 3) in every row's denominator
+    alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
 
     def directive(self, target):
         granularity = "per_token" if self.per_token else "per_tensor"
         kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<{granularity}>, " if self.fp8 else "")
         suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "") + \
-            ("_products" if self.products else "") + ("_sinks" if self.sink_logits else "")
+            ("_products" if self.products else "") + ("_sinks" if self.sink_logits else "") + \
+            ("_alibi" if self.alibi else "")
         return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{suffix} "
                 f"{{dtype = {self.dtype}, {kv}head_dim = {self.D}, block_size = {self.block_size}, "
                 "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv" +
-                (", fp8_products" if self.products else "") + (", sinks" if self.sink_logits else "") + "}")
+                (", fp8_products" if self.products else "") + (", sinks" if self.sink_logits else "") +
+                (", alibi" if self.alibi else "") + "}")
 
     def runs_on(self, target):
         """fp8_products needs fp8 matrix instructions: gfx942's and gfx950's MFMA, sm_90's mma.sync (not gfx11's
@@ -100,6 +103,10 @@ CASES = [
     # Sink logits: once per row, split (the combine adds it) or not; an empty cache gives LSE = the sink.
     Case("sinks-b16-gqa4-split3-empty", "bf16", 64, 16, (0, 37, 80), num_splits=3, sink_logits=True),
     Case("sinks-sq3-gqa8-window", "f16", 64, 16, (9, 40), Sq=3, Hkv=1, window_left=12, sink_logits=True),
+    # ALiBi: each (head, token) row its own head's slope and position; split or not, per sequence or not.
+    Case("alibi-bh-sq3-gqa4-split2", "f16", 64, 16, (0, 37, 90), Sq=3, alibi="bh", num_splits=2),
+    Case("alibi-h-softcap-window-sinks", "bf16", 64, 64, (70, 5), Hq=4, Hkv=1, window_left=40, softcap=8.0,
+         alibi="h", sink_logits=True),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
 
@@ -203,7 +210,10 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
         q[..., 0] = 12
     q = q.astype(support.numpy_dtype(c.dtype))
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sink_logits else None
-    options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, sinks=sinks, **scales)
+    shape = {"": None, "h": (c.Hq,), "bh": (len(c.lens), c.Hq)}[c.alibi]
+    slopes = None if shape is None else rng.uniform(0.05, 1.0, shape).astype(np.float32)
+    options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, sinks=sinks,
+                   alibi_slopes=slopes, **scales)
 
     def run(k, v, table, **poisoned):
         out = np.full(q.shape, np.nan, q.dtype)

@@ -112,6 +112,11 @@ PAGES = np.arange(6, dtype=np.int32).reshape(2, 3)
     ({}, {"sinks": np.zeros(2, np.float32)}, r"sinks must be a float32 vector of one logit per query head, shape "
                                              r"\(4,\) with unit stride, got shape \(2,\)"),
     ({}, {"sinks": np.zeros(4, np.float16)}, r"sinks must be .* dtype float16"),
+    ({}, {"alibi_slopes": np.zeros(3, np.float32)}, r"tessera.paged_decode: alibi_slopes must be float32 of shape "
+                                                    r"\(4,\) or \(2, 4\) .* got shape \(3,\)"),
+    ({}, {"alibi_slopes": np.zeros((2, 8), np.float32)[:, ::2]}, r"alibi_slopes must be .* unit stride along the "
+                                                                 r"heads, got shape \(2, 4\), dtype float32, "
+                                                                 r"strides \(8, 2\)"),
 ])
 def test_paged_decode_rejected_before_the_device(changes, kwargs, message):
     with pytest.raises(tessera.InputError, match=message) as e:
@@ -404,6 +409,9 @@ def test_missing_variants_name_the_directive_that_adds_them(fake_sim):
     with pytest.raises(tessera.KernelNotFoundError, match=r"dtype=f16 sinks head_dim=64 block_size=16 mask=causal_bottom_right or none "
                                                           r"split_kv \(.*@pd_f16_d64_b16_sinks \{.*split_kv, sinks\}"):
         tessera.paged_decode(*decode_args(), sinks=np.zeros(4, np.float32), device=dev)
+    with pytest.raises(tessera.KernelNotFoundError, match=r"dtype=f16 alibi head_dim=64 block_size=16 .* "
+                                                          r"@pd_f16_d64_b16_alibi \{.*split_kv, alibi\}"):
+        tessera.paged_decode(*decode_args(), alibi_slopes=np.zeros(4, np.float32), device=dev)
     assert fake.launches() == []
 
 
@@ -493,9 +501,9 @@ def test_a_plan_fixes_the_set_and_splits_and_reserves_the_workspace(fake_sim, mo
 
 @pytest.mark.parametrize("changes, options, message", [
     ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, "
-                   r"sinks=False, D=64, block_size=16, Hq=4, Hkv=2\) does not fit the plan \(B=4, Sq=2, dtype=f16, "
-                   r"kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, sinks=False, D=64, block_size=16, Hq=4, "
-                   r"Hkv=2\): the plan serves its dtype, products, sinks, head_dim"),
+                   r"sinks=False, alibi=False, D=64, block_size=16, Hq=4, Hkv=2\) does not fit the plan \(B=4, Sq=2, "
+                   r"dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, sinks=False, alibi=False, D=64, "
+                   r"block_size=16, Hq=4, Hkv=2\): the plan serves its dtype, products, sinks, ALiBi, head_dim"),
     ({"Sq": 3}, {}, r"does not fit the plan"),
     ({"Hq": 8}, {}, r"does not fit the plan"),
     ({"block_size": 64}, {}, r"block_size=64, Hq=4, Hkv=2\) does not fit the plan"),

@@ -2,7 +2,7 @@
 gives (bit for bit: the same kernels), on the simulator (gfx942 and sm_90, numpy arrays): causal aligned
 bottom-right, window_size, softcap, softmax_scale, alibi_slopes, return_attn_probs, the packed layouts (their
 slices as q, k, v), varlen; flash_attn_with_kvcache against float64 (paged and contiguous caches, new keys appended in place, rotary
-embedding of both kinds); and FlashAttention's options Tessera lacks are refused before any device work."""
+embedding of both kinds, ALiBi); and FlashAttention's options Tessera lacks are refused before any device work."""
 import pytest
 
 import support
@@ -13,7 +13,9 @@ from tessera import flash_attn_interface as fa, testing
 TARGETS = ("gfx942", "sm_90")
 KERNELS = ("fa_f16_d64_none", "fa_f16_d64_br", "fa_f16_d64_br_varlen", "fa_f16_d64_none_varlen", "pd_f16_d64_b16")
 ALIBI = ("tessera.flash_attn @fa_f16_d64_br_alibi {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, "
-         "sliding_window, softcap, return_lse, alibi}")
+         "sliding_window, softcap, return_lse, alibi}\n"
+         "tessera.paged_decode @pd_f16_d64_b16_alibi {dtype = f16, head_dim = 64, block_size = 16, "
+         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, alibi}")
 
 
 def _modules():
@@ -163,6 +165,25 @@ def test_kvcache_contiguous_without_new_keys(bundles, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_kvcache_alibi(bundles, target):
+    """alibi_slopes (batch, nheads) through flash_attn_with_kvcache: two query tokens at the end of a contiguous
+    cache of 40 tokens, causal, each head its own slope, against float64 ALiBi attention."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(17)
+    k_cache, v_cache, q = _random(rng, (2, 48, 2, 64)), _random(rng, (2, 48, 2, 64)), _random(rng, (2, 2, 4, 64))
+    slopes = rng.uniform(0.05, 1.0, (2, 4)).astype(np.float32)
+    out = fa.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=40, causal=True, alibi_slopes=slopes,
+                                     device=dev)
+    for b in range(2):
+        options = dict(causal=True, alibi_slopes=slopes[b])
+        ref = testing.attention_reference(q[b:b + 1], k_cache[b:b + 1, :40], v_cache[b:b + 1, :40], **options)
+        same = testing.attention_reference(q[b:b + 1], k_cache[b:b + 1, :40], v_cache[b:b + 1, :40], **options,
+                                           precision="same")
+        result = testing.check_attention(out[b:b + 1], ref, same)
+        assert result.ok, f"sequence {b}: {result}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_kvcache_cache_batch_idx(bundles, target):
     """A contiguous cache of 3 rows serving 2 sequences through cache_batch_idx (rows 2 and 0): the new token lands
     in those rows, row 1 stays as it was, and each sequence attends over its own row."""
@@ -210,8 +231,6 @@ CU = np.array([0, 4], np.int32)
      r"cache_batch_idx must be \(1,\), the cache row of each sequence, got shape \(2,\)"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=np.array([1], np.int32)),
      r"cache_batch_idx must name rows 0 to 0 of the cache, got \[1\]"),
-    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, alibi_slopes=CU),
-     r"alibi_slopes is not supported by the decode kernels yet"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, k=KV), r"k and v come together .* got only k"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, rotary_sin=CU), r"got only rotary_sin"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, window_size=(4, 2)),

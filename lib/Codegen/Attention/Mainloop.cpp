@@ -76,7 +76,7 @@ private:
   /// Scaled by `scaleLog2` (a scalar, or per element), capped, and masked on edge tiles
   /// (`needMask`); an interior tile only scaled (no mask, softcap off).
   SmallVector<Value> scoreTiles(SmallVector<Value> s, Value needMask, Value rowBase, Value n0,
-                                Value scaleLog2, bool interior);
+                                Value scaleLog2, bool interior, const AlibiRows *alibi);
   /// Scaled queries (AttnPlan::scaledQueries): this thread's query vectors each times the power
   /// of two that puts its row's largest magnitude just below the largest power of two the tiles'
   /// type holds ([2^14, 2^15) in f16, which holds every bf16 value from 2^-14 of that up
@@ -149,6 +149,7 @@ private:
   OnlineSoftmax softmax;
   Value lane, waveQ0;
   Value alibiSlope; ///< AttnRows::alibiSlopeLog2
+  SmallVector<AlibiRows> alibiRowTerms; ///< per query tile, with AttnRows::alibiPerRow
   LdsTile curK, curV;   ///< this step's K and V buffers
   LdsTile waveK, waveV; ///< this wave's keys of them (all of them unless p.keyWaves > 1)
   Value keyWave;        ///< which of p.keyWaves this wave is (null: 1)
@@ -633,12 +634,14 @@ SmallVector<Value> Mainloop::Impl::computeScores(Value ldsQueryRow) {
 
 SmallVector<Value> Mainloop::Impl::scoreTiles(SmallVector<Value> s, Value needMask,
                                               Value rowBase, Value n0, Value scaleLog2,
-                                              bool interior) {
+                                              bool interior, const AlibiRows *alibi) {
   for (int kt = 0; kt < p.keyTiles(); ++kt) {
     Value sc = scaledScores(kb, s[kt], scaleLog2, interior ? Value() : walk.cap, p.scaleInExp);
     if (alibiSlope)
       sc = addAlibiBias(kb, *walk.visibility, sView, lane, sc, rows.queryOf(rowBase),
                         kb.add(n0, kt * p.keyDim()), alibiSlope);
+    else if (alibi)
+      sc = addAlibiBias(kb, *walk.visibility, sView, lane, sc, *alibi, kb.add(n0, kt * p.keyDim()));
     if (interior) {
       s[kt] = sc;
       continue;
@@ -905,6 +908,13 @@ void Mainloop::Impl::emit() {
   if (p.scaledQueries())
     for (int qt = 0; qt < qTiles; ++qt)
       tileScales[qt] = queryTileScale(kb.add(waveQ0, qt * p.queryDim()));
+  // ALiBi of rows that are not consecutive queries: each element's slope and query, per tile.
+  if (!alibiSlope && rows.alibiPerRow())
+    for (int qt = 0; qt < qTiles; ++qt)
+      alibiRowTerms.push_back(alibiRows(
+          kb, *walk.visibility, sView, lane, kb.accType(*p.qk), kb.add(waveQ0, qt * p.queryDim()),
+          [&](Value row) { return rows.alibiRowSlopeLog2(row); },
+          [&](Value row) { return rows.queryOf(row); }));
   // One loop over the tiles [lo, hi) from the state `from`, of the given part of the walk:
   // Interior tiles need no mask, have every key valid (their prefetched successors too) and
   // softcap off; those before them all need the mask, those after from walk.unmasked.hi on.
@@ -986,7 +996,8 @@ void Mainloop::Impl::emit() {
     for (int qt = 0; qt < qTiles; ++qt) {
       Value ldsQueryRow = kb.add(waveQ0, qt * p.queryDim());
       SmallVector<Value> s = scoreTiles(scaled(computeScores(ldsQueryRow), kScales), needMask,
-                                        ldsQueryRow, waveN0, tileScales[qt], interior);
+                                        ldsQueryRow, waveN0, tileScales[qt], interior,
+                                        alibiRowTerms.empty() ? nullptr : &alibiRowTerms[qt]);
       SmallVector<Value> probs, alpha;
       RowState state = softmaxStep(s, {iter[2 * qt], iter[2 * qt + 1]}, probs, alpha);
       next.push_back(state.max);

@@ -167,6 +167,7 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
   a.o.ptr = sig.add("o", ptr(elem), ArgRole::Output);
   if (op.getReturnLse()) a.lse = sig.add("lse", ptr(f32), ArgRole::Output);
   if (op.getSinks()) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
+  if (op.getAlibi()) a.alibiSlopes = sig.add("alibi_slopes", ptr(f32), ArgRole::Input);
   a.batch = sig.add("B", index, ArgRole::Size);
   a.seqQ = sig.add("Sq", index, ArgRole::Size);
   a.headsQ = sig.add("Hq", index, ArgRole::Size);
@@ -188,6 +189,7 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
     a.kScale.strideHead = sig.add("kv_scale_stride_head", index, ArgRole::Stride);
   }
   a.blockTableStride = sig.add("block_table_stride", index, ArgRole::Stride);
+  if (op.getAlibi()) a.alibiStrideB = sig.add("alibi_stride_b", index, ArgRole::Stride);
   if (op.getReturnLse()) {
     a.lseStrideB = sig.add("lse_stride_b", index, ArgRole::Stride);
     a.lseStrideH = sig.add("lse_stride_h", index, ArgRole::Stride);

@@ -247,6 +247,54 @@ Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &vie
                              scores);
 }
 
+namespace {
+Value toF32(KernelBuilder &kb, Value index) {
+  OpBuilder &b = kb.builder();
+  return arith::SIToFPOp::create(
+      b, kb.location(), b.getF32Type(),
+      arith::IndexCastOp::create(b, kb.location(), b.getI32Type(), index).getResult());
+}
+} // namespace
+
+AlibiRows alibiRows(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
+                    Type scoreType, Value row0, function_ref<Value(Value)> slopeOf,
+                    function_ref<Value(Value)> queryOf) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  Value firstRow = kb.add(row0, view.laneOffsets(kb, lane).first);
+  AlibiRows out{kb.zero(scoreType), kb.zero(scoreType)};
+  std::map<int, std::pair<Value, Value>> perRow; // an element's row offset -> (slope, query + off)
+  for (const AccElement &el : view.elements()) {
+    auto [it, fresh] = perRow.try_emplace(el.query);
+    if (fresh) {
+      Value row = kb.add(firstRow, el.query);
+      it->second = {slopeOf(row), toF32(kb, kb.add(queryOf(row), visibility.diagonalOffset()))};
+    }
+    out.slopes = vector::InsertOp::create(b, loc, it->second.first, out.slopes, el.reg);
+    out.queries = vector::InsertOp::create(b, loc, it->second.second, out.queries, el.reg);
+  }
+  return out;
+}
+
+Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
+                   Value scores, const AlibiRows &rows, Value key0) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  auto type = cast<VectorType>(scores.getType());
+  SmallVector<float> inner(type.getNumElements());
+  for (const AccElement &el : view.elements()) inner[el.reg] = float(el.inner);
+  Value keys = kb.fadd(
+      vector::BroadcastOp::create(b, loc, type,
+                                  toF32(kb, kb.add(key0, view.laneOffsets(kb, lane).second))),
+      arith::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, ArrayRef(inner))));
+  Value distance = kb.fsub(keys, rows.queries), slopes = rows.slopes;
+  if (!visibility.causal()) { // -|d| as in addAlibiBias
+    distance = kb.fmax(distance, arith::NegFOp::create(b, loc, distance));
+    slopes = arith::NegFOp::create(b, loc, slopes);
+  }
+  return math::FmaOp::create(b, loc, slopes, distance, scores);
+}
+
 Value isEdgeTile(KernelBuilder &kb, Value tile, const TileRange &unmasked) {
   return arith::OrIOp::create(kb.builder(), kb.location(), kb.cmpLt(tile, unmasked.lo),
                               kb.cmpLe(unmasked.hi, tile));

@@ -196,6 +196,15 @@ public:
     if (!sink || !splitKv) return sink;
     return kb.select(singleSplit(), sink, kb.f32(-INFINITY));
   }
+  bool alibiPerRow() const override { return bool(args.alibiSlopes); }
+  Value alibiRowSlopeLog2(Value row) override {
+    // Rows past the group's read its last row's head (their results are not stored).
+    Value last = kb.sub(kb.sub(groupRows, row0), one());
+    Value head = headAndToken(kb.minsi(row, last)).first;
+    Value at = kb.add(kb.mul(batch, arg(args.alibiStrideB)), head);
+    Value slope = memref::LoadOp::create(b, loc, arg(args.alibiSlopes), ValueRange{at});
+    return kb.fmul(slope, kb.f32(M_LOG2E));
+  }
   bool hasKeyScales() const override { return perToken(); }
   KeyScaleSlot keyScaleSlot(Value n0, Value row) override {
     // Rows past the length point at the last key's slot (no other block-table entry).
@@ -614,7 +623,8 @@ AttnPlanResult planDecode(tessera::PagedDecodeOp op, const TargetInfo &target) {
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();
   request.rescaleOnNewMaxOnly = true;
-  request.scaleInExp = target.attnScaleInExp;
+  // The ALiBi bias joins the scaled scores.
+  request.scaleInExp = target.attnScaleInExp && !op.getAlibi();
   // An fp8 cache with bf16 queries: the products on f16, where K and V widen exactly in one
   // conversion (to bf16 it takes four on NVIDIA): the queries scaled per row into f16's range
   // (Mainloop), P rounded to f16 (three more bits). Per-token scales multiply V before its

@@ -39,6 +39,10 @@ public:
   /// The block's ALiBi slope times log2(e) (uniform), null without ALiBi. Rows with one are
   /// consecutive queries: queryOf(row) is the first row's query plus row.
   virtual mlir::Value alibiSlopeLog2() { return {}; }
+  /// ALiBi for rows that are not consecutive queries (decode's (head, token) rows): block row
+  /// `row`'s slope times log2(e), each row's query from queryOf. Only when alibiPerRow().
+  virtual bool alibiPerRow() const { return false; }
+  virtual mlir::Value alibiRowSlopeLog2(mlir::Value row) { return {}; }
   /// The query Visibility knows for block row `row`.
   virtual mlir::Value queryOf(mlir::Value row) = 0;
   /// Output element (row, col) in f32, divided by the row's sum (0 for a row that saw no key).

@@ -97,6 +97,7 @@ struct PagedDecodeArgs {
   ArgHandle vScale;
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
   ArgHandle sinks;                        // sinks: (Hq,) f32
+  ArgHandle alibiSlopes, alibiStrideB;    // alibi: (Hq,) or (B, Hq) f32, stride 0 or Hq
   ArgHandle batch, seqQ, headsQ, headsKv;
   ArgHandle numSplits, partials;          // split_kv
   ArgHandle scale, windowLeft, softcap;   // window_left: sliding_window, softcap: softcap

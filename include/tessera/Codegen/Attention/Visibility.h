@@ -104,6 +104,21 @@ mlir::Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccVie
                          mlir::Value key0, mlir::Value slopeLog2, int queryOffset = 0,
                          int keyOffset = 0);
 
+/// ALiBi's per-element terms for rows that are not consecutive queries (decode's (head, token)
+/// rows): each element's slope (log2 domain) and its row's query plus the diagonal offset, as f32
+/// vectors of the score tile's shape; made once, before the key loop.
+struct AlibiRows {
+  mlir::Value slopes, queries;
+};
+AlibiRows alibiRows(KernelBuilder &kb, Visibility &visibility, const AccView &view,
+                    mlir::Value lane, mlir::Type scoreType, mlir::Value row0,
+                    llvm::function_ref<mlir::Value(mlir::Value)> slopeOf,
+                    llvm::function_ref<mlir::Value(mlir::Value)> queryOf);
+/// addAlibiBias with AlibiRows' per-element slopes and queries.
+mlir::Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &view,
+                         mlir::Value lane, mlir::Value scores, const AlibiRows &rows,
+                         mlir::Value key0);
+
 /// i1: tile `tile` is outside `unmasked` (one of the ranges above), so it needs the mask.
 mlir::Value isEdgeTile(KernelBuilder &kb, mlir::Value tile, const TileRange &unmasked);
 

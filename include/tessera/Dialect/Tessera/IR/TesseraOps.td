@@ -129,7 +129,8 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
     arguments. `split_kv` splits long contexts across workgroups and combines the partial
     results (the number of splits is a runtime argument). `sinks` takes a logit per query head,
     `(Hq,)` f32, that joins every row's softmax denominator as flash_attn's does (with
-    `split_kv`, once, in the combine). `mask` is `none` or
+    `split_kv`, once, in the combine). `alibi` takes ALiBi slopes `(Hq,)` or `(B, Hq)` f32 as flash_attn's
+    does (`-slope * |i + off - j|` on each logit; each row its own query head's slope). `mask` is `none` or
     `causal_bottom_right` (several query tokens at the end of the context). A plain kernel
     `@sym_name_cache_write` writes new tokens' keys and values into the cache's slots
     (docs/decode.md).
@@ -153,6 +154,7 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
                        UnitAttr:$split_kv,
                        UnitAttr:$fp8_products,
                        UnitAttr:$sinks,
+                       UnitAttr:$alibi,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
   let extraClassDeclaration = [{
