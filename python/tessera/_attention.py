@@ -654,7 +654,7 @@ def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_alig
                 return_lse, attention_chunk=0, paged=False):
     """The Plan of a flash_attn_varlen call (or of its backward) on q, k, v of `infos` and the cu_seqlens of `cus`,
     checked; a cu_seqlens without unit stride is replaced in `cus` by a contiguous copy. paged: k and v are a paged
-    cache's pages (_with_pages checks the block table)."""
+    cache's pages (_add_block_table checks the block table)."""
     kv_layout = PAGED_KV if paged else "(total_k, Hkv, D)"
     dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", kv_layout,
                              kv_ndim=4 if paged else 3)
@@ -683,10 +683,24 @@ def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_alig
 PAGED_KV = "(num_pages, page_size, Hkv, D)"
 
 
-def _with_pages(who, p, infos, cus, block_table):
+def page_table_fault(lengths, table, page_size, num_pages):
+    """A host page table against its sequences' key counts (lengths: numpy int64 (B,), table: numpy (B, max_pages)):
+    ("length", b) for the first sequence whose count is negative or above its row's pages, else ("page", b, j) for
+    the first entry a sequence uses (its first ceil(length / page_size)) that is not one of num_pages pages, else
+    None."""
+    import numpy as np
+    bad = np.flatnonzero((lengths < 0) | (lengths > table.shape[1] * page_size))
+    if bad.size:
+        return "length", int(bad[0])
+    used = np.arange(table.shape[1])[None, :] < -(-lengths // page_size)[:, None]
+    bad = np.argwhere(used & ((table < 0) | (table >= num_pages)))
+    return ("page", *(int(x) for x in bad[0])) if bad.size else None
+
+
+def _add_block_table(who, p, infos, cus, block_table):
     """infos["block_table"] added for a paged plan p: (B, max_pages) int32 with unit stride along a row; numpy
-    tables and cu_seqlens_k are checked by value (every length within its row's pages, every page it uses within
-    k's), torch ones are not (that would synchronise)."""
+    tables and cu_seqlens_k are checked by value (page_table_fault), torch ones are not (that would
+    synchronise)."""
     info = _arrays.describe(block_table, f"{who}: block_table")
     if len(info.shape) != 2 or info.shape[0] != p.B or info.dtype != "int32" or info.strides is None or \
             (info.shape[1] > 1 and info.strides[1] != 1):
@@ -699,17 +713,17 @@ def _with_pages(who, p, infos, cus, block_table):
     if info.kind == "numpy" and cus["cu_seqlens_k"].kind == "numpy":
         import numpy as np
         lengths = np.diff(cus["cu_seqlens_k"].obj.astype(np.int64))
-        capacity = info.shape[1] * page_size
-        for b, n in enumerate(lengths):
-            used = info.obj[b, :-(-int(n) // page_size)]
-            if n > capacity:
-                raise InputError(f"{who}: sequence {b} has {n} keys but its block_table row holds {info.shape[1]} "
-                                 f"pages of {page_size} ({capacity} keys)")
-            if used.size and (used.min() < 0 or used.max() >= num_pages):
-                raise InputError(f"{who}: block_table row {b} names pages {used.tolist()}; k and v have "
-                                 f"{num_pages} (0 to {num_pages - 1})")
+        fault = page_table_fault(lengths, info.obj, page_size, num_pages)
+        if fault and fault[0] == "length":
+            b = fault[1]
+            raise InputError(f"{who}: sequence {b} has {lengths[b]} keys but its block_table row holds "
+                             f"{info.shape[1]} pages of {page_size} ({info.shape[1] * page_size} keys)")
+        if fault:
+            b = fault[1]
+            used = info.obj[b, :-(-int(lengths[b]) // page_size)]
+            raise InputError(f"{who}: block_table row {b} names pages {used.tolist()}; k and v have "
+                             f"{num_pages} (0 to {num_pages - 1})")
     infos["block_table"] = info
-    return p
 
 
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
@@ -761,7 +775,7 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     _check_outputs(who, p, outs["out"], outs["lse"])
     p = _with_alibi(who, _with_sinks(who, p, infos, sinks), infos, alibi_slopes)
     if paged:
-        p = _with_pages(who, p, infos, cus, block_table)
+        _add_block_table(who, p, infos, cus, block_table)
     arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     infos.update(cus)

@@ -227,17 +227,14 @@ def _check_lengths(who, call, infos, num_pages):
     tables are not read (that would synchronise, and CUDA graphs replay with new values)."""
     import numpy as np
     lens = infos["cache_seqlens"].obj.astype(np.int64)
-    capacity = call.max_blocks * call.block_size
-    bad = np.flatnonzero((lens < 0) | (lens > capacity))
-    if bad.size:
-        b = int(bad[0])
+    table = infos["block_table"].obj
+    fault = _attention.page_table_fault(lens, table, call.block_size, num_pages)
+    if fault and fault[0] == "length":
+        b, capacity = fault[1], call.max_blocks * call.block_size
         raise InputError(f"{who}: cache_seqlens[{b}] = {int(lens[b])} is outside [0, {capacity}] (block_table has "
                          f"{call.max_blocks} pages of {call.block_size} tokens per sequence)")
-    table = infos["block_table"].obj
-    used = np.arange(call.max_blocks)[None, :] < -(-lens // call.block_size)[:, None]
-    bad = np.argwhere(used & ((table < 0) | (table >= num_pages)))
-    if bad.size:
-        b, j = (int(x) for x in bad[0])
+    if fault:
+        b, j = fault[1:]
         raise InputError(f"{who}: block_table[{b}, {j}] = {int(table[b, j])} is not a page of the cache (0 to "
                          f"{num_pages - 1}); cache_seqlens[{b}] = {int(lens[b])} uses its first "
                          f"{-(-int(lens[b]) // call.block_size)} entries")

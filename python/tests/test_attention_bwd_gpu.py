@@ -454,6 +454,14 @@ def test_the_default_bundle_serves_every_variant():
     assert _attention_bwd.kernel_set_for(dev, p, True) in bundle.kernel_sets.values()
 
 
+def _bf16_inputs(gen, B, Sq, Sk, Hq, Hkv, D, Dv=None):
+    """Standard normal bf16 q (B, Sq, Hq, D), k (B, Sk, Hkv, D), v (B, Sk, Hkv, Dv) and dout (B, Sq, Hq, Dv) on the
+    GPU, drawn in that order from `gen` (Dv defaults to D)."""
+    Dv = Dv or D
+    shapes = ((B, Sq, Hq, D), (B, Sk, Hkv, D), (B, Sk, Hkv, Dv), (B, Sq, Hq, Dv))
+    return tuple(torch.randn(shape, device="cuda", dtype=torch.bfloat16, generator=gen) for shape in shapes)
+
+
 @pytest.mark.parametrize("varlen", [False, True])
 def test_sinks_through_autograd(varlen):
     """A sink logit per query head (GQA 6:2, causal with Sq > Sk: rows without a visible key) through autograd:
@@ -461,10 +469,7 @@ def test_sinks_through_autograd(varlen):
     over two sequences."""
     gen = torch.Generator(device="cuda").manual_seed(11)
     B, Sq, Sk, Hq, Hkv, D = 2, 300, 200, 6, 2, 64
-    q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-    k = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-    v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-    dout = torch.randn(B, Sq, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q, k, v, dout = _bf16_inputs(gen, B, Sq, Sk, Hq, Hkv, D)
     sinks = (torch.randn(Hq, device="cuda", generator=gen) * 3).requires_grad_()
     leaves_ = [x.clone().requires_grad_() for x in (q, k, v)]
     if varlen:
@@ -491,10 +496,7 @@ def test_alibi_and_chunk_through_autograd(varlen):
     within the contract against float64; the varlen form over two sequences (a row of slopes each)."""
     gen = torch.Generator(device="cuda").manual_seed(12)
     B, Sq, Sk, Hq, Hkv, D, chunk = 2, 300, 200, 6, 2, 64, 64
-    q = torch.randn(B, Sq, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-    k = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-    v = torch.randn(B, Sk, Hkv, D, device="cuda", dtype=torch.bfloat16, generator=gen)
-    dout = torch.randn(B, Sq, Hq, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q, k, v, dout = _bf16_inputs(gen, B, Sq, Sk, Hq, Hkv, D)
     slopes = torch.rand(B, Hq, device="cuda", generator=gen) * 0.5 + 0.05
     options = dict(causal=True, alibi_slopes=slopes, attention_chunk=chunk)
     leaves_ = [x.clone().requires_grad_() for x in (q, k, v)]
@@ -518,10 +520,7 @@ def test_mla_head_dims_through_autograd(deterministic):
     causal, GQA 4:1, through autograd: O (B, S, Hq, 128) and dq, dk, dv within the contract against float64."""
     gen = torch.Generator(device="cuda").manual_seed(13)
     B, Sq, Sk, Hq, Hkv, Dqk, Dv = 2, 300, 500, 8, 2, 192, 128
-    q = torch.randn(B, Sq, Hq, Dqk, device="cuda", dtype=torch.bfloat16, generator=gen)
-    k = torch.randn(B, Sk, Hkv, Dqk, device="cuda", dtype=torch.bfloat16, generator=gen)
-    v = torch.randn(B, Sk, Hkv, Dv, device="cuda", dtype=torch.bfloat16, generator=gen)
-    dout = torch.randn(B, Sq, Hq, Dv, device="cuda", dtype=torch.bfloat16, generator=gen)
+    q, k, v, dout = _bf16_inputs(gen, B, Sq, Sk, Hq, Hkv, Dqk, Dv)
     leaves_ = [x.clone().requires_grad_() for x in (q, k, v)]
     out = tessera.flash_attn(*leaves_, causal=True, deterministic=deterministic)
     assert out.shape == (B, Sq, Hq, Dv)

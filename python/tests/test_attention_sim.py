@@ -238,6 +238,14 @@ def test_flash_attn_matches_float64(bundles, target, case):
         assert np.isfinite(ref.lse).all() and (ref.o[:, 0] == 0).all()
 
 
+def _varlen_inputs(rng, lens_q, lens_k, Hq, Hkv, D, dtype):
+    """cu_seqlens_q/k of these lengths and packed random q (total_q, Hq, D), k and v (total_k, Hkv, D)."""
+    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
+    q = _random(rng, (cu_q[-1], Hq, D), dtype)
+    k, v = _random(rng, (cu_k[-1], Hkv, D), dtype), _random(rng, (cu_k[-1], Hkv, D), dtype)
+    return cu_q, cu_k, q, k, v
+
+
 @pytest.mark.parametrize("target", support.SIM_TARGETS)
 def test_flash_attn_varlen_with_empty_sequences(bundles, target):
     dtype, mask = VARLEN[target]
@@ -246,10 +254,8 @@ def test_flash_attn_varlen_with_empty_sequences(bundles, target):
     seed = np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
     lens_q, lens_k = [17, 0, 30, 5], [25, 9, 0, 40]        # an empty query sequence, an empty key sequence
-    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
     Hq, Hkv, D = 4, 2, 64
-    q = _random(rng, (cu_q[-1], Hq, D), dtype)
-    k, v = _random(rng, (cu_k[-1], Hkv, D), dtype), _random(rng, (cu_k[-1], Hkv, D), dtype)
+    cu_q, cu_k, q, k, v = _varlen_inputs(rng, lens_q, lens_k, Hq, Hkv, D, dtype)
     out, lse = poisoned(q.shape, dtype), poisoned((Hq, cu_q[-1]), "f32")
     options = dict(causal=True, causal_align="top_left" if mask == "tl" else "bottom_right", window=(-1, -1))
     tessera.flash_attn_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), **options, return_lse=True,
@@ -268,10 +274,8 @@ def test_flash_attn_varlen_alibi_per_sequence_and_chunk(bundles, target):
     seed = np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
     lens_q, lens_k = [9, 0, 21, 30], [25, 7, 0, 12]
-    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
     Hq, Hkv, D = 4, 2, 64
-    q = _random(rng, (cu_q[-1], Hq, D), "f16")
-    k, v = _random(rng, (cu_k[-1], Hkv, D), "f16"), _random(rng, (cu_k[-1], Hkv, D), "f16")
+    cu_q, cu_k, q, k, v = _varlen_inputs(rng, lens_q, lens_k, Hq, Hkv, D, "f16")
     options = dict(causal=True, alibi_slopes=rng.uniform(0.05, 1.0, (len(lens_q), Hq)).astype(np.float32),
                    attention_chunk=6)
     out, lse = poisoned(q.shape, "f16"), poisoned((Hq, cu_q[-1]), "f32")
@@ -335,10 +339,8 @@ def test_flash_attn_varlen_paged_kv(bundles, target, page_size):
     seed = np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
     lens_q, lens_k = [5, 0, 33, 17], [300, 9, 0, 140]
-    cu_q, cu_k = np.cumsum([0] + lens_q).astype(np.int32), np.cumsum([0] + lens_k).astype(np.int32)
     Hq, Hkv, D = 4, 2, 64
-    q = _random(rng, (cu_q[-1], Hq, D), "f16")
-    k, v = _random(rng, (cu_k[-1], Hkv, D), "f16"), _random(rng, (cu_k[-1], Hkv, D), "f16")
+    cu_q, cu_k, q, k, v = _varlen_inputs(rng, lens_q, lens_k, Hq, Hkv, D, "f16")
     k_pages, v_pages, table = _paged(rng, k, v, cu_k, page_size, max_pages=-(-max(lens_k) // page_size) + 1)
     options = dict(causal=True, window=(200, -1))
     out, lse = poisoned(q.shape, "f16"), poisoned((Hq, cu_q[-1]), "f32")

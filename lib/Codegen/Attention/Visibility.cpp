@@ -215,6 +215,33 @@ Value maskScores(KernelBuilder &kb, Visibility &visibility, const AccView &view,
   return masked.getResult(0);
 }
 
+namespace {
+/// An index as f32 (exact below 2^24).
+Value toF32(KernelBuilder &kb, Value index) {
+  OpBuilder &b = kb.builder();
+  return arith::SIToFPOp::create(
+      b, kb.location(), b.getF32Type(),
+      arith::IndexCastOp::create(b, kb.location(), b.getI32Type(), index).getResult());
+}
+
+/// scores - slopes * |distance| (distance = j - (i + off) per element; slopes one scalar,
+/// negated before it is broadcast, or one per element).
+Value alibiFma(KernelBuilder &kb, Visibility &visibility, Value scores, Value slopes,
+               Value distance) {
+  OpBuilder &b = kb.builder();
+  Location loc = kb.location();
+  // Causal: the visible keys have j <= i + off, so -|d| is d (the others are masked).
+  if (!visibility.causal()) {
+    // max(d, -d): math.absf would become a device-library call on NVVM.
+    distance = kb.fmax(distance, arith::NegFOp::create(b, loc, distance));
+    slopes = arith::NegFOp::create(b, loc, slopes);
+  }
+  if (!isa<VectorType>(slopes.getType()))
+    slopes = vector::BroadcastOp::create(b, loc, scores.getType(), slopes);
+  return math::FmaOp::create(b, loc, slopes, distance, scores);
+}
+} // namespace
+
 Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
                    Value scores, Value query0, Value key0, Value slopeLog2, int queryOffset,
                    int keyOffset) {
@@ -227,34 +254,14 @@ Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &vie
   auto [laneQuery, laneKey] = view.laneOffsets(kb, lane);
   Value first = kb.sub(kb.add(key0, laneKey),
                        kb.add(kb.add(query0, laneQuery), visibility.diagonalOffset()));
-  Value firstF = arith::SIToFPOp::create(
-      b, loc, b.getF32Type(),
-      arith::IndexCastOp::create(b, loc, b.getI32Type(), first).getResult());
   SmallVector<float> offsets(type.getNumElements());
   for (const AccElement &el : view.elements())
     offsets[el.reg] = float(keyOffset + el.inner - queryOffset - el.query);
-  Value distance = kb.fadd(vector::BroadcastOp::create(b, loc, type, firstF),
+  Value distance = kb.fadd(vector::BroadcastOp::create(b, loc, type, toF32(kb, first)),
                            arith::ConstantOp::create(b, loc, type,
                                                      DenseElementsAttr::get(type, ArrayRef(offsets))));
-  // Causal: the visible keys have j <= i + off, so -|d| is d (the others are masked).
-  Value slope = slopeLog2;
-  if (!visibility.causal()) {
-    // max(d, -d): math.absf would become a device-library call on NVVM.
-    distance = kb.fmax(distance, arith::NegFOp::create(b, loc, distance));
-    slope = arith::NegFOp::create(b, loc, slope);
-  }
-  return math::FmaOp::create(b, loc, vector::BroadcastOp::create(b, loc, type, slope), distance,
-                             scores);
+  return alibiFma(kb, visibility, scores, slopeLog2, distance);
 }
-
-namespace {
-Value toF32(KernelBuilder &kb, Value index) {
-  OpBuilder &b = kb.builder();
-  return arith::SIToFPOp::create(
-      b, kb.location(), b.getF32Type(),
-      arith::IndexCastOp::create(b, kb.location(), b.getI32Type(), index).getResult());
-}
-} // namespace
 
 AlibiRows alibiRows(KernelBuilder &kb, Visibility &visibility, const AccView &view, Value lane,
                     Type scoreType, Value row0, function_ref<Value(Value)> slopeOf,
@@ -287,12 +294,7 @@ Value addAlibiBias(KernelBuilder &kb, Visibility &visibility, const AccView &vie
       vector::BroadcastOp::create(b, loc, type,
                                   toF32(kb, kb.add(key0, view.laneOffsets(kb, lane).second))),
       arith::ConstantOp::create(b, loc, type, DenseElementsAttr::get(type, ArrayRef(inner))));
-  Value distance = kb.fsub(keys, rows.queries), slopes = rows.slopes;
-  if (!visibility.causal()) { // -|d| as in addAlibiBias
-    distance = kb.fmax(distance, arith::NegFOp::create(b, loc, distance));
-    slopes = arith::NegFOp::create(b, loc, slopes);
-  }
-  return math::FmaOp::create(b, loc, slopes, distance, scores);
+  return alibiFma(kb, visibility, scores, rows.slopes, kb.fsub(keys, rows.queries));
 }
 
 Value isEdgeTile(KernelBuilder &kb, Value tile, const TileRange &unmasked) {

@@ -190,18 +190,13 @@ public:
   bool wantsLse() const override { return returnLse || splitKv; }
   // Split over several workgroups, the sink joins once, in the combine (-inf here: none).
   Value sinkLogit(Value row) override {
-    // Rows past the group's read its last row's head (their results are not stored).
-    Value last = kb.sub(kb.sub(groupRows, row0), one());
-    Value sink = sinkOf(headAndToken(kb.minsi(row, last)).first);
+    Value sink = sinkOf(loadedHeadOf(row));
     if (!sink || !splitKv) return sink;
     return kb.select(singleSplit(), sink, kb.f32(-INFINITY));
   }
   bool alibiPerRow() const override { return bool(args.alibiSlopes); }
   Value alibiRowSlopeLog2(Value row) override {
-    // Rows past the group's read its last row's head (their results are not stored).
-    Value last = kb.sub(kb.sub(groupRows, row0), one());
-    Value head = headAndToken(kb.minsi(row, last)).first;
-    Value at = kb.add(kb.mul(batch, arg(args.alibiStrideB)), head);
+    Value at = kb.add(kb.mul(batch, arg(args.alibiStrideB)), loadedHeadOf(row));
     Value slope = memref::LoadOp::create(b, loc, arg(args.alibiSlopes), ValueRange{at});
     return kb.fmul(slope, kb.f32(M_LOG2E));
   }
@@ -229,6 +224,12 @@ public:
 
 private:
   bool perToken() const { return bool(args.kScale.strideToken); }
+  /// The query head whose per-head values (sink, ALiBi slope) block row `row` reads: rows past
+  /// the group's read its last row's head (their results are not stored).
+  Value loadedHeadOf(Value row) {
+    Value last = kb.sub(kb.sub(groupRows, row0), one());
+    return headAndToken(kb.minsi(row, last)).first;
+  }
   /// Query head and token of block row `row` (head-major).
   std::pair<Value, Value> headAndToken(Value row) {
     Value r = kb.add(row0, row);
