@@ -9,9 +9,9 @@ from . import _arrays, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
 SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}   # in default kernel names
-SHORT_FEATURES = {"attention_chunk": "chunk", "paged_kv": "paged"}                      # in on-demand kernel names
+SHORT_FEATURES = {"attention_chunk": "chunk", "paged_kv": "paged", "dropout": "drop"}   # in on-demand kernel names
 # The ABI's pointers beyond q, k, v, o.
-EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes", "block_table")
+EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes", "block_table", "rng_state")
 HEAD_DIMS = (32, 64, 96, 128, 256)                          # the default bundle's kernels
 MAX_HEAD_DIM = 256
 DTYPES = ("f16", "bf16")
@@ -42,6 +42,7 @@ class Plan(NamedTuple):
     alibi: bool = False   # ALiBi slopes ((Hq,) or (B, Hq)) bias the logits
     chunk: int = 0        # attention_chunk: chunked local attention (0: off)
     paged: bool = False   # varlen K and V in a paged cache, through a block table
+    dropout_p: float = 0.0   # dropout on P (0: off), its seed and offset in infos["rng_state"]
 
     def empty(self):
         """True when there is nothing to compute (no query row or no head): no launch."""
@@ -229,7 +230,7 @@ def _attribute(kernel, name, default):
 
 def _variant(p):
     return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks, alibi=p.alibi,
-                paged_kv=p.paged)
+                paged_kv=p.paged, dropout=p.dropout_p > 0)
 
 
 def _serves(kernel, variant, needed):
@@ -240,7 +241,7 @@ def _serves(kernel, variant, needed):
     have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
                 mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)),
                 sinks=bool(_attribute(kernel, "sinks", False)), alibi=bool(_attribute(kernel, "alibi", False)),
-                paged_kv=bool(_attribute(kernel, "paged_kv", False)))
+                paged_kv=bool(_attribute(kernel, "paged_kv", False)), dropout=bool(_attribute(kernel, "dropout", False)))
     return have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want)
 
 
@@ -260,7 +261,8 @@ def find_kernel(bundle, p, pack=1):
             extra = sum(bool(_attribute(kernel, f, False)) for f in FEATURES)
             fits.append((extra, kernel.name, kernel))
     if not fits:
-        wanted = " ".join(f"{k}={v}" for k, v in variant.items() if k not in ("sinks", "alibi", "paged_kv") or v) + \
+        wanted = " ".join(f"{k}={v}" for k, v in variant.items()
+                          if k not in ("sinks", "alibi", "paged_kv", "dropout") or v) + \
             "".join(f" {f}" for f, w in needed.items() if w)
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
@@ -304,7 +306,7 @@ def directive_for(p):
     """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
     `fa_<dtype>_d<D>_<mask>` kernels have)."""
     optional = [a for a, on in (("varlen", p.varlen), ("paged_kv", p.paged), ("sinks", p.sinks), ("alibi", p.alibi),
-                                ("attention_chunk", p.chunk > 0)) if on]
+                                ("attention_chunk", p.chunk > 0), ("dropout", p.dropout_p > 0)) if on]
     name = f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + "".join(f"_{SHORT_FEATURES.get(a, a)}" for a in optional)
     attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *RUNTIME_FEATURES,
                   *optional]
@@ -362,7 +364,7 @@ def _values(p, ptrs, infos, lse_strides, kernel, tensors=("q", "k", "v", "o")):
     values = dict(ptrs)
     values.update(B=p.B, Sq=p.Sq, Sk=p.Sk, Hq=p.Hq, Hkv=p.Hkv, scale=p.scale, window_left=p.window[0],
                   window_right=p.window[1], softcap=p.softcap, lse_stride_b=lse_strides[0],
-                  lse_stride_h=lse_strides[1], attention_chunk=p.chunk)
+                  lse_stride_h=lse_strides[1], attention_chunk=p.chunk, dropout_p=p.dropout_p)
     if "alibi_slopes" in infos:   # (Hq,): every batch item's slopes; (B, Hq): each item's row
         slopes = infos["alibi_slopes"]
         values.update(alibi_stride_b=slopes.strides[0] if len(slopes.shape) == 2 else 0)
@@ -515,8 +517,8 @@ def dense_plan(who, infos, causal, causal_align, scale, window, softcap, return_
 
 
 def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-               return_lse=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, deterministic=False, out=None,
-               lse=None, device=None):
+               return_lse=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dropout_p=0.0, dropout_seed=None,
+               deterministic=False, out=None, lse=None, device=None):
     """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
@@ -538,6 +540,12 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     (capped) logit (off as for the mask); not differentiable (the slopes get no gradient).
     attention_chunk > 0: chunked local attention (Llama 4; FlashAttention-3's attention_chunk): key j is visible from
     query i only within the chunk of that many positions holding i + off, on top of the other rules.
+    dropout_p in [0, 1): dropout on the attention probabilities (FlashAttention's): each is dropped with probability
+    dropout_p, the kept ones scaled by 1 / (1 - dropout_p) (exactly: the rate is floor(dropout_p * 65536) / 65536, the
+    kernels drawing 16-bit values from Philox4x32-10); the LSE is the undropped softmax's. The mask is a function of
+    dropout_seed (an int seed, a (seed, offset) pair, or a (2,) int64 array holding them on q's device) and the
+    position, so the backward regenerates it (docs/attention.md); None draws a seed on the GPU from torch's CUDA
+    generator (repeatable under torch.manual_seed, a fresh draw on each CUDA graph replay); numpy inputs need one.
     out / lse: arrays to write instead of allocating (unit stride on the last dimension).
     torch CUDA tensors run on their GPU, on torch's current stream (asynchronously); numpy arrays run on
     device='sim:<target>'. Every check happens before any device work: errors are tessera.InputError.
@@ -550,19 +558,21 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
         check_unpadded_outputs(who, [("out", out, (*q.shape[:-1], Dv))], q)
         result = flash_attn(*(_arrays.pad_last(x, padded) for x in (q, k, v)), causal, causal_align,
                             Dqk ** -0.5 if scale is None else scale, window, softcap, return_lse, sinks=sinks,
-                            alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
-                            deterministic=deterministic, lse=lse, device=device)
+                            alibi_slopes=alibi_slopes, attention_chunk=attention_chunk, dropout_p=dropout_p,
+                            dropout_seed=dropout_seed, deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
+        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
     options.update(attention_chunk=attention_chunk)
+    dropout_p = dropout_rate(who, dropout_p)
     if records_grad((q, k, v, sinks)):   # before the repeat path: a remembered launch would bypass autograd
         from . import _attention_bwd
         return _attention_bwd.recorded(who, q, k, v, (), options, return_lse, deterministic, out, lse, device,
-                                       sinks, alibi_slopes)
-    signature = None if sinks is not None or alibi_slopes is not None else _signature(
+                                       sinks, alibi_slopes, dropout_p, dropout_seed)
+    # (Dropout draws a new seed each call: no repeats.)
+    signature = None if sinks is not None or alibi_slopes is not None or dropout_p else _signature(
         (q, k, v, out, lse), (*options.values(), return_lse, device))
     repeat = _REPEATS.get(signature) if signature is not None else None
     if repeat is not None and _aligned(q, k, v, out):
@@ -572,6 +582,7 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     p = dense_plan(who, infos, **options, return_lse=return_lse)
     _check_outputs(who, p, outs["out"], outs["lse"])
     p = _with_alibi(who, _with_sinks(who, p, infos, sinks), infos, alibi_slopes)
+    p = with_dropout(who, p, infos, dropout_p, dropout_seed, q)
     arrays = [(n, i) for n, i in list(infos.items()) + list(outs.items()) if i is not None]
     dev = _launch.runtime_device(who, arrays, device, outputs=("out", "lse"), aligned=("q", "k", "v", "out"))
     return _finish(p, dev, infos, out, lse, dict(arrays), signature)
@@ -604,11 +615,72 @@ def _with_alibi(who, p, infos, alibi_slopes):
     return p._replace(alibi=True)
 
 
-def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None):
-    """InputError for sinks, ALiBi, chunked attention or a paged cache under torch.compile (the torch operators do
-    not take them yet)."""
+DROPOUT_LEVELS = 65536   # the kernels' dropout draws are 16-bit: a probability drops when its draw is below
+#                          floor(dropout_p * DROPOUT_LEVELS) (in float32, as the kernels compute it)
+
+
+def dropout_rate(who, dropout_p):
+    """dropout_p checked: a real number in [0, 1), as a float."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p < 1:
+        raise InputError(f"{who}: dropout_p must be a number in [0, 1), got {dropout_p!r}")
+    return float(dropout_p)
+
+
+def rng_state(who, q, dropout_seed):
+    """The (2,) int64 (seed, offset) array the dropout kernels read, on q's device, for dropout_seed: an int seed
+    (offset 0), a (seed, offset) pair of ints in [0, 2^64), or such an array itself; None draws one on the GPU from
+    torch's CUDA generator (numpy inputs need a given seed: their backward has to regenerate the mask from it)."""
+    torch = sys.modules.get("torch")
+    on_torch = torch is not None and isinstance(q, torch.Tensor)
+    if dropout_seed is None:
+        if not on_torch:
+            raise InputError(f"{who}: dropout on numpy arrays needs dropout_seed= (an int, or a (seed, offset) pair): "
+                             "the backward regenerates the mask from it")
+        return torch.randint(0, 1 << 62, (2,), dtype=torch.int64, device=q.device)
+    pair = (dropout_seed, 0) if isinstance(dropout_seed, int) else dropout_seed
+    if isinstance(pair, (tuple, list)):
+        if len(pair) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 64
+                                     for x in pair):
+            raise InputError(f"{who}: dropout_seed must be an int seed, a (seed, offset) pair of ints in [0, 2**64) or "
+                             f"a (2,) int64 array of them, got {dropout_seed!r}")
+        words = [x - (1 << 64) if x >= 1 << 63 else x for x in pair]   # as int64
+        if on_torch:
+            return torch.tensor(words, dtype=torch.int64, device=q.device)
+        import numpy as np
+        return np.array(words, dtype=np.int64)
+    info = _arrays.describe(dropout_seed, f"{who}: dropout_seed")
+    if info.shape != (2,) or info.dtype != "int64" or info.strides != (1,):
+        raise InputError(f"{who}: dropout_seed as an array must be int64 (seed, offset) of shape (2,) with unit "
+                         f"stride, got shape {info.shape}, dtype {_spelled(info.dtype)}, strides {info.strides}")
+    return dropout_seed
+
+
+def with_dropout(who, p, infos, dropout_p, dropout_seed, q):
+    """p for a call with dropout rate dropout_p (checked by dropout_rate; 0: p as it is), infos["rng_state"] added:
+    the seed and offset as the kernels' four int32 words."""
+    if not dropout_p:
+        return p
+    state = rng_state(who, q, dropout_seed)
+    torch = sys.modules.get("torch")
+    words = state.view(torch.int32) if torch is not None and isinstance(state, torch.Tensor) else state.view("int32")
+    infos["rng_state"] = _arrays.describe(words, f"{who}: dropout_seed")
+    return p._replace(dropout_p=dropout_p)
+
+
+def dropout_keep_scale(dropout_p):
+    """The factor a kept probability gets: DROPOUT_LEVELS / (DROPOUT_LEVELS - floor(dropout_p * DROPOUT_LEVELS)), the
+    threshold from dropout_p in float32 (as the kernels have it)."""
+    import numpy as np
+    threshold = int(np.float32(dropout_p) * np.float32(DROPOUT_LEVELS))
+    return DROPOUT_LEVELS / (DROPOUT_LEVELS - threshold)
+
+
+def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0):
+    """InputError for sinks, ALiBi, chunked attention, a paged cache or dropout under torch.compile (the torch
+    operators do not take them yet)."""
     for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
-                       ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None)):
+                       ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None),
+                       ("dropout_p", dropout_p != 0)):
         if used:
             raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
                              "region (torch.compiler.disable)")
@@ -728,13 +800,13 @@ def _add_block_table(who, p, infos, cus, block_table):
 
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
                       causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
-                      sinks=None, alibi_slopes=None, attention_chunk=0, block_table=None, deterministic=False,
-                      out=None, lse=None, device=None):
+                      sinks=None, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
+                      dropout_seed=None, deterministic=False, out=None, lse=None, device=None):
     """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
     b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
     cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
-    Masks, window, softcap, sinks, ALiBi (alibi_slopes (B, Hq): per sequence) and attention_chunk as in flash_attn,
-    per sequence (off = its Sk - its Sq). Returns O (total_q, Hq, D),
+    Masks, window, softcap, sinks, ALiBi (alibi_slopes (B, Hq): per sequence), attention_chunk and dropout as in
+    flash_attn, per sequence (off = its Sk - its Sq; dropout's positions within the sequence). Returns O (total_q, Hq, D),
     and with return_lse also LSE (Hq, total_q) float32. A zero-length key sequence gives O = 0, LSE = -inf for
     its queries. Rows of q outside every sequence are not written. numpy cu_seqlens are checked by value;
     torch ones are not (that would synchronise): max_seqlen_q/k must be at least every length.
@@ -752,14 +824,16 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
                                    max_seqlen_q, max_seqlen_k, causal, causal_align,
                                    Dqk ** -0.5 if scale is None else scale, window, softcap, return_lse,
                                    sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
-                                   block_table=block_table, deterministic=deterministic, lse=lse, device=device)
+                                   block_table=block_table, dropout_p=dropout_p, dropout_seed=dropout_seed,
+                                   deterministic=deterministic, lse=lse, device=device)
         return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table)
+        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table, dropout_p)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                                  options, return_lse, deterministic, out, lse)
     options.update(attention_chunk=attention_chunk)
+    dropout_p = dropout_rate(who, dropout_p)
     paged = block_table is not None
     if paged and records_grad((q, k, v, sinks)):
         raise InputError(f"{who}: a paged K/V cache (block_table) has no backward (FlashAttention has none either): "
@@ -767,13 +841,15 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     if records_grad((q, k, v, sinks)):
         from . import _attention_bwd
         return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
-                                       options, return_lse, deterministic, out, lse, device, sinks, alibi_slopes)
+                                       options, return_lse, deterministic, out, lse, device, sinks, alibi_slopes,
+                                       dropout_p, dropout_seed)
     infos = _describe_all(who, (("q", q), ("k", k), ("v", v)))
     cus = _describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     outs = _describe_all(who, (("out", out), ("lse", lse)))
     p = varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, **options, return_lse=return_lse, paged=paged)
     _check_outputs(who, p, outs["out"], outs["lse"])
     p = _with_alibi(who, _with_sinks(who, p, infos, sinks), infos, alibi_slopes)
+    p = with_dropout(who, p, infos, dropout_p, dropout_seed, q)
     if paged:
         _add_block_table(who, p, infos, cus, block_table)
     arrays = [(n, i) for n, i in list(infos.items()) + list(cus.items()) + list(outs.items()) if i is not None]

@@ -9,7 +9,7 @@ from ._errors import InputError, KernelNotFoundError
 
 RUNTIME_FEATURES = ("sliding_window", "softcap")   # in every kernel set directive_for compiles
 FEATURES = RUNTIME_FEATURES + ("attention_chunk",)   # unit attributes a kernel set may have beyond what a call needs
-_SHORT = {"deterministic": "det", "attention_chunk": "chunk"}   # in on-demand kernel set names
+_SHORT = {"deterministic": "det", "attention_chunk": "chunk", "dropout": "drop"}   # in on-demand kernel set names
 _ARGS = {"q": "q", "k": "k", "v": "v", "out": "o", "dout": "do", "lse": "lse"}   # the caller's names -> the ABI's
 GRADIENTS = ("dq", "dk", "dv")
 _STRIDED = ("q", "k", "v", "o", "do", "dq", "dk", "dv")        # the ABI's tensors with stride arguments
@@ -20,7 +20,7 @@ _ALIGNED = ("q", "k", "v", "out", "dout", "dq", "dk", "dv")    # read or written
 def variant(p, deterministic):
     """What a kernel set must match exactly for plan p."""
     return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, deterministic=deterministic,
-                alibi=p.alibi)
+                alibi=p.alibi, dropout=p.dropout_p > 0)
 
 
 def _needed(p):
@@ -30,7 +30,7 @@ def _needed(p):
 def directive_for(v, needed):
     """The directive that compiles a kernel set of variant v (a `variant` dict), with every runtime feature so that
     it serves any window and softcap, as the default forward kernels do, and the chunk where `needed` has it."""
-    optional = [a for a in ("varlen", "alibi", "deterministic") if v[a]]
+    optional = [a for a in ("varlen", "alibi", "dropout", "deterministic") if v[a]]
     optional += ["attention_chunk"] if needed["attention_chunk"] else []
     name = f"fa_bwd_{v['dtype']}_d{v['head_dim']}_{_attention.SHORT_MASKS[v['mask']]}"
     name += "".join(f"_{_SHORT.get(a, a)}" for a in optional)
@@ -43,7 +43,7 @@ def _serves(kernel_set, v, needed):
     a = kernel_set.attributes
     have = dict(dtype=a.get("dtype"), head_dim=a.get("head_dim"), mask=a.get("mask", "none"),
                 varlen=bool(a.get("varlen", False)), deterministic=bool(a.get("deterministic", False)),
-                alibi=bool(a.get("alibi", False)))
+                alibi=bool(a.get("alibi", False)), dropout=bool(a.get("dropout", False)))
     return kernel_set.directive == "flash_attn_bwd" and have == v and \
         all(a.get(f, False) for f, want in needed.items() if want)
 
@@ -56,7 +56,7 @@ def find_kernel_set(bundle, p, deterministic):
     fits = [(sum(bool(s.attributes.get(f, False)) for f in FEATURES), s.name, s)
             for s in bundle.kernel_sets.values() if _serves(s, v, needed)]
     if not fits:
-        wanted = " ".join(f"{k}={x}" for k, x in v.items() if k != "alibi" or x) + \
+        wanted = " ".join(f"{k}={x}" for k, x in v.items() if k not in ("alibi", "dropout") or x) + \
             "".join(f" {f}" for f, w in needed.items() if w)
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "flash_attn_bwd"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn_bwd kernel set "
@@ -182,8 +182,8 @@ def _describe(who, q, k, v, out, dout, lse, dq, dk, dv):
 
 
 def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
-                   softcap=0.0, deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dq=None,
-                   dk=None, dv=None, device=None):
+                   softcap=0.0, deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0,
+                   dropout_p=0.0, dropout_seed=None, dq=None, dk=None, dv=None, device=None):
     """Attention backward of tessera.flash_attn: (dq, dk, dv) from the forward's q, k, v, its output `out`
     (B, Sq, Hq, D), the upstream gradient `dout` (out's shape and dtype) and the forward's LSE (B, Hq, Sq) float32
     (return_lse=True), with the forward's causal, causal_align, scale, window, softcap, alibi_slopes and
@@ -195,6 +195,7 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
     KernelNotFoundError naming the directive that would add the missing kernel set).
     sinks: the forward's (Hq,) float32 sink logits (its LSE includes them); returns (dq, dk, dv, dsinks) then, dsinks
     (Hq,) float32 = -sum over the rows of exp(sinks[h] - LSE) * rowsum(dout * out).
+    dropout_p, dropout_seed: the forward's (its seed and offset given, never None): the kernels regenerate its mask.
     """
     who = "tessera.flash_attn_bwd"
     if pad := _padding(who, q, k, v, out, dout, dq, dk, dv):
@@ -202,10 +203,11 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
         grads = flash_attn_bwd(*(_arrays.pad_last(x, padded) for x in (q, k, v, out, dout)), lse, causal,
                                causal_align, Dqk ** -0.5 if scale is None else scale, window, softcap, deterministic,
                                sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
+                               dropout_p=dropout_p, dropout_seed=dropout_seed,
                                **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (), options, deterministic,
                                                      (dq, dk, dv))
@@ -214,13 +216,14 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
                               attention_chunk)
     extras = {}
     p = _attention._with_alibi(who, _attention._with_sinks(who, p, {}, sinks), extras, alibi_slopes)
+    p = _with_forward_dropout(who, p, extras, dropout_p, dropout_seed, q)
     return _with_sink_gradient(_backward(p, infos, extras, grads, deterministic, device), p, out, dout, lse, sinks)
 
 
 def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
-                          deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dq=None,
-                          dk=None, dv=None, device=None):
+                          deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dropout_p=0.0,
+                          dropout_seed=None, dq=None, dk=None, dv=None, device=None):
     """flash_attn_bwd for tessera.flash_attn_varlen: q, out, dout, dq (total_q, Hq, D); k, v, dk, dv
     (total_k, Hkv, D); lse (Hq, total_q); cu_seqlens and max_seqlen as the forward had them. New gradients start at
     zero (rows outside every sequence get 0); given ones keep those rows.
@@ -232,10 +235,11 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
                                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align,
                                       Dqk ** -0.5 if scale is None else scale, window, softcap, deterministic,
                                       sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
+                                      dropout_p=dropout_p, dropout_seed=dropout_seed,
                                       **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
                                                      max_seqlen_q, max_seqlen_k), options, deterministic, (dq, dk, dv))
@@ -244,8 +248,18 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
                                softcap, True, attention_chunk)
     p = _attention._with_alibi(who, _attention._with_sinks(who, p, {}, sinks), cus, alibi_slopes)
+    p = _with_forward_dropout(who, p, cus, dropout_p, dropout_seed, q)
     return _with_sink_gradient(_backward(p, infos, cus, grads, deterministic, device), p, out, dout, lse, sinks,
                                cu_seqlens_q)
+
+
+def _with_forward_dropout(who, p, extras, dropout_p, dropout_seed, q):
+    """_attention.with_dropout for a backward (the rng_state into `extras`): the forward's seed must be given."""
+    dropout_p = _attention.dropout_rate(who, dropout_p)
+    if dropout_p and dropout_seed is None:
+        raise InputError(f"{who}: dropout_p = {dropout_p} needs the forward's dropout_seed (its seed and offset): the "
+                         "backward regenerates the forward's mask from it")
+    return _attention.with_dropout(who, p, extras, dropout_p, dropout_seed, q)
 
 
 def _with_sink_gradient(grads, p, out, dout, lse, sinks, cu_seqlens_q=None):
@@ -295,12 +309,13 @@ _READY = set()        # signatures (_attention._signature) of recorded calls who
 _READY_MAX = 1024
 
 
-def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device, alibi):
+def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device, alibi, dropout_p):
     """KernelNotFoundError (or the forward's InputError) before the forward of a recorded call runs when the bundle
     has no kernel set for its backward: a training step would otherwise fail only after its forward. Once per call
     signature."""
     signature = _attention._signature((q, k, v, *varlen_args[:2]),
-                                      (*options.values(), *varlen_args[2:], deterministic, device, alibi))
+                                      (*options.values(), *varlen_args[2:], deterministic, device, alibi,
+                                       dropout_p))
     if signature is not None and signature in _READY:
         return
     infos = _attention._describe_all(who, (("q", q), ("k", k), ("v", v)))
@@ -309,7 +324,7 @@ def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, de
         p = _attention.varlen_plan(who, infos, cus, *varlen_args[2:], **options, return_lse=True)
     else:
         p = _attention.dense_plan(who, infos, **options, return_lse=True)
-    p = p._replace(alibi=alibi)   # (the forward checks the slopes)
+    p = p._replace(alibi=alibi, dropout_p=dropout_p)   # (the forward checks the slopes and the seed)
     dev = _launch.runtime_device(who, list({**infos, **cus}.items()), device, aligned=("q", "k", "v"))
     kernel_set_for(dev, p, deterministic)
     if signature is not None:
@@ -319,9 +334,10 @@ def _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, de
 
 
 def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out, lse, device, sinks=None,
-             alibi_slopes=None):
+             alibi_slopes=None, dropout_p=0.0, dropout_seed=None):
     """flash_attn (varlen_args empty) or flash_attn_varlen (varlen_args: cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-    max_seqlen_k) as a torch.autograd.Function, for a call autograd records."""
+    max_seqlen_k) as a torch.autograd.Function, for a call autograd records. With dropout (dropout_p > 0) the seed
+    is drawn here, once (_attention.rng_state), and both directions read it."""
     if out is not None or lse is not None:
         torch = sys.modules["torch"]
         names = [n for n, x in (("q", q), ("k", k), ("v", v)) if isinstance(x, torch.Tensor) and x.requires_grad]
@@ -329,8 +345,10 @@ def recorded(who, q, k, v, varlen_args, options, return_lse, deterministic, out,
                          f"({', '.join(names)} {'requires' if len(names) == 1 else 'require'} grad): the backward "
                          "needs outputs of its own; leave them out, or call under torch.no_grad()")
     deterministic = bool(deterministic)
-    _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device, alibi_slopes is not None)
-    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, sinks, alibi_slopes, *varlen_args, options,
+    _check_backward_exists(who, q, k, v, varlen_args, options, deterministic, device, alibi_slopes is not None,
+                           dropout_p)
+    dropout = dict(dropout_p=dropout_p, dropout_seed=_attention.rng_state(who, q, dropout_seed)) if dropout_p else {}
+    o, lse = _functions()[bool(varlen_args)].apply(q, k, v, sinks, alibi_slopes, *varlen_args, options, dropout,
                                                     deterministic, device)
     return (o, lse) if return_lse else o
 
@@ -363,11 +381,11 @@ def _functions():
 
     class FlashAttn(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, sinks, alibi_slopes, options, deterministic, device):
+        def forward(ctx, q, k, v, sinks, alibi_slopes, options, dropout, deterministic, device):
             out, lse = _attention.flash_attn(q, k, v, **options, return_lse=True, sinks=sinks,
-                                             alibi_slopes=alibi_slopes, device=device)
+                                             alibi_slopes=alibi_slopes, **dropout, device=device)
             ctx.save_for_backward(q, k, v, out, lse, sinks, alibi_slopes)
-            ctx.call = (options, deterministic, device)
+            ctx.call = (options, dropout, deterministic, device)
             ctx.mark_non_differentiable(lse)
             return out, lse
 
@@ -375,20 +393,20 @@ def _functions():
         def backward(ctx, dout, _):
             _refuse_create_graph("tessera.flash_attn")
             q, k, v, out, lse, sinks, alibi_slopes = ctx.saved_tensors
-            options, deterministic, device = ctx.call
+            options, dropout, deterministic, device = ctx.call
             grads = flash_attn_bwd(q, k, v, out, kernel_ready(dout, out), lse, **options, sinks=sinks,
-                                   alibi_slopes=alibi_slopes, deterministic=deterministic, device=device)
-            return (*grads[:3], grads[3] if sinks is not None else None, None, None, None, None)
+                                   alibi_slopes=alibi_slopes, **dropout, deterministic=deterministic, device=device)
+            return (*grads[:3], grads[3] if sinks is not None else None, *[None] * 5)
 
     class FlashAttnVarlen(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v, sinks, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                    options, deterministic, device):
+                    options, dropout, deterministic, device):
             out, lse = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                                     **options, return_lse=True, sinks=sinks,
-                                                    alibi_slopes=alibi_slopes, device=device)
+                                                    alibi_slopes=alibi_slopes, **dropout, device=device)
             ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, alibi_slopes)
-            ctx.call = (max_seqlen_q, max_seqlen_k, options, deterministic, device)
+            ctx.call = (max_seqlen_q, max_seqlen_k, options, dropout, deterministic, device)
             ctx.mark_non_differentiable(lse)
             return out, lse
 
@@ -396,10 +414,11 @@ def _functions():
         def backward(ctx, dout, _):
             _refuse_create_graph("tessera.flash_attn_varlen")
             q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, sinks, alibi_slopes = ctx.saved_tensors
-            max_seqlen_q, max_seqlen_k, options, deterministic, device = ctx.call
+            max_seqlen_q, max_seqlen_k, options, dropout, deterministic, device = ctx.call
             grads = flash_attn_varlen_bwd(q, k, v, out, kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k,
                                           max_seqlen_q, max_seqlen_k, **options, sinks=sinks,
-                                          alibi_slopes=alibi_slopes, deterministic=deterministic, device=device)
-            return (*grads[:3], grads[3] if sinks is not None else None, *[None] * 8)
+                                          alibi_slopes=alibi_slopes, **dropout, deterministic=deterministic,
+                                          device=device)
+            return (*grads[:3], grads[3] if sinks is not None else None, *[None] * 9)
 
     return FlashAttn, FlashAttnVarlen

@@ -132,6 +132,66 @@ def visible_keys(Sq, Sk, causal=False, causal_align="bottom_right", window=(-1, 
     return ok
 
 
+PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
+PHILOX_WEYL = (0x9E3779B9, 0xBB67AE85)
+
+
+def philox4x32_10(counter, key):
+    """Philox4x32-10 (Salmon et al., SC'11) on numpy: counter, a sequence of 4 uint32 arrays, and key, of 2,
+    broadcasting against each other; returns the 4 output words (uint32)."""
+    import numpy as np
+    u64 = np.uint64
+    low, shift = u64(0xFFFFFFFF), u64(32)
+    c = [np.asarray(x, dtype=u64) & low for x in counter]
+    k = [np.asarray(x, dtype=u64) & low for x in key]
+    for round_ in range(10):
+        if round_:
+            k = [(k[0] + u64(PHILOX_WEYL[0])) & low, (k[1] + u64(PHILOX_WEYL[1])) & low]
+        p0, p1 = c[0] * u64(PHILOX_MULTIPLIERS[0]), c[2] * u64(PHILOX_MULTIPLIERS[1])
+        c = [(p1 >> shift) ^ c[1] ^ k[0], p1 & low, (p0 >> shift) ^ c[3] ^ k[1], p0 & low]
+    return [x.astype(np.uint32) for x in c]
+
+
+def _seed_words(dropout_seed):
+    """(seed, offset) as ints from tessera.flash_attn's dropout_seed forms: an int, a pair, a (2,) int64 array."""
+    if isinstance(dropout_seed, int):
+        return dropout_seed, 0
+    pair = dropout_seed.tolist() if hasattr(dropout_seed, "tolist") else list(dropout_seed)
+    return tuple(int(x) % (1 << 64) for x in pair)
+
+
+def dropout_keep(dropout_seed, dropout_p, B, Hq, Sq, Sk, first_batch=0):
+    """(B, Hq, Sq, Sk) bool numpy: the probabilities tessera's dropout keeps for this seed and rate (docs/attention.md,
+    "Dropout"): query i, key j of batch item b (first_batch + its index; varlen: the sequence) and query head h keep
+    their probability when 16 bits (j & 1) of word i & 3 of Philox4x32-10 with key (seed_lo, seed_hi ^ offset_hi)
+    and counter (j >> 1, i >> 2, b * Hq + h, offset_lo) are at least floor(dropout_p * 65536)."""
+    import numpy as np
+    seed, offset = _seed_words(dropout_seed)
+    threshold = int(np.float32(dropout_p) * np.float32(65536))
+    key = (seed & 0xFFFFFFFF, (seed >> 32) ^ (offset >> 32))
+    bq, bk = np.arange(-(-Sq // 4))[:, None], np.arange(-(-Sk // 2))[None, :]
+    i, j = np.arange(Sq)[:, None], np.arange(Sk)[None, :]
+    keep = np.zeros((B, Hq, Sq, Sk), dtype=bool)
+    for b in range(B):
+        for h in range(Hq):
+            words = np.stack(philox4x32_10((bk, bq, (first_batch + b) * Hq + h, offset & 0xFFFFFFFF), key))
+            word = words[i & 3, i >> 2, j >> 1]
+            keep[b, h] = (word >> (16 * (j & 1)).astype(np.uint32)) & np.uint32(0xFFFF) >= threshold
+    return keep
+
+
+def _dropout_terms(ops, dropout, B, Hq, Sq, Sk, like):
+    """(keep (B, Hq, Sq, Sk) as a 0/1 float64 array of like's library, the kept ones' factor) for a reference's
+    `dropout` option ((dropout_seed, dropout_p) or with the first batch item's index third); (None, 1) without."""
+    if dropout is None or not dropout[1]:
+        return None, 1.0
+    from ._attention import dropout_keep_scale
+    keep = dropout_keep(dropout[0], dropout[1], B, Hq, Sq, Sk, *dropout[2:]).astype("float64")
+    if ops.torch:
+        keep = ops.lib.from_numpy(keep).to(like.device)
+    return keep, dropout_keep_scale(dropout[1])
+
+
 def _logits(ops, qb, kbt, scale, softcap, visible, bias=None):
     """(s, t): the scaled (capped) logits q·k of qb (h, Sq, D) and kbt ([h,] D, Sk), plus `bias` (ALiBi's, when
     given), -inf where `visible` is False; t = tanh(scale·q·k / softcap), unmasked, for softcap's derivative 1 - t²
@@ -186,7 +246,7 @@ def _fp8_rows(ops, x, fp8):
 
 def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1),
                         softcap=0.0, precision="float64", dtype=None, rows=None, max_bytes=1 << 30, p_format=None,
-                        sinks=None, alibi_slopes=None, attention_chunk=0):
+                        sinks=None, alibi_slopes=None, attention_chunk=0, dropout=None):
     """Attention forward on numpy arrays or torch tensors q (B, Sq, Hq, D), k/v (B, Sk, Hkv, D) with
     tessera.flash_attn's semantics. precision "float64": the reference (the same input values, exact math in
     float64); "same": the straightforward same-precision implementation of CORRECTNESS.md (fp32 logits, softcap
@@ -197,7 +257,9 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
     largest power of two the format holds first, as tessera.paged_decode's fp8_products does) instead of the input
     dtype. sinks: (Hq,) logits, one per query head, in each row's softmax denominator (tessera.flash_attn's sinks).
     alibi_slopes: (Hq,) or (B, Hq), ALiBi's -slope * |i + off - j| added to the (capped) logits. attention_chunk: the
-    chunk mask of visible_keys. Works per batch item and chunk of heads (at most max_bytes of logits at a time)."""
+    chunk mask of visible_keys. dropout: (dropout_seed, dropout_p[, first batch item]) as tessera.flash_attn's, the
+    kept probabilities (dropout_keep) scaled, the LSE without it (with rows, the mask's rows too). Works per batch item
+    and chunk of heads (at most max_bytes of logits at a time)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     dtype = dtype or dtype_name(q.dtype)
@@ -216,6 +278,9 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
                            attention_chunk=attention_chunk)
     group = Hq // Hkv if Hkv else 1
     chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
+    keep, keep_scale = _dropout_terms(ops, dropout, B, Hq, full_Sq, Sk, q)
+    if keep is not None and rows is not None:
+        keep = keep[:, :, rows]
     for b in range(B):
         for h0 in range(0, Hq, chunk):
             heads = ops.arange(min(Hq, h0 + chunk), q)[h0:] // group
@@ -227,6 +292,8 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
             s, _ = _logits(ops, qb, kb, scale, softcap, visible, bias)
             sink = None if sinks is None else ops.cast(sinks[h0:h0 + chunk], work)[:, None, None]
             p, row_lse = _softmax(ops, s, sink)
+            if keep is not None:   # P V from the kept probabilities (unscaled: the kernels scale O with 1 / l)
+                p = p * ops.cast(keep[b, h0:h0 + chunk], work)
             if precision != "float64" and p_format and Sk:   # (no keys: nothing to round)
                 # The online softmax's P, exp(s - max) (its largest exactly 1), stretched, rounded, over the row sum
                 # (the row's largest P is 1 / sum).
@@ -236,11 +303,11 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
                 p = ops.cast(p / largest * stretch, p_format) / stretch * largest
             elif precision != "float64":
                 p = ops.cast(p, dtype)
-            ob = p @ vb
+            ob = (p @ vb) * keep_scale
             if precision != "float64":
                 ob = ops.cast(ob, dtype)
             o[b, :, h0:h0 + chunk] = ops.cast(ops.perm(ob, 1, 0, 2), "f64")
-            o_abs[b, :, h0:h0 + chunk] = ops.cast(ops.perm(p @ abs(vb), 1, 0, 2), "f64")
+            o_abs[b, :, h0:h0 + chunk] = ops.cast(ops.perm((p @ abs(vb)) * keep_scale, 1, 0, 2), "f64")
             lse[b, h0:h0 + chunk] = ops.cast(row_lse[..., 0], "f64")
     return AttentionResult(o, lse, o_abs)
 
@@ -339,16 +406,19 @@ class AttentionGradients(NamedTuple):
 
 
 def _item_options(options, b):
-    """A varlen reference's options for sequence b: per-sequence ALiBi slopes ((B, Hq)) as that sequence's."""
+    """A varlen reference's options for sequence b: per-sequence ALiBi slopes ((B, Hq)) as that sequence's, dropout's
+    mask as that sequence's."""
     slopes = options.get("alibi_slopes")
-    if slopes is None or len(slopes.shape) == 1:
-        return options
-    return {**options, "alibi_slopes": slopes[b]}
+    if slopes is not None and len(slopes.shape) == 2:
+        options = {**options, "alibi_slopes": slopes[b]}
+    if options.get("dropout") is not None:
+        options = {**options, "dropout": (*options["dropout"][:2], b)}
+    return options
 
 
 def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom_right", scale=None,
                                  window=(-1, -1), softcap=0.0, precision="float64", dtype=None, max_bytes=1 << 30,
-                                 sinks=None, alibi_slopes=None, attention_chunk=0):
+                                 sinks=None, alibi_slopes=None, attention_chunk=0, dropout=None):
     """The gradients of attention_reference's O for upstream gradient `do` (O's shape), on numpy arrays or torch
     tensors, with the same mask, window, softcap and GQA rules. precision "float64": the reference (exact math on
     the same input values); "same": the straightforward same-precision implementation of CORRECTNESS.md, the
@@ -357,7 +427,7 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
     the input dtype for the fp32 products, each gradient rounded once to the input dtype. Works per batch item, KV
     head and chunk of its query heads (at most max_bytes of logits at a time). sinks: as attention_reference's; the
     result's dsinks is then their gradient (float64 in both precisions). alibi_slopes, attention_chunk: as
-    attention_reference's (the slopes get no gradient)."""
+    attention_reference's (the slopes get no gradient). dropout: as attention_reference's (the forward's mask)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     dtype = dtype or dtype_name(q.dtype)
@@ -378,6 +448,7 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
                            attention_chunk=attention_chunk)
     group = Hq // Hkv
     chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
+    keep, keep_scale = _dropout_terms(ops, dropout, B, Hq, Sq, Sk, q)
     for b in range(B):
         for g in range(Hkv):
             kb, vb = ops.cast(k[b, :, g], work), ops.cast(v[b, :, g], work)        # (Sk, D)
@@ -391,22 +462,25 @@ def attention_backward_reference(q, k, v, do, causal=False, causal_align="bottom
                 sink = None if sinks is None else ops.cast(sinks[h0:h1], work)[:, None, None]
                 p, row_lse = _softmax(ops, s, sink)                                 # (h, Sq, Sk)
                 dp = dob @ vb.T
+                # Dropout: O = (P Z / (1 - p)) V, so dV takes P Z / (1 - p) and dP its Z / (1 - p).
+                z = 1 if keep is None else ops.cast(keep[b, h0:h1], work) * keep_scale
+                pz, dp = p * z, dp * z
                 if exact:
                     delta = ops.rowsum(p * dp)   # = rowsum(dO·O) for the exact O = P·V
                 else:
-                    delta = ops.rowsum(dob * rounded(rounded(p) @ vb))
+                    delta = ops.rowsum(dob * rounded(rounded(p * (z != 0)) @ vb * keep_scale))
                 if sink is not None:   # the sink's probability times its dP (0: no value) minus D
                     dsinks[h0:h1] = dsinks[h0:h1] - ops.cast(
                         (ops.lib.exp(sink - row_lse) * delta).sum(-1).sum(-1), "f64")
                 ds = p * (dp - delta)
                 if t is not None:
                     ds = ds * (1 - t * t)
-                ds_r, pt = rounded(ds), ops.perm(rounded(p), 0, 2, 1)
+                ds_r, pt = rounded(ds), ops.perm(rounded(pz), 0, 2, 1)
                 dq[b, :, h0:h1] = ops.cast(ops.perm(rounded((ds_r @ kb) * scale), 1, 0, 2), "f64")
                 dk_sum = dk_sum + (ops.perm(ds_r, 0, 2, 1) @ qb).sum(0)
                 dv_sum = dv_sum + (pt @ dob).sum(0)
                 if exact:   # the magnitude of dS's terms, 0 exactly where P is (dS itself is 0 for a row of one key)
-                    terms = abs(dob) @ abs(vb.T) + ops.rowsum(abs(dob) * (p @ abs(vb)))   # of dP and of D
+                    terms = (abs(dob) @ abs(vb.T)) * z + ops.rowsum(abs(dob) * (pz @ abs(vb)))   # of dP and of D
                     ds_abs = p * terms * (1 if t is None else abs(1 - t * t))
                     dq_abs[b, :, h0:h1] = ops.perm((ds_abs @ abs(kb)) * scale, 1, 0, 2)
                     dk_abs_sum = dk_abs_sum + (ops.perm(ds_abs, 0, 2, 1) @ abs(qb)).sum(0) * scale

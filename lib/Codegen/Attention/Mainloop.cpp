@@ -150,6 +150,7 @@ private:
   Value lane, waveQ0;
   Value alibiSlope; ///< AttnRows::alibiSlopeLog2
   SmallVector<AlibiRows> alibiRowTerms; ///< per query tile, with AttnRows::alibiPerRow
+  std::optional<Dropout> drop;          ///< AttnRows::dropout
   LdsTile curK, curV;   ///< this step's K and V buffers
   LdsTile waveK, waveV; ///< this wave's keys of them (all of them unless p.keyWaves > 1)
   Value keyWave;        ///< which of p.keyWaves this wave is (null: 1)
@@ -798,6 +799,7 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
       if (rows.wantsLse()) lse.push_back(softmax.logSumExp(extract(state.max, sl), sum));
     }
     if (int stretch = p.pStretch()) inv.back() = kb.fmul(inv.back(), kb.f32(1.0f / float(stretch)));
+    if (drop) inv.back() = kb.fmul(inv.back(), drop->keepScale);
   }
   auto [outputLaneQuery, laneD] = oLane;
   const int headTile = p.transposed ? p.pv->m : p.pv->n;
@@ -851,6 +853,7 @@ void Mainloop::Impl::rescaleOutputs(MutableArrayRef<Value> o, ArrayRef<Value> al
 void Mainloop::Impl::emit() {
   lane = kb.laneId();
   alibiSlope = rows.alibiSlopeLog2();
+  drop = rows.dropout();
   if (p.keyWaves > 1)
     waveQ0 = kb.idx(0), keyWave = kb.waveId();
   else
@@ -1005,6 +1008,13 @@ void Mainloop::Impl::emit() {
       // Rescale this query tile's output accumulators: element -> its query's slot.
       MutableArrayRef<Value> outs(oNext.data() + qt * hTiles, hTiles);
       rescaleOutputs(outs, alpha);
+      // Dropout after the row sums (which keep every probability): P V takes the kept ones,
+      // their factor applied with 1 / l at the end.
+      if (drop)
+        for (int kt = 0; kt < p.keyTiles(); ++kt)
+          probs[kt] = applyDropout(kb, probs[kt],
+                                   dropoutKeep(kb, *drop, sView, lane, rows.queryOf(ldsQueryRow),
+                                               waveN0, 0, kt * p.keyDim()));
       accumulatePV(outs, probs, ldsQueryRow);
     }
     next.append(oNext.begin(), oNext.end());

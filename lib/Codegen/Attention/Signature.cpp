@@ -29,7 +29,7 @@ struct AbiSpec {
   std::vector<std::pair<std::string, ArgRole>> tensors;
   std::optional<ArgRole> lse; ///< the LSE's role, when the kernel takes one
   bool varlen = false, slidingWindow = false, softcap = false, sinks = false, alibi = false,
-       chunk = false, pagedKv = false;
+       chunk = false, pagedKv = false, dropout = false;
 };
 
 std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spec,
@@ -48,6 +48,7 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
   if (spec.sinks) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
   if (spec.alibi) a.alibiSlopes = sig.add("alibi_slopes", ptr(f32), ArgRole::Input);
   if (spec.pagedKv) a.blockTable = sig.add("block_table", ptr(i32), ArgRole::Input);
+  if (spec.dropout) a.rngState = sig.add("rng_state", ptr(i32), ArgRole::Input);
   a.batch = sig.add("B", index, ArgRole::Size);
   a.seqQ = sig.add("Sq", index, ArgRole::Size);
   a.seqK = sig.add("Sk", index, ArgRole::Size);
@@ -80,6 +81,7 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
   }
   if (spec.chunk) a.attentionChunk = sig.add("attention_chunk", index, ArgRole::Param);
   if (spec.softcap) a.softcap = sig.add("softcap", f32, ArgRole::Param);
+  if (spec.dropout) a.dropoutP = sig.add("dropout_p", f32, ArgRole::Param);
   // Query head h reads KV head h / (Hq / Hkv): Hq must be a multiple of Hkv.
   sig.divisible.push_back({sig.args[a.headsQ.index].name, sig.expr(a.headsKv)});
   return tensors;
@@ -99,7 +101,7 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
                 {"o", ArgRole::Output}},
                op.getReturnLse() ? std::optional(ArgRole::Output) : std::nullopt,
                op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(), op.getSinks(),
-               op.getAlibi(), op.getAttentionChunk(), op.getPagedKv()};
+               op.getAlibi(), op.getAttentionChunk(), op.getPagedKv(), op.getDropout()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a);
   a.q = t[0], a.k = t[1], a.v = t[2], a.o = t[3];
   sig.grid[0] = GridExpr::ceilDiv(sig.expr(a.seqQ), GridExpr::constant(blockM));
@@ -122,7 +124,8 @@ FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int head
                 {"o", ArgRole::Input}, {"do", ArgRole::Input}, {"dq", ArgRole::Output},
                 {"dk", ArgRole::Output}, {"dv", ArgRole::Output}},
                ArgRole::Input, op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(),
-               /*sinks=*/false, op.getAlibi(), op.getAttentionChunk()};
+               /*sinks=*/false, op.getAlibi(), op.getAttentionChunk(), /*pagedKv=*/false,
+               op.getDropout()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a.fwd);
   a.fwd.q = t[0], a.fwd.k = t[1], a.fwd.v = t[2], a.fwd.o = t[3];
   a.dO = t[4], a.dq = t[5], a.dk = t[6], a.dv = t[7];

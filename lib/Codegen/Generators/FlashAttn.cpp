@@ -101,6 +101,11 @@ public:
                                          ValueRange{at});
     return kb.fmul(slope, kb.f32(M_LOG2E));
   }
+  std::optional<attn::Dropout> dropout() override {
+    if (!op.getDropout()) return std::nullopt;
+    return attn::Dropout::load(kb, arg(args.rngState), arg(args.dropoutP))
+        .forStream(kb, batch, head, arg(args.headsQ));
+  }
   Value sinkLogit(Value) override {
     if (!op.getSinks()) return {};
     return memref::LoadOp::create(kb.builder(), kb.location(), arg(args.sinks), ValueRange{head});

@@ -18,6 +18,7 @@
 // dK is scaled once at the end, dQ in its last kernel. Visibility, sequence lengths, the softmax's
 // shift and the ABI are the shared Attention/ pieces.
 #include "tessera/Codegen/Attention/AccView.h"
+#include "tessera/Codegen/Attention/Dropout.h"
 #include "tessera/Codegen/Attention/Signature.h"
 #include "tessera/Codegen/Attention/Softmax.h"
 #include "tessera/Codegen/Attention/Visibility.h"
@@ -342,6 +343,12 @@ protected:
     visibility.emplace(attn::flashAttnVisibility(op, kb, func, a, seq.seqQ, seq.seqK));
     scaleLog2 = kb.fmul(arg(a.scale), kb.f32(M_LOG2E));
     cap = op.getSoftcap() ? arg(a.softcap) : Value();
+    if (op.getDropout()) dropout = attn::Dropout::load(kb, arg(a.rngState), arg(a.dropoutP));
+  }
+  /// The forward's dropout for query head `head`; none without dropout.
+  std::optional<attn::Dropout> dropoutOf(Value head) {
+    if (!dropout) return std::nullopt;
+    return dropout->forStream(kb, batch, head, arg(a.headsQ));
   }
   /// Query head `head`'s ALiBi slope times log2(e); null without ALiBi.
   Value alibiSlopeLog2(Value head) {
@@ -521,13 +528,16 @@ protected:
   /// dS (or dS^T) of one score tile, from its S and dP accumulators seen through `view`:
   ///   P = exp2(scaled(S) + ALiBi bias (`alibiSlope`, when given) - lse shift), masked to 0
   ///   where invisible (`masked`),
-  ///   dS = P (dP - Delta), times the soft cap's derivative (`capped`).
+  ///   dS = P (dP - Delta), times the soft cap's derivative (`capped`),
+  /// with `drop`, the forward's dropout: dP and the returned P (for dV) the kept elements times
+  /// 1 / (1 - p), zero elsewhere; Delta = rowsum(dO O) holds it already.
   /// The tile's first query and key in the item are `queryOffset` / `keyOffset` past
   /// `query0` / `key0` (its wave block's), `local0` its first query in `stats`. Returns {P, dS}.
   /// Branch-free: attn::scoreVariants chooses the variant.
   std::pair<Value, Value> scoreGradient(Value s, Value dp, const AccView &view, Value query0,
                                         Value key0, int queryOffset, int keyOffset, Value local0,
-                                        const StatsTile &stats, Value alibiSlope, bool masked,
+                                        const StatsTile &stats, Value alibiSlope,
+                                        const std::optional<attn::Dropout> &drop, bool masked,
                                         bool capped) {
     auto vecType = cast<VectorType>(s.getType());
     Value firstLocal = kb.add(local0, view.laneOffsets(kb, lane).first);
@@ -554,9 +564,15 @@ protected:
     }
     Value shift = vector::FromElementsOp::create(b, loc, vecType, shifts);
     Value delta = vector::FromElementsOp::create(b, loc, vecType, deltas);
-    Value prob = softmax.probabilityFromLse(scores, shift);
+    Value prob = softmax.probabilityFromLse(scores, shift), kept = prob;
+    if (drop) {
+      SmallVector<Value> keep =
+          attn::dropoutKeep(kb, *drop, view, lane, query0, key0, queryOffset, keyOffset);
+      dp = attn::applyDropout(kb, dp, keep, drop->keepScale);
+      kept = attn::applyDropout(kb, prob, keep, drop->keepScale);
+    }
     Value ds = kb.fmul(prob, kb.fsub(dp, delta));
-    return {prob, slope ? kb.fmul(ds, slope) : ds};
+    return {kept, slope ? kb.fmul(ds, slope) : ds};
   }
   /// Stores accumulator `acc` (seen through `view`) into an LDS tile indexed [query][key]
   /// (`transposed`: [key][query]) at the tile's origin; the lane's elements that are contiguous
@@ -608,6 +624,7 @@ protected:
   Value lane, wave;
   std::optional<attn::Visibility> visibility;
   Value scaleLog2, cap;
+  std::optional<attn::Dropout> dropout; ///< the rate and seed, per head by dropoutOf
 };
 
 /// main: dK and dV of one key block (and dQ partials unless deterministic).
@@ -710,6 +727,7 @@ public:
         kb.barrier();
       }
       Value needMask = attn::isEdgeTile(kb, tile, whole);
+      std::optional<attn::Dropout> drop = dropoutOf(head);
       // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
       AccView view(atom.c, QueryAxis::Cols);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
@@ -728,7 +746,7 @@ public:
               auto [prob, ds] = scoreGradient(
                   s[at], dp[at], view, kb.add(q0, blk.colOrigin), kb.add(k0, blk.rowOrigin),
                   j * scoresW.tileCols, i * scoresW.tileRows, queryCol, now.stats, alibiSlope,
-                  masked, capped);
+                  drop, masked, capped);
               storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
               storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
               if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
@@ -857,6 +875,7 @@ public:
       kb.asyncCommit();
     };
     Value alibiSlope = alibiSlopeLog2(head);
+    std::optional<attn::Dropout> drop = dropoutOf(head);
     SmallVector<Value> init(gradsW.perWave(), kb.zero(kb.accType(atom)));
     // Double-buffered where the plan says so (K's and V's rows are then whole 16-byte vectors,
     // as for the main kernel's Q and dO).
@@ -902,8 +921,8 @@ public:
           size_t at = i * blk.cols.size() + j;
           Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, blk.rowOrigin),
                                    kb.add(n0, blk.colOrigin), i * scoresW.tileRows,
-                                   j * scoresW.tileCols, queryRow, stats, alibiSlope, masked,
-                                   capped)
+                                   j * scoresW.tileCols, queryRow, stats, alibiSlope, drop,
+                                   masked, capped)
                          .second;
           storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
         };

@@ -941,6 +941,8 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
     return "head_dim " + std::to_string(op.getHeadDim()) +
            " does not fit the wgmma kernel's registers (64 and 128 do)";
   if (op.getTileAttr()) return "an explicit tile selects the portable kernel";
+  if (op.getDropout())
+    return "dropout draws its mask per score element, which the wgmma kernel does not yet";
   if (op.getPagedKv())
     return "paged K/V rows come through the block table, which the wgmma kernel's TMA copies "
            "do not read";

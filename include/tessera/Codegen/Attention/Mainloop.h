@@ -7,6 +7,7 @@
 #define TESSERA_CODEGEN_ATTENTION_MAINLOOP_H
 
 #include "tessera/Codegen/Attention/AccView.h"
+#include "tessera/Codegen/Attention/Dropout.h"
 #include "tessera/Codegen/Attention/Softmax.h"
 #include "tessera/Codegen/Attention/Visibility.h"
 #include "tessera/Codegen/FlashAttnPlan.h"
@@ -43,6 +44,9 @@ public:
   /// `row`'s slope times log2(e), each row's query from queryOf. Only when alibiPerRow().
   virtual bool alibiPerRow() const { return false; }
   virtual mlir::Value alibiRowSlopeLog2(mlir::Value row) { return {}; }
+  /// Dropout on P for the block's (sequence, query head), whose rows are consecutive queries;
+  /// none by default.
+  virtual std::optional<Dropout> dropout() { return std::nullopt; }
   /// The query Visibility knows for block row `row`.
   virtual mlir::Value queryOf(mlir::Value row) = 0;
   /// Output element (row, col) in f32, divided by the row's sum (0 for a row that saw no key).

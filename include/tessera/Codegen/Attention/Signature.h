@@ -47,6 +47,7 @@ struct FlashAttnArgs {
   ArgHandle windowLeft, windowRight;      // sliding_window
   ArgHandle attentionChunk;               // attention_chunk: chunked local attention, 0 = off
   ArgHandle softcap;                      // softcap
+  ArgHandle rngState, dropoutP;           // dropout: 4 x i32 (seed, offset), the rate (f32)
 };
 
 /// The kernel ABI of docs/flash_attn-abi.md: q, k, v, o (lse, cu_seqlens), sizes, strides, scale

@@ -65,6 +65,10 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
     `block_table[b][j / page_size]` (`block_table` `(B, max_pages)` int32; `page_size` a runtime
     argument), as FlashAttention's varlen call with a `block_table` (chunked prefill over vLLM's
     cache); `cu_seqlens_k` still gives the key lengths.
+    `dropout` drops each probability of P with a runtime rate `dropout_p` (kept ones scaled by
+    `1 / (1 - p)`), the mask drawn from Philox4x32-10 keyed by a seed and offset in device memory
+    (`rng_state`), so that `flash_attn_bwd` with `dropout` regenerates it; O includes it, the LSE
+    does not (docs/attention.md).
     `pack_gqa` processes that many query heads of one KV head in one tile (1 = off).
 
     ```mlir
@@ -85,6 +89,7 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
                        UnitAttr:$alibi,
                        UnitAttr:$attention_chunk,
                        UnitAttr:$paged_kv,
+                       UnitAttr:$dropout,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
@@ -95,7 +100,8 @@ def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd", [Tessera_Atte
     Generates the backward kernels of `flash_attn` with the same mask and feature set:
     given q, k, v, o, dO and the forward LSE, computes dQ, dK and dV (dK and dV summed over
     the query heads of a GQA group). `deterministic` makes the dQ accumulation order fixed
-    (no floating-point atomics), so repeated runs are bitwise identical.
+    (no floating-point atomics), so repeated runs are bitwise identical. `dropout` takes the
+    forward's rate and `rng_state` and regenerates its mask.
 
     ```mlir
     tessera.flash_attn_bwd @fa_bwd {dtype = bf16, head_dim = 128,
@@ -111,6 +117,7 @@ def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd", [Tessera_Atte
                        UnitAttr:$varlen,
                        UnitAttr:$alibi,
                        UnitAttr:$attention_chunk,
+                       UnitAttr:$dropout,
                        UnitAttr:$deterministic,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
