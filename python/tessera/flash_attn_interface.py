@@ -5,12 +5,14 @@
 
 Each function calls tessera.flash_attn / tessera.flash_attn_varlen (torch tensors: differentiable, on the current
 stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differences from FlashAttention
-(docs/python.md): `dropout_p` > 0 raises InputError (not built yet); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
+(docs/python.md): dropout's mask comes from Tessera's own Philox stream (the keyword `dropout_seed=` fixes it; by
+default a seed is drawn on the GPU from torch's generator; numpy inputs need one); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
 (FlashAttention 2 adds slope * j under causal, which shifts each row's LSE but not out);
-`return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised.
+`return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised
+(tessera.testing.dropout_keep gives a dropout mask).
 flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
 """
-from . import _arrays, _decode
+from . import _arrays, _attention, _decode
 from ._attention import flash_attn, flash_attn_varlen
 from ._decode import paged_cache_write, paged_decode
 from ._errors import InputError
@@ -21,15 +23,13 @@ __all__ = [
 ]
 
 
-def _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes):
+def _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed=None):
     """tessera.flash_attn's options for FlashAttention's (causal aligned bottom-right, as FlashAttention 2.1+)."""
-    if not isinstance(dropout_p, (int, float)) or isinstance(dropout_p, bool) or dropout_p != 0:
-        raise InputError(f"{who}: dropout_p = {dropout_p!r}: dropout is not supported yet (pass 0.0, as evaluation "
-                         "does)")
+    dropout_p = _attention.dropout_rate(who, dropout_p)
     if not isinstance(window_size, (tuple, list)) or len(window_size) != 2:
         raise InputError(f"{who}: window_size must be a pair (left, right), got {window_size!r}")
     return dict(causal=causal, causal_align="bottom_right", scale=softmax_scale, window=tuple(window_size),
-                softcap=softcap, alibi_slopes=alibi_slopes)
+                softcap=softcap, alibi_slopes=alibi_slopes, dropout_p=dropout_p, dropout_seed=dropout_seed)
 
 
 def _result(result, return_attn_probs):
@@ -50,22 +50,22 @@ def _unpacked(who, name, packed, layout):
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                    alibi_slopes=None, deterministic=False, return_attn_probs=False, *, device=None):
+                    alibi_slopes=None, deterministic=False, return_attn_probs=False, *, dropout_seed=None, device=None):
     """q (batch, seqlen_q, nheads, headdim), k and v (batch, seqlen_k, nheads_k, headdim), nheads % nheads_k == 0;
     returns out (batch, seqlen_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (batch, nheads,
     seqlen_q), None)."""
     who = "tessera.flash_attn_interface.flash_attn_func"
-    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
                               device=device), return_attn_probs)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                               softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-                              device=None):
+                              dropout_seed=None, device=None):
     """qkv (batch, seqlen, 3, nheads, headdim); as flash_attn_func on its three slices."""
     who = "tessera.flash_attn_interface.flash_attn_qkvpacked_func"
-    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     q, k, v = _unpacked(who, "qkv", qkv, "(batch, seqlen, 3, nheads, headdim)")
     return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
                               device=device), return_attn_probs)
@@ -73,10 +73,10 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-                             device=None):
+                             dropout_seed=None, device=None):
     """kv (batch, seqlen_k, 2, nheads_k, headdim); as flash_attn_func with its two slices as k and v."""
     who = "tessera.flash_attn_interface.flash_attn_kvpacked_func"
-    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     k, v = _unpacked(who, "kv", kv, "(batch, seqlen_k, 2, nheads_k, headdim)")
     return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
                               device=device), return_attn_probs)
@@ -84,12 +84,13 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                           deterministic=False, return_attn_probs=False, block_table=None, *, device=None):
+                           deterministic=False, return_attn_probs=False, block_table=None, *,
+                           dropout_seed=None, device=None):
     """q (total_q, nheads, headdim), k and v (total_k, nheads_k, headdim), cu_seqlens_q/k int32 (batch + 1);
     returns out (total_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (nheads, total_q), None).
     block_table (batch, max_num_blocks) int32: k and v are pages (num_blocks, page_block_size, nheads_k, headdim)."""
     who = "tessera.flash_attn_interface.flash_attn_varlen_func"
-    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     return _result(flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
                                      return_lse=return_attn_probs, block_table=block_table,
                                      deterministic=deterministic, device=device),
@@ -98,10 +99,10 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
                                      window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
-                                     return_attn_probs=False, *, device=None):
+                                     return_attn_probs=False, *, dropout_seed=None, device=None):
     """qkv (total, 3, nheads, headdim); as flash_attn_varlen_func on its three slices with one cu_seqlens."""
     who = "tessera.flash_attn_interface.flash_attn_varlen_qkvpacked_func"
-    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     q, k, v = _unpacked(who, "qkv", qkv, "(total, 3, nheads, headdim)")
     return _result(flash_attn_varlen(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, **options,
                                      return_lse=return_attn_probs, deterministic=deterministic, device=device),
@@ -110,10 +111,11 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                                     softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-                                    alibi_slopes=None, deterministic=False, return_attn_probs=False, *, device=None):
+                                    alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
+                                    dropout_seed=None, device=None):
     """kv (total_k, 2, nheads_k, headdim); as flash_attn_varlen_func with its two slices as k and v."""
     who = "tessera.flash_attn_interface.flash_attn_varlen_kvpacked_func"
-    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes)
+    options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     k, v = _unpacked(who, "kv", kv, "(total_k, 2, nheads_k, headdim)")
     return _result(flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
                                      return_lse=return_attn_probs, deterministic=deterministic, device=device),

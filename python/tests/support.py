@@ -240,6 +240,8 @@ def flash_attn_args(dtype, varlen=False, features=("sliding_window", "softcap", 
         args += [{"name": n, "type": "ptr", "dtype": "i32", "role": "input"} for n in ("cu_seqlens_q", "cu_seqlens_k")]
     if "paged_kv" in features:
         args.append({"name": "block_table", "type": "ptr", "dtype": "i32", "role": "input"})
+    if "dropout" in features:
+        args.append({"name": "rng_state", "type": "ptr", "dtype": "i32", "role": "input"})
     args += [{"name": n, "type": "i64", "role": "size"} for n in ("B", "Sq", "Sk", "Hq", "Hkv")]
     args += [{"name": f"{t}_stride_{a}", "type": "i64", "role": "stride"} for t in "qkvo" for a in "bsh"]
     if "return_lse" in features:
@@ -252,6 +254,8 @@ def flash_attn_args(dtype, varlen=False, features=("sliding_window", "softcap", 
         args += [{"name": n, "type": "i64", "role": "param"} for n in ("window_left", "window_right")]
     if "softcap" in features:
         args.append({"name": "softcap", "type": "f32", "role": "param"})
+    if "dropout" in features:
+        args.append({"name": "dropout_p", "type": "f32", "role": "param"})
     return args
 
 

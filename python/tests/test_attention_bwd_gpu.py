@@ -534,3 +534,59 @@ def test_mla_head_dims_through_autograd(deterministic):
     same = testing.attention_backward_reference(q, k, v, dout, causal=True, precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, str(result)
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_dropout_through_autograd(varlen):
+    """Dropout (p 0.17, a given seed) through autograd, GQA 6:2, causal with Sq > Sk: O and dq, dk, dv within the
+    contract against float64 with testing.dropout_keep's mask (varlen: each sequence its own, deterministic). The
+    explicit backward with the same seed gives the same gradients bit for bit."""
+    gen = torch.Generator(device="cuda").manual_seed(14)
+    B, Sq, Sk, Hq, Hkv, D = 2, 300, 200, 6, 2, 64
+    q, k, v, dout = _bf16_inputs(gen, B, Sq, Sk, Hq, Hkv, D)
+    seed = (0x9E3779B97F4A7C15, 12345)
+    options = dict(causal=True, dropout_p=0.17, dropout_seed=seed)
+    leaves_ = [x.clone().requires_grad_() for x in (q, k, v)]
+    if varlen:
+        cu_q = torch.tensor([0, Sq, 2 * Sq], dtype=torch.int32, device="cuda")
+        cu_k = torch.tensor([0, Sk, 2 * Sk], dtype=torch.int32, device="cuda")
+        packed = [x.reshape(-1, *x.shape[2:]) for x in leaves_]
+        out = tessera.flash_attn_varlen(*packed, cu_q, cu_k, Sq, Sk, **options, deterministic=True)
+        out = out.reshape(B, Sq, Hq, D)
+    else:
+        out = tessera.flash_attn(*leaves_, **options)
+    reference = dict(causal=True, dropout=(seed, 0.17))
+    forward = testing.check_attention(out.detach(), testing.attention_reference(q, k, v, **reference),
+                                      testing.attention_reference(q, k, v, **reference, precision="same"))
+    assert forward.ok, str(forward)
+    grads = torch.autograd.grad(out, leaves_, dout)
+    ref = testing.attention_backward_reference(q, k, v, dout, **reference)
+    same = testing.attention_backward_reference(q, k, v, dout, **reference, precision="same")
+    result = testing.check_attention_backward(grads, ref, same)
+    assert result.ok, str(result)
+    if not varlen:
+        o, lse = tessera.flash_attn(q, k, v, **options, return_lse=True)
+        explicit = tessera.flash_attn_bwd(q, k, v, o, dout, lse, causal=True, dropout_p=0.17, dropout_seed=seed)
+        assert all(torch.equal(a, b) for a, b in zip(grads, explicit))
+
+
+def test_dropout_draws_a_seed_per_call_and_per_graph_replay():
+    """Without a seed each call draws one on the GPU (torch's generator): two calls differ, torch.manual_seed
+    repeats them, and a CUDA graph's replays draw afresh."""
+    gen = torch.Generator(device="cuda").manual_seed(15)
+    q, k, v, _ = _bf16_inputs(gen, 1, 128, 128, 2, 2, 64)
+
+    def call():
+        return tessera.flash_attn(q, k, v, causal=True, dropout_p=0.3)
+    torch.manual_seed(3)
+    first, second = call(), call()
+    torch.manual_seed(3)
+    assert not torch.equal(first, second) and torch.equal(call(), first)
+    call()   # found and launched once outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = call()
+    graph.replay()
+    one = captured.clone()
+    graph.replay()
+    assert not torch.equal(one, captured) and torch.isfinite(captured).all()

@@ -3,7 +3,8 @@ tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk and dv jud
 small cases on gfx942, gfx950, gfx1100 and sm_90 with O and LSE from tessera's forward, as users get them. Shapes
 that are not tile multiples, causal top-left and bottom-right, windows with and without causal, softcap, GQA 3:1,
 MQA, Sq > Sk bottom-right (fully masked rows: dq rows exactly 0), head_dim 64, 96 and 80 (and 40 and 176,
-zero-padded; V's 32 under Q's and K's 48), attention sinks (their gradient too), ALiBi and chunked local attention, deterministic on (two runs bitwise equal) and off (the second of
+zero-padded; V's 32 under Q's and K's 48), attention sinks (their gradient too), ALiBi and chunked local attention,
+dropout (the forward's mask regenerated: main and deterministic dq kernels), deterministic on (two runs bitwise equal) and off (the second of
 two runs checked: it reuses the workspaces), varlen with zero-length items, rows that are not whole 16-byte vectors.
 Gradients are poisoned with NaN before each run. The bundles are compiled by the build's tessera-compile from directives written here; skipped without one, without
 the sim plugin, or for a target without the generator. bf16 cases need ml_dtypes."""
@@ -39,6 +40,7 @@ class Case(NamedTuple):
     alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
     chunk: int = 0              # attention_chunk
     Dv: int = 0                 # V's head_dim where it differs from D (MLA-style; zero-padded to one kernel's)
+    dropout: float = 0.0        # dropout_p
 
     @property
     def dv(self):
@@ -56,15 +58,15 @@ class Case(NamedTuple):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
         D = _attention.kernel_head_dim(max(self.D, self.dv))   # the kernels' (the API zero-pads the others)
-        optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk))
-                    if on]
+        optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk),
+                                    ("dropout", self.dropout)) if on]
         forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
                    f"{'_varlen' if self.varlen else ''}{''.join('_' + a for a in optional)} {{dtype = {self.dtype}, "
                    f"head_dim = {D}, mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}"
                    f"{''.join(', ' + a for a in optional)}}}")
         backward = _attention_bwd.directive_for(
             dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen, deterministic=self.deterministic,
-                 alibi=bool(self.alibi)), {"attention_chunk": bool(self.chunk)})
+                 alibi=bool(self.alibi), dropout=bool(self.dropout)), {"attention_chunk": bool(self.chunk)})
         return forward, backward
 
 
@@ -94,16 +96,21 @@ CASES = [
     Case("chunk-tl-window-sq<sk", "f16", 64, Sq=20, Sk=50, causal="tl", window=(12, -1), chunk=8),
     # V's head_dim below Q's and K's (DeepSeek's MLA prefill has 192 and 128), all zero-padded to 48.
     Case("dv32-dqk48-br-gqa3", "f16", 48, Dv=32, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br"),
+    # Dropout: P and dP through the forward's mask (testing.dropout_keep), in the main and the deterministic dq kernel.
+    Case("dropout-br-gqa3", "f16", 64, B=2, Sq=30, Sk=45, Hq=6, Hkv=2, causal="br", dropout=0.3),
+    Case("dropout-softcap-alibi-det", "bf16", 64, Sq=33, Sk=40, softcap=5.0, input_scale=2.0, alibi="h",
+         dropout=0.15, deterministic=True),
+    Case("dropout-d96-tl-sq>sk-det", "f16", 96, Sq=40, Sk=23, causal="tl", dropout=0.5, deterministic=True),
 ]
-# Varlen per target: deterministic on two targets; the others with per-sequence ALiBi slopes and a chunk (mask
-# bottom-right, GQA 2:1).
+# Varlen per target: deterministic with dropout on two targets; the others with per-sequence ALiBi slopes and a chunk
+# (mask bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
 
 
 def varlen_case(target):
     det = VARLEN[target]
     return Case("varlen", "f16", 64, B=5, Hq=4, Hkv=2, causal="br", varlen=True, deterministic=det,
-                alibi="" if det else "bh", chunk=0 if det else 8)
+                alibi="" if det else "bh", chunk=0 if det else 8, dropout=0.2 if det else 0.0)
 
 
 def usable(c):
@@ -167,6 +174,17 @@ def poisoned_runs(c, dev, q, k, v, backward):
     return grads
 
 
+def _dropout(rng, c):
+    """The case's dropout arguments: its rate and a random (seed, offset) over all 64 bits of each."""
+    if not c.dropout:
+        return {}
+    return dict(dropout_p=c.dropout, dropout_seed=tuple(int(x) for x in rng.integers(0, 1 << 64, 2, dtype=np.uint64)))
+
+
+def _reference_dropout(c, dropout):
+    return (dropout["dropout_seed"], c.dropout) if dropout else None
+
+
 def needs(c):
     if not usable(c):
         pytest.skip("bf16 numpy arrays need ml_dtypes (not installed)")
@@ -185,19 +203,22 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     dout = _random(rng, q.shape[:-1] + (c.dv,), c.dtype, ragged_rows=c.ragged_rows)
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
     slopes = c.slopes(rng)
+    dropout = _dropout(rng, c)
     out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, alibi_slopes=slopes,
-                                  device=dev)
+                                  **dropout, device=dev)
     dsinks = []
 
     def backward(**given):
         got = tessera.flash_attn_bwd(q, k, v, out, dout, lse, **c.options(), deterministic=c.deterministic,
-                                     sinks=sinks, alibi_slopes=slopes, **given, device=dev)
+                                     sinks=sinks, alibi_slopes=slopes, **dropout, **given, device=dev)
         dsinks.append(got[3] if c.sinks else None)
         return got[:3]
     grads = poisoned_runs(c, dev, q, k, v, backward)
-    ref = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes)
+    mask = _reference_dropout(c, dropout)
+    ref = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes,
+                                               dropout=mask)
     same = testing.attention_backward_reference(q, k, v, dout, **c.options(), sinks=sinks, alibi_slopes=slopes,
-                                                precision="same")
+                                                dropout=mask, precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, f"{target} {c} seed {seed}: {result}"
     if c.sinks:
@@ -224,14 +245,16 @@ def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
     dout = _random(rng, q.shape, c.dtype)
     sizes = (cu_q, cu_k, max(lens_q), max(lens_k))
     options = dict(c.options(), alibi_slopes=c.slopes(rng))
-    out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **options, return_lse=True, device=dev)
+    dropout = _dropout(rng, c)
+    out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **options, **dropout, return_lse=True, device=dev)
 
     def backward(**given):
-        return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **options,
+        return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **options, **dropout,
                                              deterministic=c.deterministic, **given, device=dev)
     grads = poisoned_runs(c, dev, q, k, v, backward)
-    ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **options)
-    same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **options, precision="same")
+    reference = dict(options, dropout=_reference_dropout(c, dropout))
+    ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **reference)
+    same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **reference, precision="same")
     result = testing.check_attention_backward(grads, ref, same)
     assert result.ok, f"{target} varlen deterministic={c.deterministic} seed {seed}: {result}"
     dq, dk, dv = grads

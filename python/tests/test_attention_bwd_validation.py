@@ -66,6 +66,9 @@ def replaced(**changes):
     ({}, {"dq": f16(1, 4, 2, 32)}, r"dq has shape \(1, 4, 2, 32\), expected \(1, 4, 2, 64\)"),
     ({}, {"dk": f16(1, 4, 2, 64)}, r"dk has shape \(1, 4, 2, 64\), expected \(1, 5, 2, 64\)"),
     ({}, {"dv": np.ones((1, 5, 2, 64), np.float32)}, r"dv has dtype float32, expected float16"),
+    ({}, {"dropout_p": 0.1}, r"dropout_p = 0.1 needs the forward's dropout_seed \(its seed and offset\): the "
+                             r"backward regenerates the forward's mask from it"),
+    ({}, {"dropout_p": 1.5, "dropout_seed": 3}, r"dropout_p must be a number in \[0, 1\), got 1.5"),
     ({}, {"dk": np.broadcast_to(f16(1, 1, 2, 64), (1, 5, 2, 64))}, r"dk has shape \(1, 5, 2, 64\) and strides "
                                                                    r"\(0, 0, 64, 1\) \(elements\); it needs unit "
                                                                    r"stride on the last dimension and elements that "
@@ -387,6 +390,10 @@ def test_directive_for_every_variant():
     assert _attention_bwd.directive_for(_attention_bwd.variant(p, False), _attention_bwd._needed(p)) == (
         "tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_alibi_chunk {dtype = bf16, head_dim = 256, "
         "mask = #tessera.mask<causal_top_left>, sliding_window, softcap, alibi, attention_chunk}")
+    p = p._replace(alibi=False, chunk=0, dropout_p=0.1)
+    assert _attention_bwd.directive_for(_attention_bwd.variant(p, True), _attention_bwd._needed(p)) == (
+        "tessera.flash_attn_bwd @fa_bwd_bf16_d256_tl_drop_det {dtype = bf16, head_dim = 256, "
+        "mask = #tessera.mask<causal_top_left>, sliding_window, softcap, dropout, deterministic}")
 
 
 # ---- The reference ------------------------------------------------------------------------------------------------
@@ -412,7 +419,8 @@ def numerical_gradients(q, k, v, do, eps=1e-6, **options):
     {}, {"causal": True}, {"causal": True, "causal_align": "top_left", "window": (1, -1)},
     {"window": (1, 1), "softcap": 0.7}, {"causal": True, "window": (0, 0)}, {"softcap": 2.0, "scale": 0.9},
     {"alibi_slopes": np.array([0.3, 0.9]), "softcap": 0.8}, {"causal": True, "alibi_slopes": np.array([[0.5], [0.2]])},
-    {"attention_chunk": 2}, {"causal": True, "causal_align": "top_left", "attention_chunk": 3}])
+    {"attention_chunk": 2}, {"causal": True, "causal_align": "top_left", "attention_chunk": 3},
+    {"dropout": (7, 0.4)}, {"causal": True, "softcap": 0.9, "dropout": ((1 << 63) + 5, 0.6)}])
 @pytest.mark.parametrize("Sq, Sk, Hq, Hkv", [(3, 4, 2, 1), (5, 3, 3, 3), (1, 4, 2, 2), (4, 0, 2, 1)])
 def test_backward_reference_matches_central_differences(options, Sq, Sk, Hq, Hkv):
     slopes = options.get("alibi_slopes")

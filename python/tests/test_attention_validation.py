@@ -58,6 +58,18 @@ Q, K, V = qkv()
     ((Q, K, V), {"alibi_slopes": np.ones((1, 4), np.float32)[:, ::2]},
      r"alibi_slopes must be .* unit stride along the heads, got shape \(1, 2\), dtype float32, strides \(4, 2\)"),
     ((Q, K, V), {"attention_chunk": -1}, r"attention_chunk must be >= 0 \(0 = off\), got -1"),
+    ((Q, K, V), {"dropout_p": 1.0}, r"dropout_p must be a number in \[0, 1\), got 1.0"),
+    ((Q, K, V), {"dropout_p": -0.1}, r"dropout_p must be a number in \[0, 1\), got -0.1"),
+    ((Q, K, V), {"dropout_p": "0.1"}, r"dropout_p must be a number in \[0, 1\), got '0.1'"),
+    ((Q, K, V), {"dropout_p": 0.1}, r"dropout on numpy arrays needs dropout_seed= \(an int, or a \(seed, offset\) "
+                                    r"pair\): the backward regenerates the mask from it"),
+    ((Q, K, V), {"dropout_p": 0.1, "dropout_seed": (1, 2, 3)},
+     r"dropout_seed must be an int seed, a \(seed, offset\) pair of ints in \[0, 2\*\*64\) or a \(2,\) int64 array "
+     r"of them, got \(1, 2, 3\)"),
+    ((Q, K, V), {"dropout_p": 0.1, "dropout_seed": -1}, r"dropout_seed must be an int seed, .* got -1"),
+    ((Q, K, V), {"dropout_p": 0.1, "dropout_seed": np.zeros(2, np.int32)},
+     r"dropout_seed as an array must be int64 \(seed, offset\) of shape \(2,\) with unit stride, got shape \(2,\), "
+     r"dtype int32"),
     ((Q, K, V), {"attention_chunk": 2.5}, r"attention_chunk must be an integer \(0 = off\), got 2.5"),
     ((Q, K, f16(1, 6, 2, 64)), {}, r"k and v must have the same shape \(B, Sk, Hkv, D\) but for the head_dim, got "
                                    r"\(1, 5, 2, 64\) and \(1, 6, 2, 64\)"),
@@ -250,6 +262,8 @@ def fake_sim(monkeypatch, tmp_path):
                 support.flash_attn_kernel_entry("fa_f16_d64_none_lse", "f16", 64, features=("return_lse",)),
                 support.flash_attn_kernel_entry("fa_f16_d64_br_varlen_paged", "f16", 64, "causal_bottom_right", True,
                                                 features=("paged_kv",)),   # the fake records 256 bytes
+                support.flash_attn_kernel_entry("fa_f16_d64_br_drop", "f16", 64, "causal_bottom_right",
+                                                features=ALL + ("dropout",)),
                 support.flash_attn_kernel_entry("fa_f16_d32_none_packed", "f16", 32, features=ALL),
                 support.gemm_kernel_entry("f16", "f16", False, "hsaco")]
     kernels[-2]["attributes"]["pack_gqa"] = 4      # one query-head pack per tile: not what flash_attn launches
@@ -337,6 +351,54 @@ def test_dispatch_paged_kv(fake_sim):
                                                           r"@fa_f16_d64_none_varlen_paged \{dtype = f16, head_dim = "
                                                           r"64, .*, varlen, paged_kv\}"):
         tessera.flash_attn_varlen(q, k, v, cq, ck, mq, mk, block_table=table, device=dev)
+
+
+def test_dispatch_dropout(fake_sim):
+    """A dropout call takes a dropout kernel with the rate and the seed's words in memory; dropout_p = 0 is a plain
+    call; a missing variant names the directive that compiles it."""
+    fake, dev, entries = fake_sim
+    q, k, v = qkv(D=64)
+    tessera.flash_attn(q, k, v, causal=True, dropout_p=0.25, dropout_seed=(5, 6), device=dev)
+    name, _, args = _one_launch_last(fake, entries)
+    assert name == "fa_f16_d64_br_drop" and args["dropout_p"] == 0.25 and args["rng_state"] != 0
+    tessera.flash_attn(q, k, v, causal=True, dropout_p=0.0, device=dev)
+    assert _one_launch_last(fake, entries)[0] == "fa_f16_d64_br"
+    with pytest.raises(tessera.KernelNotFoundError, match=r"mask=none varlen=False dropout=True .* compiles one: "
+                                                          r"tessera.flash_attn @fa_f16_d64_none_drop \{.*, dropout\}"):
+        tessera.flash_attn(q, k, v, dropout_p=0.5, dropout_seed=1, device=dev)
+
+
+def test_rng_state_words():
+    """The seed forms as the kernels read them: int64 (seed, offset), i.e. words seed_lo, seed_hi, offset_lo,
+    offset_hi; values past 2^63 wrap to the same bits."""
+    from tessera import _attention
+    state = _attention.rng_state("t", Q, (0x1234567890ABCDEF, (7 << 32) + 9))
+    assert state.dtype == np.int64 and state.view(np.uint32).tolist() == [0x90ABCDEF, 0x12345678, 9, 7]
+    assert _attention.rng_state("t", Q, (1 << 64) - 1).view(np.uint64).tolist() == [(1 << 64) - 1, 0]
+    given = np.array([3, 4], np.int64)
+    assert _attention.rng_state("t", Q, given) is given
+
+
+def test_dropout_mask_definition():
+    """Philox4x32-10 against Random123's known answers; the mask's rate and its dependence on every coordinate."""
+    for counter, key, want in [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+                               ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+                               ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+                                (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]:
+        assert [int(x) for x in testing.philox4x32_10(counter, key)] == list(want)
+    keep = testing.dropout_keep((11, 3), 0.3, 2, 3, 64, 80)
+    assert abs(keep.mean() - 0.7) < 0.01
+    # Element (b, h, i, j): word i & 3 of Philox(key (seed_lo, seed_hi ^ offset_hi), (j >> 1, i >> 2, b Hq + h,
+    # offset_lo)), half j & 1.
+    b, h, i, j = 1, 2, 37, 51
+    words = testing.philox4x32_10((j >> 1, i >> 2, b * 3 + h, 3), (11, 0))
+    draw = (int(words[i & 3]) >> (16 * (j & 1))) & 0xFFFF
+    assert keep[b, h, i, j] == (draw >= int(0.3 * 65536))
+    # Every coordinate moves the mask; the first batch item shifts the streams (varlen's per-sequence masks).
+    assert (keep[0] != keep[1]).any() and (keep[:, 0] != keep[:, 1]).any()
+    assert (testing.dropout_keep((11, 4), 0.3, 2, 3, 64, 80) != keep).any()
+    assert (testing.dropout_keep((11, 3), 0.3, 1, 3, 64, 80, first_batch=1)[0] == keep[1]).all()
+    assert testing.dropout_keep((11, 3), 0.0, 1, 1, 8, 8).all()
 
 
 def test_missing_variant_is_named(fake_sim):

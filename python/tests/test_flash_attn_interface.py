@@ -1,6 +1,6 @@
 """tessera.flash_attn_interface, FlashAttention 2's functions on Tessera: each gives what the tessera call it maps to
 gives (bit for bit: the same kernels), on the simulator (gfx942 and sm_90, numpy arrays): causal aligned
-bottom-right, window_size, softcap, softmax_scale, alibi_slopes, return_attn_probs, the packed layouts (their
+bottom-right, window_size, softcap, softmax_scale, alibi_slopes, dropout_p (with dropout_seed), return_attn_probs, the packed layouts (their
 slices as q, k, v), varlen; flash_attn_with_kvcache against float64 (paged and contiguous caches, new keys appended in place, rotary
 embedding of both kinds, ALiBi); and FlashAttention's options Tessera lacks are refused before any device work."""
 import pytest
@@ -14,6 +14,8 @@ TARGETS = ("gfx942", "sm_90")
 KERNELS = ("fa_f16_d64_none", "fa_f16_d64_br", "fa_f16_d64_br_varlen", "fa_f16_d64_none_varlen", "pd_f16_d64_b16")
 ALIBI = ("tessera.flash_attn @fa_f16_d64_br_alibi {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, "
          "sliding_window, softcap, return_lse, alibi}\n"
+         "tessera.flash_attn @fa_f16_d64_br_drop {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, "
+         "sliding_window, softcap, return_lse, dropout}\n"
          "tessera.paged_decode @pd_f16_d64_b16_alibi {dtype = f16, head_dim = 64, block_size = 16, "
          "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, alibi}")
 
@@ -69,6 +71,9 @@ def test_dense_functions_are_tessera_flash_attn(bundles, target):
     ref = testing.attention_reference(q, k, v, causal=True, alibi_slopes=slopes)
     assert testing.check_attention(want, ref, testing.attention_reference(q, k, v, causal=True, alibi_slopes=slopes,
                                                                           precision="same")).ok
+    # Dropout with a given seed: the tessera call's output.
+    want = tessera.flash_attn(q, k, v, causal=True, dropout_p=0.2, dropout_seed=(9, 1), device=dev)
+    assert same(fa.flash_attn_func(q, k, v, 0.2, causal=True, dropout_seed=(9, 1), device=dev), want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -207,7 +212,9 @@ CU = np.array([0, 4], np.int32)
 
 @pytest.mark.parametrize("call, message", [
     (lambda: fa.flash_attn_func(Q, KV, KV, dropout_p=0.1),
-     r"flash_attn_func: dropout_p = 0.1: dropout is not supported yet \(pass 0.0, as evaluation does\)"),
+     r"tessera.flash_attn: dropout on numpy arrays needs dropout_seed= \(an int, or a \(seed, offset\) pair\)"),
+    (lambda: fa.flash_attn_varlen_func(Q[0], KV[0], KV[0], CU, CU, 4, 4, dropout_p=1.0),
+     r"flash_attn_varlen_func: dropout_p must be a number in \[0, 1\), got 1.0"),
     (lambda: fa.flash_attn_func(Q, KV, KV, alibi_slopes=np.ones(3, np.float32)),
      r"tessera.flash_attn: alibi_slopes must be float32 of shape \(2,\) or \(1, 2\)"),
     (lambda: fa.flash_attn_func(Q, KV, KV, window_size=4), r"window_size must be a pair \(left, right\), got 4"),

@@ -30,3 +30,8 @@ tessera.flash_attn @chunked {dtype = bf16, head_dim = 128, mask = #tessera.mask<
 
 // expected-remark @+1 {{portable kernel on sm_90a: paged K/V rows come through the block table, which the wgmma kernel's TMA copies do not read}}
 tessera.flash_attn @paged {dtype = bf16, head_dim = 128, varlen, paged_kv}
+
+// -----
+
+// expected-remark @+1 {{portable kernel on sm_90a: dropout draws its mask per score element, which the wgmma kernel does not yet}}
+tessera.flash_attn @dropout {dtype = bf16, head_dim = 128, dropout}
