@@ -100,7 +100,7 @@ CASES = [
     Case("dropout-br-sq<sk-gqa3", "f16", 64, B=2, Sq=37, Sk=70, Hq=6, Hkv=2, causal="br", dropout=0.3),
     Case("dropout-window-softcap-alibi-interior", "bf16", 128, Sq=20, Sk=200, window=(150, 20), softcap=8.0,
          input_scale=2.0, alibi="h", dropout=0.1),
-    Case("dropout-d96-tl-sq>sk-mqa", "f16", 96, Sq=45, Sk=19, Hq=3, Hkv=1, causal="tl", dropout=0.6),
+    Case("dropout-br-sq>sk-fully-masked-rows-mqa", "f16", 64, Sq=45, Sk=19, Hq=3, Hkv=1, causal="br", dropout=0.6),
 ]
 VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": ("bf16", "tl")}
 EXTREME_KERNEL = "fa_f16_d64_none"

@@ -93,9 +93,8 @@ Dropout Dropout::forStream(KernelBuilder &kb, Value batch, Value head, Value hea
   return d;
 }
 
-SmallVector<Value> dropoutKeep(KernelBuilder &kb, const Dropout &d, const AccView &view,
-                               Value lane, Value query0, Value key0, int queryOffset,
-                               int keyOffset) {
+Value dropoutKeep(KernelBuilder &kb, const Dropout &d, const AccView &view, Value lane,
+                  Value query0, Value key0, int queryOffset, int keyOffset) {
   assert(d.stream && "Dropout::forStream first");
   assert(queryOffset % 4 == 0 && keyOffset % 2 == 0 && "offsets keep the 4 x 2 blocks");
   U32 u(kb);
@@ -108,7 +107,8 @@ SmallVector<Value> dropoutKeep(KernelBuilder &kb, const Dropout &d, const AccVie
   Value laneWord = laneMoves(view, /*queries=*/true, 3) ? u.andc(query, 3) : Value();
   Value laneHalf = laneMoves(view, /*queries=*/false, 1) ? u.andc(key, 1) : Value();
   SmallVector<attn::AccElement> els = view.elements();
-  SmallVector<Value> keep(els.size());
+  assert(els.size() <= 32 && "one bit a register in an i32");
+  Value keep = u.c(0);
   std::map<std::pair<int, int>, std::array<Value, 4>> blocks; // (query >> 2, key >> 1) -> words
   for (const AccElement &el : els) {
     auto [it, fresh] = blocks.try_emplace({el.query >> 2, el.inner >> 1});
@@ -125,20 +125,26 @@ SmallVector<Value> dropoutKeep(KernelBuilder &kb, const Dropout &d, const AccVie
                                                                u.add(laneHalf, u.c(el.inner & 1)),
                                                                u.c(4)))
                           : u.shr(word, 16 * (el.inner & 1));
-    keep[el.reg] = arith::CmpIOp::create(kb.builder(), kb.location(), arith::CmpIPredicate::uge,
-                                         u.andc(bits, 0xFFFF), d.threshold);
+    Value kept = arith::CmpIOp::create(kb.builder(), kb.location(), arith::CmpIPredicate::uge,
+                                       u.andc(bits, 0xFFFF), d.threshold);
+    Value bit = arith::ExtUIOp::create(kb.builder(), kb.location(), u.i32(), kept);
+    if (el.reg) bit = arith::ShLIOp::create(kb.builder(), kb.location(), bit, u.c(el.reg));
+    keep = arith::OrIOp::create(kb.builder(), kb.location(), keep, bit);
   }
   return keep;
 }
 
-Value applyDropout(KernelBuilder &kb, Value tile, ArrayRef<Value> keep, Value factor) {
+Value applyDropout(KernelBuilder &kb, Value tile, Value keep, Value factor) {
   OpBuilder &b = kb.builder();
   Location loc = kb.location();
+  U32 u(kb);
   Value zero = kb.f32(0), out = tile;
-  for (auto [reg, kept] : llvm::enumerate(keep)) {
-    Value x = vector::ExtractOp::create(b, loc, out, int64_t(reg));
+  for (int64_t reg = 0; reg < cast<VectorType>(tile.getType()).getNumElements(); ++reg) {
+    Value kept = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                       u.andc(keep, uint32_t(1) << reg), u.c(0));
+    Value x = vector::ExtractOp::create(b, loc, out, reg);
     if (factor) x = kb.fmul(x, factor);
-    out = vector::InsertOp::create(b, loc, kb.select(kept, x, zero), out, int64_t(reg));
+    out = vector::InsertOp::create(b, loc, kb.select(kept, x, zero), out, reg);
   }
   return out;
 }

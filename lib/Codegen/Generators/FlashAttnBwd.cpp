@@ -529,16 +529,17 @@ protected:
   ///   P = exp2(scaled(S) + ALiBi bias (`alibiSlope`, when given) - lse shift), masked to 0
   ///   where invisible (`masked`),
   ///   dS = P (dP - Delta), times the soft cap's derivative (`capped`),
-  /// with `drop`, the forward's dropout: dP and the returned P (for dV) the kept elements times
-  /// 1 / (1 - p), zero elsewhere; Delta = rowsum(dO O) holds it already.
+  /// with `keep` (attn::dropoutKeep's bits of the tile, under the forward's dropout `drop`): dP
+  /// and the returned P (for dV) the kept elements times 1 / (1 - p), zero elsewhere;
+  /// Delta = rowsum(dO O) holds it already.
   /// The tile's first query and key in the item are `queryOffset` / `keyOffset` past
   /// `query0` / `key0` (its wave block's), `local0` its first query in `stats`. Returns {P, dS}.
   /// Branch-free: attn::scoreVariants chooses the variant.
   std::pair<Value, Value> scoreGradient(Value s, Value dp, const AccView &view, Value query0,
                                         Value key0, int queryOffset, int keyOffset, Value local0,
                                         const StatsTile &stats, Value alibiSlope,
-                                        const std::optional<attn::Dropout> &drop, bool masked,
-                                        bool capped) {
+                                        const std::optional<attn::Dropout> &drop, Value keep,
+                                        bool masked, bool capped) {
     auto vecType = cast<VectorType>(s.getType());
     Value firstLocal = kb.add(local0, view.laneOffsets(kb, lane).first);
     Value scores = kb.fmul(s, splat(scaleLog2, vecType)), slope;
@@ -566,13 +567,28 @@ protected:
     Value delta = vector::FromElementsOp::create(b, loc, vecType, deltas);
     Value prob = softmax.probabilityFromLse(scores, shift), kept = prob;
     if (drop) {
-      SmallVector<Value> keep =
-          attn::dropoutKeep(kb, *drop, view, lane, query0, key0, queryOffset, keyOffset);
       dp = attn::applyDropout(kb, dp, keep, drop->keepScale);
       kept = attn::applyDropout(kb, prob, keep, drop->keepScale);
     }
     Value ds = kb.fmul(prob, kb.fsub(dp, delta));
     return {kept, slope ? kb.fmul(ds, slope) : ds};
+  }
+  /// attn::dropoutKeep's bits of each score tile of wave block `blk` (tiles of `w`, row-major),
+  /// whose first query and key are `query0` and `key0`, queries along the tiles' columns or rows;
+  /// empty without `drop`.
+  SmallVector<Value> dropoutBits(const std::optional<attn::Dropout> &drop, const AccView &view,
+                                 const WaveBlock &blk, const WaveTiles &w, Value query0, Value key0,
+                                 bool queriesAlongCols) {
+    SmallVector<Value> bits;
+    if (!drop) return bits;
+    for (size_t i = 0; i < blk.rows.size(); ++i)
+      for (size_t j = 0; j < blk.cols.size(); ++j) {
+        int rowOffset = int(i) * w.tileRows, colOffset = int(j) * w.tileCols;
+        bits.push_back(queriesAlongCols
+                           ? attn::dropoutKeep(kb, *drop, view, lane, query0, key0, colOffset, rowOffset)
+                           : attn::dropoutKeep(kb, *drop, view, lane, query0, key0, rowOffset, colOffset));
+      }
+    return bits;
   }
   /// Stores accumulator `acc` (seen through `view`) into an LDS tile indexed [query][key]
   /// (`transposed`: [key][query]) at the tile's origin; the lane's elements that are contiguous
@@ -731,6 +747,9 @@ public:
       // S^T = K Q^T and dP^T = V dO^T; P^T and dS^T to LDS.
       AccView view(atom.c, QueryAxis::Cols);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
+        // The mask first: while it is drawn, S and dP are not yet live.
+        SmallVector<Value> keep = dropoutBits(drop, view, blk, scoresW, kb.add(q0, blk.colOrigin),
+                                              kb.add(k0, blk.rowOrigin), /*queriesAlongCols=*/true);
         SmallVector<Value> s = blockProduct({&ldsK}, blk.rows, {&now.q}, blk.cols, p.headDim);
         const bool dpPerVariant = !withDq && p.mainKernelDpPerVariantWithoutDq;
         auto dpProduct = [&] {
@@ -746,7 +765,7 @@ public:
               auto [prob, ds] = scoreGradient(
                   s[at], dp[at], view, kb.add(q0, blk.colOrigin), kb.add(k0, blk.rowOrigin),
                   j * scoresW.tileCols, i * scoresW.tileRows, queryCol, now.stats, alibiSlope,
-                  drop, masked, capped);
+                  drop, drop ? keep[at] : Value(), masked, capped);
               storeToLds(prob, view, ldsPT, queryCol, keyRow, /*transposed=*/true);
               storeToLds(ds, view, ldsDST, queryCol, keyRow, /*transposed=*/true);
               if (ldsDS) storeToLds(ds, view, *ldsDS, queryCol, keyRow, /*transposed=*/false);
@@ -911,6 +930,8 @@ public:
       Value needMask = attn::isEdgeTile(kb, tile, whole);
       AccView view(atom.c, QueryAxis::Rows);
       forWaveBlock(scoresW, [&](const WaveBlock &blk) {
+        SmallVector<Value> keep = dropoutBits(drop, view, blk, scoresW, kb.add(q0, blk.rowOrigin),
+                                              kb.add(n0, blk.colOrigin), /*queriesAlongCols=*/false);
         SmallVector<Value> s = blockProduct({&ldsQ}, blk.rows, {&ldsK}, blk.cols, p.headDim);
         auto dpProduct = [&] {
           return blockProduct({&ldsDO}, blk.rows, {&ldsV}, blk.cols, p.headDim);
@@ -922,7 +943,7 @@ public:
           Value ds = scoreGradient(s[at], dp[at], view, kb.add(q0, blk.rowOrigin),
                                    kb.add(n0, blk.colOrigin), i * scoresW.tileRows,
                                    j * scoresW.tileCols, queryRow, stats, alibiSlope, drop,
-                                   masked, capped)
+                                   drop ? keep[at] : Value(), masked, capped)
                          .second;
           storeToLds(ds, view, ldsDS, queryRow, keyCol, /*transposed=*/false);
         };

@@ -30,16 +30,18 @@ struct Dropout {
                     mlir::Value headsQ) const;
 };
 
-/// Which elements of a score tile survive: an i1 per register of lane `lane`'s accumulator seen
-/// through `view`, the tile starting at query query0 + queryOffset and key key0 + keyOffset of the
-/// sequence (query0 a multiple of 4 and key0 of 2, as tile origins are).
-llvm::SmallVector<mlir::Value> dropoutKeep(KernelBuilder &kb, const Dropout &d,
-                                           const AccView &view, mlir::Value lane,
-                                           mlir::Value query0, mlir::Value key0,
-                                           int queryOffset = 0, int keyOffset = 0);
+/// Which elements of a score tile survive, as an i32 whose bit r is register r's (a lane holds at
+/// most 32 elements of an atom's tile): lane `lane`'s accumulator seen through `view`, the tile
+/// starting at query query0 + queryOffset and key key0 + keyOffset of the sequence (query0 a
+/// multiple of 4 and key0 of 2, as tile origins are). Packed, a kernel can draw the mask before the
+/// products whose results it masks, holding one register a tile across them.
+mlir::Value dropoutKeep(KernelBuilder &kb, const Dropout &d, const AccView &view,
+                        mlir::Value lane, mlir::Value query0, mlir::Value key0,
+                        int queryOffset = 0, int keyOffset = 0);
 
-/// `tile` with the elements `keep` drops set to 0, the kept ones times `factor` (null: 1).
-mlir::Value applyDropout(KernelBuilder &kb, mlir::Value tile, llvm::ArrayRef<mlir::Value> keep,
+/// `tile` with the elements `keep` (dropoutKeep's bits) drops set to 0, the kept ones times
+/// `factor` (null: 1).
+mlir::Value applyDropout(KernelBuilder &kb, mlir::Value tile, mlir::Value keep,
                          mlir::Value factor = {});
 
 } // namespace tessera::attn
