@@ -4,7 +4,9 @@ inputs in one run, each output checked, after the host time per call of each; ta
 --backward: the backward instead (tessera.flash_attn_bwd, non-deterministic and deterministic, against the SDPA
 backends' backward through autograd), gradients checked against FlashAttention-2's.
 --features: what each of FlashAttention's options costs: tessera.flash_attn with it against the same call without it
-(alternating rounds, one run), its output checked against float64 on sampled rows."""
+(alternating rounds, one run), its output checked against float64 on sampled rows.
+--dropout: dropout's cost, forward and backward: tessera with dropout_p against itself without and against SDPA's
+FlashAttention-2 with and without dropout, in one run (the forward's output checked against float64 with the mask)."""
 import argparse
 import os
 import statistics
@@ -60,6 +62,12 @@ FEATURES = (("window 1024 left", dict(window=(1024, 0)), {}), ("softcap 30", dic
             ("MLA head dims 192/128 (padded)", dict(head_dim=192, head_dim_v=128), dict(head_dim=192)))
 
 
+# --dropout: (B, S, Hq, Hkv, D, dtype, causal), each forward and backward with DROPOUT_P and without.
+DROPOUT_CASES = ((4, 4096, 32, 32, 128, "bf16", True), (4, 4096, 32, 32, 128, "bf16", False),
+                 (4, 4096, 32, 32, 64, "bf16", True))
+DROPOUT_P = 0.1
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--cases", help="BxSxHqxHkvxD:dtype:causal|full,... e.g. 4x4096x32x32x128:bf16:causal "
@@ -68,6 +76,7 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=3, help="rounds of timing, the functions alternating")
     p.add_argument("--backward", action="store_true", help="the backward table (--cases take a 4th field det|nondet)")
     p.add_argument("--features", action="store_true", help="the cost of each FlashAttention option (FEATURES)")
+    p.add_argument("--dropout", action="store_true", help="dropout's cost against FlashAttention-2's (DROPOUT_CASES)")
     args = p.parse_args()
     if args.cases:
         cases = []
@@ -430,6 +439,94 @@ def main_features(args, meta):
     return finish("bench_attn_features", meta, rows, features_table(meta, rows))
 
 
+def run_dropout_case(B, S, Hq, Hkv, D, dtype, causal, rep_ms, rounds, gen, row_gen):
+    """Forward and backward, each with DROPOUT_P and without, tessera's and SDPA FlashAttention-2's, alternating;
+    tessera's dropout output checked on sampled rows of the first batch item against float64 with its mask."""
+    row = {"B": B, "S": S, "Hq": Hq, "Hkv": Hkv, "D": D, "dtype": dtype, "causal": causal, "p": DROPOUT_P}
+    dt = TORCH_DTYPES[dtype]
+    q, k, v, do = (torch.randn(B, S, H, D, device="cuda", generator=gen).to(dt) for H in (Hq, Hkv, Hkv, Hq))
+    seed = (int(torch.randint(0, 1 << 62, (1,), generator=row_gen)), 0)
+    drop = dict(dropout_p=DROPOUT_P, dropout_seed=seed)
+    timed = {}
+    try:
+        out, lse = tessera.flash_attn(q, k, v, causal=causal, return_lse=True, **drop)
+        rows = torch.cat([torch.arange(0, 8), torch.randint(0, S, (SAMPLE_ROWS - 8,), generator=row_gen)])
+        reference = dict(causal=causal, rows=rows.cuda(), dropout=(seed, DROPOUT_P))
+        ref = testing.attention_reference(q[:1], k[:1], v[:1], **reference)
+        same = testing.attention_reference(q[:1], k[:1], v[:1], **reference, precision="same")
+        result = testing.check_attention(out[:1, rows.cuda()], ref, same)
+        row.update(correct=result.ok and bool(torch.isfinite(out).all()), check=str(result))
+        out0, lse0 = tessera.flash_attn(q, k, v, causal=causal, return_lse=True)
+        grads = tuple(torch.empty_like(x) for x in (q, k, v))
+        timed["tessera_fwd_drop"] = partial(tessera.flash_attn, q, k, v, causal=causal, **drop)
+        timed["tessera_fwd"] = partial(tessera.flash_attn, q, k, v, causal=causal)
+        timed["tessera_bwd_drop"] = partial(tessera.flash_attn_bwd, q, k, v, out, do, lse, causal=causal, **drop,
+                                            dq=grads[0], dk=grads[1], dv=grads[2])
+        timed["tessera_bwd"] = partial(tessera.flash_attn_bwd, q, k, v, out0, do, lse0, causal=causal,
+                                       dq=grads[0], dk=grads[1], dv=grads[2])
+    except tessera.TesseraError as e:
+        row["error"] = f"{type(e).__name__}: {e}"
+        return row
+    qt, kt, vt, dot = (x.transpose(1, 2) for x in (q, k, v, do))
+    for p in (DROPOUT_P, 0.0):
+        name = "flash" + ("_drop" if p else "")
+        leaves = [x.detach().requires_grad_() for x in (qt, kt, vt)]
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            o = sdpa(*leaves, is_causal=causal, dropout_p=p)
+        timed[name.replace("flash", "flash_fwd")] = partial(
+            lambda p: sdpa_with(SDPBackend.FLASH_ATTENTION, qt, kt, vt, causal, p), p)
+        timed[name.replace("flash", "flash_bwd")] = partial(torch.autograd.grad, o, leaves, dot, retain_graph=True)
+    for _ in range(rounds):
+        for who, fn in timed.items():
+            row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
+    for who in timed:
+        row[f"{who}_ms"] = statistics.median(row[f"{who}_ms_rounds"])
+    for part in ("fwd", "bwd"):
+        row[f"{part}_cost"] = row[f"tessera_{part}_drop_ms"] / row[f"tessera_{part}_ms"]
+        row[f"{part}_flash_cost"] = row[f"flash_{part}_drop_ms"] / row[f"flash_{part}_ms"]
+        row[f"{part}_vs_flash"] = row[f"flash_{part}_drop_ms"] / row[f"tessera_{part}_drop_ms"]
+    return row
+
+
+def sdpa_with(backend, qt, kt, vt, causal, p):
+    with sdpa_kernel(backend):
+        return sdpa(qt, kt, vt, is_causal=causal, dropout_p=p)
+
+
+def dropout_table(meta, rows):
+    lines = [f"Dropout (p {DROPOUT_P}): tessera with and without it against SDPA FlashAttention-2 with and without it, "
+             f"ms, median of {meta.get('rounds', 1)} alternating rounds ({meta['gpu']}, torch {meta['torch']}, commit "
+             f"{meta['commit']}, {meta['date']}); cost = with / without, t/flash = FlashAttention-2's time with dropout "
+             "over tessera's",
+             f"{'B x S x Hq/Hkv x D':>22} {'mask':>6} {'pass':>4} {'tessera':>8} {'t drop':>8} {'cost':>5} "
+             f"{'flash':>7} {'f drop':>7} {'cost':>5} {'t/flash':>7}  check"]
+    for r in rows:
+        shape = f"{r['B']}x{r['S']}x{r['Hq']}/{r['Hkv']}x{r['D']}"
+        if "error" in r:
+            lines.append(f"{shape:>22} {r['error']}")
+            continue
+        verdict = "ok" if r["correct"] else f"WRONG ({r['check']})"
+        for part in ("fwd", "bwd"):
+            lines.append(f"{shape:>22} {'causal' if r['causal'] else 'full':>6} {part:>4} "
+                         f"{_num(r, f'tessera_{part}_ms', '8.3f')} {_num(r, f'tessera_{part}_drop_ms', '8.3f')} "
+                         f"{_num(r, f'{part}_cost', '5.2f')} {_num(r, f'flash_{part}_ms', '7.3f')} "
+                         f"{_num(r, f'flash_{part}_drop_ms', '7.3f')} {_num(r, f'{part}_flash_cost', '5.2f')} "
+                         f"{_num(r, f'{part}_vs_flash', '7.2f')}  {verdict}")
+    return "\n".join(lines)
+
+
+def main_dropout(args, meta):
+    gen, row_gen = torch.Generator(device="cuda").manual_seed(meta["seed"]), torch.Generator().manual_seed(meta["seed"])
+    rows = []
+    for case in DROPOUT_CASES:
+        r = run_dropout_case(*case, args.rep_ms, args.rounds, gen, row_gen)
+        rows.append(r)
+        print(f"  {case}: " + (r.get("error") or f"fwd cost {r['fwd_cost']:.2f}, bwd cost {r['bwd_cost']:.2f}, "
+                                                 f"{'ok' if r['correct'] else 'WRONG'}"), flush=True)
+        torch.cuda.empty_cache()
+    return finish("bench_attn_dropout", meta, rows, dropout_table(meta, rows))
+
+
 def main():
     args = parse_args()
     meta = begin("bench_attn")
@@ -442,6 +539,8 @@ def main():
         return main_backward(args, meta)
     if args.features:
         return main_features(args, meta)
+    if args.dropout:
+        return main_dropout(args, meta)
     meta["host_us_per_call"] = host_overhead()
     print(host_line(meta["host_us_per_call"]), flush=True)
     gen, row_gen = torch.Generator(device="cuda").manual_seed(seed), torch.Generator().manual_seed(seed)

@@ -160,33 +160,40 @@ def _seed_words(dropout_seed):
     return tuple(int(x) % (1 << 64) for x in pair)
 
 
-def dropout_keep(dropout_seed, dropout_p, B, Hq, Sq, Sk, first_batch=0):
+def dropout_keep(dropout_seed, dropout_p, B, Hq, Sq, Sk, first_batch=0, rows=None):
     """(B, Hq, Sq, Sk) bool numpy: the probabilities tessera's dropout keeps for this seed and rate (docs/attention.md,
     "Dropout"): query i, key j of batch item b (first_batch + its index; varlen: the sequence) and query head h keep
     their probability when 16 bits (j & 1) of word i & 3 of Philox4x32-10 with key (seed_lo, seed_hi ^ offset_hi)
-    and counter (j >> 1, i >> 2, b * Hq + h, offset_lo) are at least floor(dropout_p * 65536)."""
+    and counter (j >> 1, i >> 2, b * Hq + h, offset_lo) are at least floor(dropout_p * 65536). rows: only these
+    query rows (an index array; the result has len(rows) rows)."""
     import numpy as np
     seed, offset = _seed_words(dropout_seed)
     threshold = int(np.float32(dropout_p) * np.float32(65536))
     key = (seed & 0xFFFFFFFF, (seed >> 32) ^ (offset >> 32))
-    bq, bk = np.arange(-(-Sq // 4))[:, None], np.arange(-(-Sk // 2))[None, :]
-    i, j = np.arange(Sq)[:, None], np.arange(Sk)[None, :]
-    keep = np.zeros((B, Hq, Sq, Sk), dtype=bool)
+    i = (np.arange(Sq) if rows is None else np.asarray(rows, dtype=np.int64))[:, None]
+    quads, quad_of = np.unique(i >> 2, return_inverse=True)   # one Philox call a (4 queries, 2 keys) block
+    quad_of = quad_of.reshape(i.shape)
+    bq, bk = quads[:, None], np.arange(-(-Sk // 2))[None, :]
+    j = np.arange(Sk)[None, :]
+    keep = np.zeros((B, Hq, len(i), Sk), dtype=bool)
     for b in range(B):
         for h in range(Hq):
             words = np.stack(philox4x32_10((bk, bq, (first_batch + b) * Hq + h, offset & 0xFFFFFFFF), key))
-            word = words[i & 3, i >> 2, j >> 1]
+            word = words[i & 3, quad_of, j >> 1]
             keep[b, h] = (word >> (16 * (j & 1)).astype(np.uint32)) & np.uint32(0xFFFF) >= threshold
     return keep
 
 
-def _dropout_terms(ops, dropout, B, Hq, Sq, Sk, like):
-    """(keep (B, Hq, Sq, Sk) as a 0/1 float64 array of like's library, the kept ones' factor) for a reference's
-    `dropout` option ((dropout_seed, dropout_p) or with the first batch item's index third); (None, 1) without."""
+def _dropout_terms(ops, dropout, B, Hq, Sq, Sk, like, rows=None):
+    """(keep (B, Hq, Sq or len(rows), Sk) as a 0/1 float64 array of like's library, the kept ones' factor) for a
+    reference's `dropout` option ((dropout_seed, dropout_p) or with the first batch item's index third); (None, 1)
+    without."""
     if dropout is None or not dropout[1]:
         return None, 1.0
     from ._attention import dropout_keep_scale
-    keep = dropout_keep(dropout[0], dropout[1], B, Hq, Sq, Sk, *dropout[2:]).astype("float64")
+    if rows is not None and not isinstance(rows, __import__("numpy").ndarray):
+        rows = rows.cpu().numpy()
+    keep = dropout_keep(dropout[0], dropout[1], B, Hq, Sq, Sk, *dropout[2:], rows=rows).astype("float64")
     if ops.torch:
         keep = ops.lib.from_numpy(keep).to(like.device)
     return keep, dropout_keep_scale(dropout[1])
@@ -278,9 +285,7 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
                            attention_chunk=attention_chunk)
     group = Hq // Hkv if Hkv else 1
     chunk = max(1, max_bytes // max(1, Sq * Sk * 8))
-    keep, keep_scale = _dropout_terms(ops, dropout, B, Hq, full_Sq, Sk, q)
-    if keep is not None and rows is not None:
-        keep = keep[:, :, rows]
+    keep, keep_scale = _dropout_terms(ops, dropout, B, Hq, full_Sq, Sk, q, rows)
     for b in range(B):
         for h0 in range(0, Hq, chunk):
             heads = ops.arange(min(Hq, h0 + chunk), q)[h0:] // group
