@@ -1,5 +1,6 @@
 // Kernels the GPU tests use beyond the default bundles (examples/*.mlir): the options compiled on demand
-// elsewhere (sinks, ALiBi, chunks, paged K/V, dropout, head dims 48, 80 and 192). scripts/make_dist.sh compiles them into
+// elsewhere (sinks, ALiBi, chunks, paged K/V, dropout, head dims 48, 80 and 192), and those bench_attn --dropout
+// times. scripts/make_dist.sh compiles them into
 // dist/test-bundles/attention/<target>; scripts/gpu_check.sh puts that folder on the bundle search path for the
 // tests, where a variant the default bundle lacks is found (python/tessera/_ondemand.py).
 tessera.flash_attn @fa_bf16_d128_br_alibi {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, alibi}
@@ -26,3 +27,7 @@ tessera.flash_attn @fa_bf16_d64_br_drop {dtype = bf16, head_dim = 64, mask = #te
 tessera.flash_attn @fa_bf16_d64_br_varlen_drop {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen, dropout}
 tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_drop {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, dropout}
 tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_varlen_drop_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, dropout, deterministic}
+tessera.flash_attn @fa_bf16_d128_br_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, dropout}
+tessera.flash_attn @fa_bf16_d128_none_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, dropout}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_br_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, dropout}
+tessera.flash_attn_bwd @fa_bwd_bf16_d128_none_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, dropout}

@@ -26,6 +26,8 @@ struct U32 {
   Value fromIndex(Value v) { return arith::IndexCastUIOp::create(b, loc, i32(), v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value xorr(Value x, Value y) { return arith::XOrIOp::create(b, loc, x, y); }
+  Value orr(Value x, Value y) { return arith::OrIOp::create(b, loc, x, y); }
+  Value shl(Value x, Value by) { return arith::ShLIOp::create(b, loc, x, by); }
   Value andc(Value x, uint32_t m) { return arith::AndIOp::create(b, loc, x, c(m)); }
   Value shr(Value x, Value by) { return arith::ShRUIOp::create(b, loc, x, by); }
   Value shr(Value x, uint32_t by) { return by ? shr(x, c(by)) : x; }
@@ -35,7 +37,8 @@ struct U32 {
     Value wide = arith::MulIOp::create(b, loc, arith::ConstantIntOp::create(b, loc, i64, m),
                                        arith::ExtUIOp::create(b, loc, i64, x));
     Value hi = arith::ShRUIOp::create(b, loc, wide, arith::ConstantIntOp::create(b, loc, i64, 32));
-    return {arith::TruncIOp::create(b, loc, i32(), hi), arith::TruncIOp::create(b, loc, i32(), wide)};
+    return {arith::TruncIOp::create(b, loc, i32(), hi),
+            arith::TruncIOp::create(b, loc, i32(), wide)};
   }
   /// Philox4x32-10 (Salmon et al., SC'11; Random123's constants).
   std::array<Value, 4> philox(std::array<Value, 4> ctr, Value k0, Value k1) {
@@ -50,9 +53,10 @@ struct U32 {
   /// words[index] for a runtime index in [0, words.size()).
   Value pick(ArrayRef<Value> words, Value index) {
     Value out = words[0];
-    for (size_t w = 1; w < words.size(); ++w)
-      out = arith::SelectOp::create(
-          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, index, c(w)), words[w], out);
+    for (size_t w = 1; w < words.size(); ++w) {
+      Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, index, c(w));
+      out = arith::SelectOp::create(b, loc, is, words[w], out);
+    }
     return out;
   }
 };
@@ -118,18 +122,14 @@ Value dropoutKeep(KernelBuilder &kb, const Dropout &d, const AccView &view, Valu
       it->second = u.philox({ctrKey, ctrQuery, d.stream, d.offset}, d.key0, d.key1);
     }
     const std::array<Value, 4> &words = it->second;
-    Value word = laneWord ? u.pick(words, arith::OrIOp::create(kb.builder(), kb.location(), laneWord,
-                                                               u.c(el.query & 3)))
-                          : words[el.query & 3];
-    Value bits = laneHalf ? u.shr(word, arith::ShLIOp::create(kb.builder(), kb.location(),
-                                                               u.add(laneHalf, u.c(el.inner & 1)),
-                                                               u.c(4)))
+    Value word = laneWord ? u.pick(words, u.orr(laneWord, u.c(el.query & 3))) : words[el.query & 3];
+    // The element's half: 16 (j & 1) bits up.
+    Value draw = laneHalf ? u.shr(word, u.shl(u.orr(laneHalf, u.c(el.inner & 1)), u.c(4)))
                           : u.shr(word, 16 * (el.inner & 1));
     Value kept = arith::CmpIOp::create(kb.builder(), kb.location(), arith::CmpIPredicate::uge,
-                                       u.andc(bits, 0xFFFF), d.threshold);
+                                       u.andc(draw, 0xFFFF), d.threshold);
     Value bit = arith::ExtUIOp::create(kb.builder(), kb.location(), u.i32(), kept);
-    if (el.reg) bit = arith::ShLIOp::create(kb.builder(), kb.location(), bit, u.c(el.reg));
-    keep = arith::OrIOp::create(kb.builder(), kb.location(), keep, bit);
+    keep = u.orr(keep, el.reg ? u.shl(bit, u.c(el.reg)) : bit);
   }
   return keep;
 }

@@ -584,9 +584,10 @@ protected:
     for (size_t i = 0; i < blk.rows.size(); ++i)
       for (size_t j = 0; j < blk.cols.size(); ++j) {
         int rowOffset = int(i) * w.tileRows, colOffset = int(j) * w.tileCols;
-        bits.push_back(queriesAlongCols
-                           ? attn::dropoutKeep(kb, *drop, view, lane, query0, key0, colOffset, rowOffset)
-                           : attn::dropoutKeep(kb, *drop, view, lane, query0, key0, rowOffset, colOffset));
+        auto [queryOffset, keyOffset] = queriesAlongCols ? std::pair{colOffset, rowOffset}
+                                                         : std::pair{rowOffset, colOffset};
+        bits.push_back(
+            attn::dropoutKeep(kb, *drop, view, lane, query0, key0, queryOffset, keyOffset));
       }
     return bits;
   }
