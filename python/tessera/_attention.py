@@ -11,7 +11,8 @@ from ._errors import InputError, KernelNotFoundError
 SHORT_MASKS = {"none": "none", "causal_top_left": "tl", "causal_bottom_right": "br"}   # in default kernel names
 SHORT_FEATURES = {"attention_chunk": "chunk", "paged_kv": "paged", "dropout": "drop"}   # in on-demand kernel names
 # The ABI's pointers beyond q, k, v, o.
-EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "sinks", "alibi_slopes", "block_table", "rng_state")
+EXTRA_POINTERS = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k", "sinks", "alibi_slopes", "block_table",
+                  "rng_state")
 HEAD_DIMS = (32, 64, 96, 128, 256)                          # the default bundle's kernels
 MAX_HEAD_DIM = 256
 DTYPES = ("f16", "bf16")
@@ -43,6 +44,7 @@ class Plan(NamedTuple):
     chunk: int = 0        # attention_chunk: chunked local attention (0: off)
     paged: bool = False   # varlen K and V in a paged cache, through a block table
     dropout_p: float = 0.0   # dropout on P (0: off), its seed and offset in infos["rng_state"]
+    seqused: bool = False    # varlen: each sequence's used query and key counts (seqused_q/k) within its rows
 
     def empty(self):
         """True when there is nothing to compute (no query row or no head): no launch."""
@@ -230,7 +232,7 @@ def _attribute(kernel, name, default):
 
 def _variant(p):
     return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, sinks=p.sinks, alibi=p.alibi,
-                paged_kv=p.paged, dropout=p.dropout_p > 0)
+                paged_kv=p.paged, dropout=p.dropout_p > 0, seqused=p.seqused)
 
 
 def _serves(kernel, variant, needed):
@@ -241,7 +243,8 @@ def _serves(kernel, variant, needed):
     have = dict(dtype=_attribute(kernel, "dtype", None), head_dim=_attribute(kernel, "head_dim", None),
                 mask=_attribute(kernel, "mask", "none"), varlen=bool(_attribute(kernel, "varlen", False)),
                 sinks=bool(_attribute(kernel, "sinks", False)), alibi=bool(_attribute(kernel, "alibi", False)),
-                paged_kv=bool(_attribute(kernel, "paged_kv", False)), dropout=bool(_attribute(kernel, "dropout", False)))
+                paged_kv=bool(_attribute(kernel, "paged_kv", False)), dropout=bool(_attribute(kernel, "dropout", False)),
+                seqused=bool(_attribute(kernel, "seqused", False)))
     return have == variant and all(_attribute(kernel, f, False) for f, want in needed.items() if want)
 
 
@@ -262,7 +265,7 @@ def find_kernel(bundle, p, pack=1):
             fits.append((extra, kernel.name, kernel))
     if not fits:
         wanted = " ".join(f"{k}={v}" for k, v in variant.items()
-                          if k not in ("sinks", "alibi", "paged_kv", "dropout") or v) + \
+                          if k not in ("sinks", "alibi", "paged_kv", "dropout", "seqused") or v) + \
             "".join(f" {f}" for f, w in needed.items() if w)
         wanted += f" pack_gqa={pack}" if pack > 1 else ""
         names = [k.name for k in bundle.kernels.values() if k.directive == "flash_attn"]
@@ -305,7 +308,8 @@ def pack_for(p, packs):
 def directive_for(p):
     """The directive that compiles a kernel for p's variant, with every runtime feature (as the default bundle's
     `fa_<dtype>_d<D>_<mask>` kernels have)."""
-    optional = [a for a, on in (("varlen", p.varlen), ("paged_kv", p.paged), ("sinks", p.sinks), ("alibi", p.alibi),
+    optional = [a for a, on in (("varlen", p.varlen), ("paged_kv", p.paged), ("seqused", p.seqused),
+                                ("sinks", p.sinks), ("alibi", p.alibi),
                                 ("attention_chunk", p.chunk > 0), ("dropout", p.dropout_p > 0)) if on]
     name = f"fa_{p.dtype}_d{p.D}_{SHORT_MASKS[p.mask]}" + "".join(f"_{SHORT_FEATURES.get(a, a)}" for a in optional)
     attributes = [f"dtype = {p.dtype}", f"head_dim = {p.D}", f"mask = #tessera.mask<{p.mask}>", *RUNTIME_FEATURES,
@@ -675,12 +679,13 @@ def dropout_keep_scale(dropout_p):
     return DROPOUT_LEVELS / (DROPOUT_LEVELS - threshold)
 
 
-def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0):
-    """InputError for sinks, ALiBi, chunked attention, a paged cache or dropout under torch.compile (the torch
-    operators do not take them yet)."""
+def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
+                       seqused=False):
+    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout or seqused under torch.compile (the
+    torch operators do not take them yet)."""
     for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
                        ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None),
-                       ("dropout_p", dropout_p != 0)):
+                       ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused)):
         if used:
             raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
                              "region (torch.compiler.disable)")
@@ -723,10 +728,11 @@ def _check_cu_seqlens(who, infos, total_q, total_k, max_q, max_k):
 
 
 def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window, softcap,
-                return_lse, attention_chunk=0, paged=False):
+                return_lse, attention_chunk=0, paged=False, seqused_q=None, seqused_k=None):
     """The Plan of a flash_attn_varlen call (or of its backward) on q, k, v of `infos` and the cu_seqlens of `cus`,
     checked; a cu_seqlens without unit stride is replaced in `cus` by a contiguous copy. paged: k and v are a paged
-    cache's pages (_add_block_table checks the block table)."""
+    cache's pages (_add_block_table checks the block table). seqused_q/k: the used lengths (_with_seqused adds them
+    to `cus`)."""
     kv_layout = PAGED_KV if paged else "(total_k, Hkv, D)"
     dtype, D = _check_inputs(who, infos["q"], infos["k"], infos["v"], 3, "(total_q, Hq, D)", kv_layout,
                              kv_ndim=4 if paged else 3)
@@ -748,8 +754,37 @@ def varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_alig
         if info.shape[0] > 1 and info.strides != (1,):
             cus[name] = _arrays.describe(info.obj.contiguous() if info.kind == "torch" else
                                          __import__("numpy").ascontiguousarray(info.obj), f"{who}: {name}")
-    return Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
-                (total_q, Hq, D), (Hq, total_q), chunk=_chunk(who, attention_chunk), paged=paged)
+    p = Plan(who, True, dtype, D, B, max_q, max_k, Hq, Hkv, mask, scale, window, softcap, return_lse,
+             (total_q, Hq, D), (Hq, total_q), chunk=_chunk(who, attention_chunk), paged=paged)
+    return _with_seqused(who, p, cus, seqused_q, seqused_k)
+
+
+def _with_seqused(who, p, cus, seqused_q, seqused_k):
+    """p with FlashAttention-3's seqused_q / seqused_k: (B,) int32, unit stride, sequence b using only the first
+    seqused[b] of its cu_seqlens rows (numpy ones checked by value against them); one not given is the cu_seqlens'
+    differences. Both go into `cus`; neither given: p as it is."""
+    if seqused_q is None and seqused_k is None:
+        return p
+    for name, given in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
+        cu = cus["cu_seqlens_" + name[-1]]
+        if given is None:
+            lengths = cu.obj[1:] - cu.obj[:-1]
+            cus[name] = _arrays.describe(lengths.int() if cu.kind == "torch" else lengths.astype("int32"), name)
+            continue
+        info = _arrays.describe(given, f"{who}: {name}")
+        if info.shape != (p.B,) or info.dtype != "int32" or (p.B > 1 and info.strides != (1,)):
+            raise InputError(f"{who}: {name} must be int32 of shape ({p.B},) (a length per sequence) with unit "
+                             f"stride, got shape {info.shape}, dtype {_spelled(info.dtype)}, strides {info.strides}")
+        if info.kind == "numpy" and cu.kind == "numpy":
+            import numpy as np
+            rows = np.diff(cu.obj.astype(np.int64))
+            bad = np.flatnonzero((info.obj < 0) | (info.obj > rows))
+            if bad.size:
+                b = int(bad[0])
+                raise InputError(f"{who}: {name}[{b}] = {int(info.obj[b])} is not within sequence {b}'s "
+                                 f"{int(rows[b])} rows (cu_seqlens_{name[-1]}[{b + 1}] - cu_seqlens_{name[-1]}[{b}])")
+        cus[name] = info
+    return p._replace(seqused=True)
 
 
 PAGED_KV = "(num_pages, page_size, Hkv, D)"
@@ -801,7 +836,8 @@ def _add_block_table(who, p, infos, cus, block_table):
 def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=False,
                       causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0, return_lse=False, *,
                       sinks=None, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
-                      dropout_seed=None, deterministic=False, out=None, lse=None, device=None):
+                      dropout_seed=None, seqused_q=None, seqused_k=None, deterministic=False, out=None, lse=None,
+                      device=None):
     """flash_attn over packed variable-length sequences: q (total_q, Hq, D), k and v (total_k, Hkv, D); sequence
     b is rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of q against rows cu_seqlens_k[b]:cu_seqlens_k[b+1] of k and v.
     cu_seqlens_q/k: int32 (B + 1), on the same device as q; max_seqlen_q/k: the longest sequence of each (ints).
@@ -814,6 +850,9 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
     stride on D), sequence b's key j at token j % page_size of page block_table[b, j // page_size], its length
     from cu_seqlens_k (FlashAttention's varlen call with a block_table: chunked prefill against vLLM's cache);
     not differentiable (FlashAttention has no such backward either).
+    seqused_q / seqused_k (B,) int32 (FlashAttention-3's): sequence b uses only its first seqused_q[b] query rows and
+    seqused_k[b] keys (off = seqused_k[b] - seqused_q[b]); its other rows are not read, and O and LSE there are not
+    written. One not given is cu_seqlens' lengths.
     Differentiable as flash_attn is (its backward: tessera.flash_attn_varlen_bwd).
     """
     who = "tessera.flash_attn_varlen"
@@ -825,14 +864,18 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
                                    Dqk ** -0.5 if scale is None else scale, window, softcap, return_lse,
                                    sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
                                    block_table=block_table, dropout_p=dropout_p, dropout_seed=dropout_seed,
-                                   deterministic=deterministic, lse=lse, device=device)
+                                   seqused_q=seqused_q, seqused_k=seqused_k, deterministic=deterministic, lse=lse,
+                                   device=device)
         return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table, dropout_p)
+        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table, dropout_p,
+                           seqused_q is not None or seqused_k is not None)
         return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
                                                  options, return_lse, deterministic, out, lse)
     options.update(attention_chunk=attention_chunk)
+    if seqused_q is not None or seqused_k is not None:
+        options.update(seqused_q=seqused_q, seqused_k=seqused_k)
     dropout_p = dropout_rate(who, dropout_p)
     paged = block_table is not None
     if paged and records_grad((q, k, v, sinks)):

@@ -20,7 +20,7 @@ _ALIGNED = ("q", "k", "v", "out", "dout", "dq", "dk", "dv")    # read or written
 def variant(p, deterministic):
     """What a kernel set must match exactly for plan p."""
     return dict(dtype=p.dtype, head_dim=p.D, mask=p.mask, varlen=p.varlen, deterministic=deterministic,
-                alibi=p.alibi, dropout=p.dropout_p > 0)
+                alibi=p.alibi, dropout=p.dropout_p > 0, seqused=p.seqused)
 
 
 def _needed(p):
@@ -30,7 +30,7 @@ def _needed(p):
 def directive_for(v, needed):
     """The directive that compiles a kernel set of variant v (a `variant` dict), with every runtime feature so that
     it serves any window and softcap, as the default forward kernels do, and the chunk where `needed` has it."""
-    optional = [a for a in ("varlen", "alibi", "dropout", "deterministic") if v[a]]
+    optional = [a for a in ("varlen", "seqused", "alibi", "dropout", "deterministic") if v[a]]
     optional += ["attention_chunk"] if needed["attention_chunk"] else []
     name = f"fa_bwd_{v['dtype']}_d{v['head_dim']}_{_attention.SHORT_MASKS[v['mask']]}"
     name += "".join(f"_{_SHORT.get(a, a)}" for a in optional)
@@ -43,7 +43,8 @@ def _serves(kernel_set, v, needed):
     a = kernel_set.attributes
     have = dict(dtype=a.get("dtype"), head_dim=a.get("head_dim"), mask=a.get("mask", "none"),
                 varlen=bool(a.get("varlen", False)), deterministic=bool(a.get("deterministic", False)),
-                alibi=bool(a.get("alibi", False)), dropout=bool(a.get("dropout", False)))
+                alibi=bool(a.get("alibi", False)), dropout=bool(a.get("dropout", False)),
+                seqused=bool(a.get("seqused", False)))
     return kernel_set.directive == "flash_attn_bwd" and have == v and \
         all(a.get(f, False) for f, want in needed.items() if want)
 
@@ -56,7 +57,7 @@ def find_kernel_set(bundle, p, deterministic):
     fits = [(sum(bool(s.attributes.get(f, False)) for f in FEATURES), s.name, s)
             for s in bundle.kernel_sets.values() if _serves(s, v, needed)]
     if not fits:
-        wanted = " ".join(f"{k}={x}" for k, x in v.items() if k not in ("alibi", "dropout") or x) + \
+        wanted = " ".join(f"{k}={x}" for k, x in v.items() if k not in ("alibi", "dropout", "seqused") or x) + \
             "".join(f" {f}" for f, w in needed.items() if w)
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "flash_attn_bwd"]
         raise KernelNotFoundError(f"bundle {bundle.directory} ({bundle.target}) has no flash_attn_bwd kernel set "
@@ -223,10 +224,11 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
 def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                           causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
                           deterministic=False, *, sinks=None, alibi_slopes=None, attention_chunk=0, dropout_p=0.0,
-                          dropout_seed=None, dq=None, dk=None, dv=None, device=None):
+                          dropout_seed=None, seqused_q=None, seqused_k=None, dq=None, dk=None, dv=None,
+                          device=None):
     """flash_attn_bwd for tessera.flash_attn_varlen: q, out, dout, dq (total_q, Hq, D); k, v, dk, dv
-    (total_k, Hkv, D); lse (Hq, total_q); cu_seqlens and max_seqlen as the forward had them. New gradients start at
-    zero (rows outside every sequence get 0); given ones keep those rows.
+    (total_k, Hkv, D); lse (Hq, total_q); cu_seqlens, max_seqlen and seqused_q/k as the forward had them. New
+    gradients start at zero (rows outside every sequence, or past its seqused, get 0); given ones keep those rows.
     """
     who = "tessera.flash_attn_varlen_bwd"
     if pad := _padding(who, q, k, v, out, dout, dq, dk, dv):
@@ -235,18 +237,19 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
                                       cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align,
                                       Dqk ** -0.5 if scale is None else scale, window, softcap, deterministic,
                                       sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk,
-                                      dropout_p=dropout_p, dropout_seed=dropout_seed,
-                                      **_padded_grads((dq, dk, dv), padded), device=device)
+                                      dropout_p=dropout_p, dropout_seed=dropout_seed, seqused_q=seqused_q,
+                                      seqused_k=seqused_k, **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p,
+                                      seqused=seqused_q is not None or seqused_k is not None)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
         return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
                                                      max_seqlen_q, max_seqlen_k), options, deterministic, (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     cus = _attention._describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
-                               softcap, True, attention_chunk)
+                               softcap, True, attention_chunk, seqused_q=seqused_q, seqused_k=seqused_k)
     p = _attention._with_alibi(who, _attention._with_sinks(who, p, {}, sinks), cus, alibi_slopes)
     p = _with_forward_dropout(who, p, cus, dropout_p, dropout_seed, q)
     return _with_sink_gradient(_backward(p, infos, cus, grads, deterministic, device), p, out, dout, lse, sinks,

@@ -317,18 +317,27 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
     return AttentionResult(o, lse, o_abs)
 
 
-def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
+def _sequence_rows(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k):
+    """Per sequence, its (first, end) query and key rows: cu_seqlens' ranges, cut to seqused_q/k where given."""
+    cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
+    out = []
+    for b in range(len(cq) - 1):
+        q1 = cq[b + 1] if seqused_q is None else cq[b] + int(seqused_q[b])
+        k1 = ck[b + 1] if seqused_k is None else ck[b] + int(seqused_k[b])
+        out.append(((cq[b], q1), (ck[b], k1)))
+    return out
+
+
+def attention_reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q=None, seqused_k=None, **options):
     """attention_reference over packed sequences: q (total_q, Hq, D), k/v (total_k, Hkv, D), cu_seqlens as
-    sequences of ints; O (total_q, Hq, D) and LSE (Hq, total_q). Rows outside every sequence: O = 0,
-    LSE = -inf."""
+    sequences of ints (seqused_q/k: each sequence's used rows, FlashAttention-3's); O (total_q, Hq, D) and LSE
+    (Hq, total_q). Rows outside every sequence (or past its seqused_q): O = 0, LSE = -inf."""
     ops = _Ops(q)
     like = ops.cast(q[:0], "f64")
     total_q, Hq = q.shape[:2]
     o, o_abs = (ops.full((total_q, Hq, v.shape[-1]), 0.0, like) for _ in range(2))
     lse = ops.full((Hq, total_q), float("-inf"), like)
-    cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
-    for b in range(len(cq) - 1):
-        (q0, q1), (k0, k1) = cq[b:b + 2], ck[b:b + 2]
+    for b, ((q0, q1), (k0, k1)) in enumerate(_sequence_rows(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
         r = attention_reference(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], **_item_options(options, b))
         o[q0:q1], o_abs[q0:q1], lse[:, q0:q1] = r.o[0], r.o_abs[0], r.lse[0]
     return AttentionResult(o, lse, o_abs)
@@ -511,16 +520,16 @@ def sink_gradient_tolerance(q, k, v, do, ref, same, sinks, factor=3.0, **options
     return factor * abs(same.dsinks - ref.dsinks) + 2 * unit * terms.sum(-1).sum(0)
 
 
-def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
-    """attention_backward_reference over packed sequences (the layouts of flash_attn_varlen_bwd); rows outside
-    every sequence get 0."""
+def attention_backward_reference_varlen(q, k, v, do, cu_seqlens_q, cu_seqlens_k, seqused_q=None, seqused_k=None,
+                                        **options):
+    """attention_backward_reference over packed sequences (the layouts of flash_attn_varlen_bwd; seqused_q/k as
+    attention_reference_varlen's); rows outside every sequence (or past its seqused) get 0."""
     ops = _Ops(q)
     like = ops.cast(q[:0], "f64")
     grads = [ops.full(x.shape, 0.0, like) for x in (q, k, v, q, k, v)]
-    cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]
     dsinks = None
-    for b in range(len(cq) - 1):
-        rows = (slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1]), slice(ck[b], ck[b + 1])) * 2
+    for b, ((q0, q1), (k0, k1)) in enumerate(_sequence_rows(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k)):
+        rows = (slice(q0, q1), slice(k0, k1), slice(k0, k1)) * 2
         r = attention_backward_reference(q[None, rows[0]], k[None, rows[1]], v[None, rows[2]], do[None, rows[0]],
                                          **_item_options(options, b))
         for whole, part, at in zip(grads, r, rows):

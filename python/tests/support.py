@@ -238,6 +238,8 @@ def flash_attn_args(dtype, varlen=False, features=("sliding_window", "softcap", 
         args.append({"name": "lse", "type": "ptr", "dtype": "f32", "role": "output"})
     if varlen:
         args += [{"name": n, "type": "ptr", "dtype": "i32", "role": "input"} for n in ("cu_seqlens_q", "cu_seqlens_k")]
+    if "seqused" in features:
+        args += [{"name": n, "type": "ptr", "dtype": "i32", "role": "input"} for n in ("seqused_q", "seqused_k")]
     if "paged_kv" in features:
         args.append({"name": "block_table", "type": "ptr", "dtype": "i32", "role": "input"})
     if "dropout" in features:

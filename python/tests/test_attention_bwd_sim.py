@@ -41,6 +41,7 @@ class Case(NamedTuple):
     chunk: int = 0              # attention_chunk
     Dv: int = 0                 # V's head_dim where it differs from D (MLA-style; zero-padded to one kernel's)
     dropout: float = 0.0        # dropout_p
+    seqused: bool = False       # varlen: seqused_q/k below the cu_seqlens lengths
 
     @property
     def dv(self):
@@ -56,17 +57,20 @@ class Case(NamedTuple):
 
     def directives(self):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
-        mask, varlen = MASKS[self.causal], ", varlen" if self.varlen else ""
+        mask = MASKS[self.causal]
+        varlen = (", varlen" if self.varlen else "") + (", seqused" if self.seqused else "")
         D = _attention.kernel_head_dim(max(self.D, self.dv))   # the kernels' (the API zero-pads the others)
         optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk),
                                     ("dropout", self.dropout)) if on]
         forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
-                   f"{'_varlen' if self.varlen else ''}{''.join('_' + a for a in optional)} {{dtype = {self.dtype}, "
+                   f"{'_varlen' if self.varlen else ''}{'_seqused' if self.seqused else ''}"
+                   f"{''.join('_' + a for a in optional)} {{dtype = {self.dtype}, "
                    f"head_dim = {D}, mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}"
                    f"{''.join(', ' + a for a in optional)}}}")
         backward = _attention_bwd.directive_for(
             dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen, deterministic=self.deterministic,
-                 alibi=bool(self.alibi), dropout=bool(self.dropout)), {"attention_chunk": bool(self.chunk)})
+                 alibi=bool(self.alibi), dropout=bool(self.dropout), seqused=self.seqused),
+            {"attention_chunk": bool(self.chunk)})
         return forward, backward
 
 
@@ -101,15 +105,15 @@ CASES = [
     Case("dropout-softcap-alibi-det", "bf16", 64, Sq=33, Sk=40, softcap=5.0, input_scale=2.0, alibi="h",
          dropout=0.15, deterministic=True),
 ]
-# Varlen per target: deterministic with dropout on two targets; the others with per-sequence ALiBi slopes and a chunk
-# (mask bottom-right, GQA 2:1).
+# Varlen per target: deterministic with dropout on two targets; the others with per-sequence ALiBi slopes, a chunk
+# and seqused_q/k (mask bottom-right, GQA 2:1).
 VARLEN = {"gfx942": False, "gfx950": True, "gfx1100": False, "sm_90": True}
 
 
 def varlen_case(target):
     det = VARLEN[target]
     return Case("varlen", "f16", 64, B=5, Hq=4, Hkv=2, causal="br", varlen=True, deterministic=det,
-                alibi="" if det else "bh", chunk=0 if det else 8, dropout=0.2 if det else 0.0)
+                alibi="" if det else "bh", chunk=0 if det else 8, dropout=0.2 if det else 0.0, seqused=not det)
 
 
 def usable(c):
@@ -244,6 +248,8 @@ def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
     dout = _random(rng, q.shape, c.dtype)
     sizes = (cu_q, cu_k, max(lens_q), max(lens_k))
     options = dict(c.options(), alibi_slopes=c.slopes(rng))
+    if c.seqused:   # fewer rows used than cu_seqlens hold: their gradients stay 0
+        options.update(seqused_q=np.array([12, 0, 30, 2, 0], np.int32), seqused_k=np.array([25, 5, 0, 31, 0], np.int32))
     dropout = _dropout(rng, c)
     out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **options, **dropout, return_lse=True, device=dev)
 
@@ -251,6 +257,14 @@ def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
         return tessera.flash_attn_varlen_bwd(q, k, v, out, dout, lse, *sizes, **options, **dropout,
                                              deterministic=c.deterministic, **given, device=dev)
     grads = poisoned_runs(c, dev, q, k, v, backward)
+    if c.seqused:   # rows past seqused are never written: they keep the NaN, then count as 0
+        used_q, used_k = options["seqused_q"], options["seqused_k"]
+        for g, cu, used in zip(grads, (cu_q, cu_k, cu_k), (used_q, used_k, used_k)):
+            rows = np.ones(len(g), bool)
+            for b in range(len(used)):
+                rows[cu[b]:cu[b] + used[b]] = False
+            assert np.isnan(g[rows].astype(np.float32)).all(), f"{target}: a gradient row past seqused was written"
+            g[rows] = 0
     reference = dict(options, dropout=_reference_dropout(c, dropout))
     ref = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **reference)
     same = testing.attention_backward_reference_varlen(q, k, v, dout, cu_q, cu_k, **reference, precision="same")

@@ -106,6 +106,7 @@ VARLEN = {target: ("f16", "br") for target in support.SIM_TARGETS} | {"gfx942": 
 EXTREME_KERNEL = "fa_f16_d64_none"
 VARLEN_ALIBI_KERNEL = "fa_f16_d64_br_varlen_alibi_chunk"
 VARLEN_DROPOUT_KERNEL = "fa_f16_d64_none_varlen_drop"
+SEQUSED_KERNEL = "fa_f16_d64_br_varlen_seqused"
 PAGED_KERNEL = "fa_f16_d64_br_varlen_paged"
 
 
@@ -117,7 +118,7 @@ def kernels_for(target):
     dtype, mask = VARLEN[target]
     names = {c.kernel() for c in cases_for(target)} | {EXTREME_KERNEL, f"fa_{dtype}_d64_{mask}_varlen",
                                                        "fa_f16_d64_tl", VARLEN_ALIBI_KERNEL, PAGED_KERNEL,
-                                                       VARLEN_DROPOUT_KERNEL,
+                                                       VARLEN_DROPOUT_KERNEL, SEQUSED_KERNEL,
                                                        "fa_f16_d48_br"}
     if support.ml_dtypes is None:
         names = {n for n in names if not n.startswith("fa_bf16")}
@@ -331,6 +332,34 @@ def test_flash_attn_varlen_dropout(bundles, target):
     other = tessera.flash_attn_varlen(q, k, v, *sizes, dropout_p=0.25, dropout_seed=(seed_words[0], seed_words[1] ^ 1),
                                       device=dev)
     assert (other != out).any(), "another offset must draw another mask"
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_flash_attn_varlen_seqused(bundles, target):
+    """FlashAttention-3's seqused_q/k: each sequence uses only the first rows of its cu_seqlens range (causal aligned
+    to the used lengths); the rows past seqused_q keep the NaN they had (never written); an empty used query range
+    and an empty used key range."""
+    dev = sim_for(bundles, target)
+    seed = np.random.SeedSequence().entropy
+    rng = np.random.default_rng(seed)
+    lens_q, lens_k = [17, 9, 30, 5], [25, 9, 12, 40]
+    used_q, used_k = np.array([10, 0, 30, 3], np.int32), np.array([20, 9, 0, 33], np.int32)
+    Hq, Hkv, D = 4, 2, 64
+    cu_q, cu_k, q, k, v = _varlen_inputs(rng, lens_q, lens_k, Hq, Hkv, D, "f16")
+    out, lse = poisoned(q.shape, "f16"), poisoned((Hq, cu_q[-1]), "f32")
+    tessera.flash_attn_varlen(q, k, v, cu_q, cu_k, max(lens_q), max(lens_k), causal=True, return_lse=True,
+                              seqused_q=used_q, seqused_k=used_k, out=out, lse=lse, device=dev)
+    used = np.concatenate([np.arange(cu_q[b], cu_q[b] + used_q[b]) for b in range(len(lens_q))])
+    unused = np.setdiff1d(np.arange(cu_q[-1]), used)
+    options = dict(causal=True, seqused_q=used_q, seqused_k=used_k)
+    ref = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options)
+    same = testing.attention_reference_varlen(q, k, v, cu_q, cu_k, **options, precision="same")
+    result = testing.check_attention(out[used], testing.AttentionResult(ref.o[used], ref.lse[:, used], ref.o_abs[used]),
+                                     testing.AttentionResult(same.o[used], same.lse[:, used], same.o_abs[used]),
+                                     lse[:, used])
+    assert result.ok, f"{target} varlen seqused, seed {seed}: {result}"
+    assert np.isnan(out[unused].astype(np.float32)).all() and np.isnan(lse[:, unused]).all()
+    assert np.isinf(lse[:, cu_q[2]:cu_q[2] + 30]).all()   # the third sequence uses no key
 
 
 @pytest.mark.parametrize("Dqk, Dv, causal", [(48, 32, "br"), (32, 64, "")])

@@ -142,6 +142,12 @@ def varlen_args(total_q=7, total_k=9, Hq=2, Hkv=1, D=64, cu_q=(0, 3, 7), cu_k=(0
     ({}, {"out": f16(7, 2, 32)}, r"out has shape \(7, 2, 32\), expected \(7, 2, 64\)"),
     ({}, {"return_lse": True, "lse": np.ones((7, 2), np.float32)}, r"lse has shape \(7, 2\), expected \(2, 7\)"),
     ({}, {"causal": True, "causal_align": "bottom"}, r"causal_align must be"),
+    ({}, {"seqused_k": np.array([4, 5], np.int64)}, r"seqused_k must be int32 of shape \(2,\) \(a length per sequence\) "
+                                                    r"with unit stride, got shape \(2,\), dtype int64"),
+    ({}, {"seqused_q": np.array([1, 2, 3], np.int32)}, r"seqused_q must be int32 of shape \(2,\).* got shape \(3,\)"),
+    ({}, {"seqused_q": np.array([3, 5], np.int32)}, r"seqused_q\[1\] = 5 is not within sequence 1's 4 rows "
+                                                    r"\(cu_seqlens_q\[2\] - cu_seqlens_q\[1\]\)"),
+    ({}, {"seqused_k": np.array([-1, 0], np.int32)}, r"seqused_k\[0\] = -1 is not within sequence 0's 4 rows"),
 ])
 def test_flash_attn_varlen_rejected_before_the_device(change, kwargs, message):
     args = dict(total_q=7, total_k=9, Hq=2, Hkv=1, D=64, cu_q=(0, 3, 7), cu_k=(0, 4, 9), max_q=4, max_k=5)
@@ -264,6 +270,8 @@ def fake_sim(monkeypatch, tmp_path):
                                                 features=("paged_kv",)),   # the fake records 256 bytes
                 support.flash_attn_kernel_entry("fa_f16_d64_br_drop", "f16", 64, "causal_bottom_right",
                                                 features=ALL + ("dropout",)),
+                support.flash_attn_kernel_entry("fa_f16_d64_br_varlen_seqused", "f16", 64, "causal_bottom_right", True,
+                                                features=ALL + ("seqused",)),
                 support.flash_attn_kernel_entry("fa_f16_d32_none_packed", "f16", 32, features=ALL),
                 support.gemm_kernel_entry("f16", "f16", False, "hsaco")]
     kernels[-2]["attributes"]["pack_gqa"] = 4      # one query-head pack per tile: not what flash_attn launches
@@ -366,6 +374,20 @@ def test_dispatch_dropout(fake_sim):
     with pytest.raises(tessera.KernelNotFoundError, match=r"mask=none varlen=False dropout=True .* compiles one: "
                                                           r"tessera.flash_attn @fa_f16_d64_none_drop \{.*, dropout\}"):
         tessera.flash_attn(q, k, v, dropout_p=0.5, dropout_seed=1, device=dev)
+
+
+def test_dispatch_seqused(fake_sim):
+    """seqused_q/k take a seqused kernel, each pointer given (the one not given: cu_seqlens' lengths); a variant
+    without one names the directive that compiles it."""
+    fake, dev, entries = fake_sim
+    args = varlen_args(cu_q=(0, 3, 7), cu_k=(0, 4, 9), max_q=4, max_k=5)
+    tessera.flash_attn_varlen(*args, causal=True, seqused_k=np.array([2, 5], np.int32), device=dev)
+    name, grid, launched = _one_launch_last(fake, entries)
+    assert name == "fa_f16_d64_br_varlen_seqused" and launched["seqused_q"] and launched["seqused_k"]
+    with pytest.raises(tessera.KernelNotFoundError, match=r"varlen=True seqused=True .* compiles one: "
+                                                          r"tessera.flash_attn @fa_f16_d64_none_varlen_seqused "
+                                                          r"\{.*, varlen, seqused\}"):
+        tessera.flash_attn_varlen(*args, seqused_q=np.array([1, 1], np.int32), device=dev)
 
 
 def test_rng_state_words():

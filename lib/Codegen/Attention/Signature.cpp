@@ -29,7 +29,7 @@ struct AbiSpec {
   std::vector<std::pair<std::string, ArgRole>> tensors;
   std::optional<ArgRole> lse; ///< the LSE's role, when the kernel takes one
   bool varlen = false, slidingWindow = false, softcap = false, sinks = false, alibi = false,
-       chunk = false, pagedKv = false, dropout = false;
+       chunk = false, pagedKv = false, dropout = false, seqused = false;
 };
 
 std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spec,
@@ -44,6 +44,10 @@ std::vector<TensorArg> addAttentionArgs(KernelSignature &sig, const AbiSpec &spe
   if (spec.varlen) {
     a.cuSeqlensQ = sig.add("cu_seqlens_q", ptr(i32), ArgRole::Input);
     a.cuSeqlensK = sig.add("cu_seqlens_k", ptr(i32), ArgRole::Input);
+  }
+  if (spec.seqused) {
+    a.seqUsedQ = sig.add("seqused_q", ptr(i32), ArgRole::Input);
+    a.seqUsedK = sig.add("seqused_k", ptr(i32), ArgRole::Input);
   }
   if (spec.sinks) a.sinks = sig.add("sinks", ptr(f32), ArgRole::Input);
   if (spec.alibi) a.alibiSlopes = sig.add("alibi_slopes", ptr(f32), ArgRole::Input);
@@ -101,7 +105,8 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
                 {"o", ArgRole::Output}},
                op.getReturnLse() ? std::optional(ArgRole::Output) : std::nullopt,
                op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(), op.getSinks(),
-               op.getAlibi(), op.getAttentionChunk(), op.getPagedKv(), op.getDropout()};
+               op.getAlibi(), op.getAttentionChunk(), op.getPagedKv(), op.getDropout(),
+               op.getSeqused()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a);
   a.q = t[0], a.k = t[1], a.v = t[2], a.o = t[3];
   sig.grid[0] = GridExpr::ceilDiv(sig.expr(a.seqQ), GridExpr::constant(blockM));
@@ -125,7 +130,7 @@ FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int head
                 {"dk", ArgRole::Output}, {"dv", ArgRole::Output}},
                ArgRole::Input, op.getVarlen(), op.getSlidingWindow(), op.getSoftcap(),
                /*sinks=*/false, op.getAlibi(), op.getAttentionChunk(), /*pagedKv=*/false,
-               op.getDropout()};
+               op.getDropout(), op.getSeqused()};
   std::vector<TensorArg> t = addAttentionArgs(sig, spec, a.fwd);
   a.fwd.q = t[0], a.fwd.k = t[1], a.fwd.v = t[2], a.fwd.o = t[3];
   a.dO = t[4], a.dq = t[5], a.dk = t[6], a.dv = t[7];
@@ -225,7 +230,9 @@ Visibility flashAttnVisibility(tessera::AttentionDirective op, KernelBuilder &kb
 SeqInfo seqInfo(KernelBuilder &kb, gpu::GPUFuncOp func, const FlashAttnArgs &a, bool varlen,
                 Value batch) {
   if (!varlen) return SeqInfo::dense(kb, argValue(func, a.seqQ), argValue(func, a.seqK));
-  return SeqInfo::packed(kb, argValue(func, a.cuSeqlensQ), argValue(func, a.cuSeqlensK), batch);
+  auto optional = [&](ArgHandle h) { return h ? argValue(func, h) : Value(); };
+  return SeqInfo::packed(kb, argValue(func, a.cuSeqlensQ), argValue(func, a.cuSeqlensK), batch,
+                         optional(a.seqUsedQ), optional(a.seqUsedK));
 }
 
 } // namespace tessera::attn

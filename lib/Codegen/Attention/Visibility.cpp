@@ -314,14 +314,17 @@ SeqInfo SeqInfo::dense(KernelBuilder &kb, Value sq, Value sk) {
   return {sq, sk, kb.idx(0), kb.idx(0), /*varlen=*/false};
 }
 
-SeqInfo SeqInfo::packed(KernelBuilder &kb, Value cuSeqlensQ, Value cuSeqlensK, Value batch) {
+SeqInfo SeqInfo::packed(KernelBuilder &kb, Value cuSeqlensQ, Value cuSeqlensK, Value batch,
+                        Value seqUsedQ, Value seqUsedK) {
   SeqInfo s;
   s.varlen = true;
   Value next = kb.add(batch, 1);
   s.rowQ0 = kb.loadIndex(cuSeqlensQ, batch);
   s.rowK0 = kb.loadIndex(cuSeqlensK, batch);
-  s.seqQ = kb.sub(kb.loadIndex(cuSeqlensQ, next), s.rowQ0);
-  s.seqK = kb.sub(kb.loadIndex(cuSeqlensK, next), s.rowK0);
+  s.seqQ = seqUsedQ ? kb.loadIndex(seqUsedQ, batch)
+                    : kb.sub(kb.loadIndex(cuSeqlensQ, next), s.rowQ0);
+  s.seqK = seqUsedK ? kb.loadIndex(seqUsedK, batch)
+                    : kb.sub(kb.loadIndex(cuSeqlensK, next), s.rowK0);
   return s;
 }
 

@@ -409,7 +409,7 @@ void Sm90Emitter::decodeTile(Value t) {
     q0 = kb.sub(q0, kb.mul(kb.divui(idleRows, p.queriesPerConsumer()), p.queriesPerConsumer()));
   }
   if (!varlen) return;
-  attn::SeqInfo seq = attn::SeqInfo::packed(kb, arg(a.cuSeqlensQ), arg(a.cuSeqlensK), batch);
+  attn::SeqInfo seq = attn::seqInfo(kb, func, a, /*varlen=*/true, batch);
   rowQ0 = seq.rowQ0, rowK0 = seq.rowK0, seqQ = seq.seqQ, seqK = seq.seqK;
   setVisibility();
 }

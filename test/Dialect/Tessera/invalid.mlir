@@ -188,3 +188,13 @@ func.func @swap_wave_halves_f16(%a: f16, %b: f16) {
   %lo, %hi = tessera.swap_wave_halves %a, %b : f16
   return
 }
+
+// -----
+
+// expected-error @+1 {{'tessera.flash_attn' op 'seqused' needs 'varlen' (it bounds each packed sequence)}}
+tessera.flash_attn @fa_seqused {dtype = f16, head_dim = 64, seqused}
+
+// -----
+
+// expected-error @+1 {{'tessera.flash_attn_bwd' op 'seqused' needs 'varlen' (it bounds each packed sequence)}}
+tessera.flash_attn_bwd @fa_bwd_seqused {dtype = f16, head_dim = 64, seqused}

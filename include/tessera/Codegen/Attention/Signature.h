@@ -38,6 +38,7 @@ struct FlashAttnArgs {
   TensorArg q, k, v, o;
   ArgHandle lse, lseStrideB, lseStrideH;  // return_lse
   ArgHandle cuSeqlensQ, cuSeqlensK;       // varlen
+  ArgHandle seqUsedQ, seqUsedK;           // seqused: (B,) int32 lengths within cu_seqlens' rows
   ArgHandle sinks;                        // sinks: (Hq,) f32
   ArgHandle alibiSlopes, alibiStrideB;    // alibi: (Hq,) or (B, Hq) f32, stride 0 or Hq
   ArgHandle blockTable, blockTableStride, pageSize; // paged_kv: (B, max_pages) int32

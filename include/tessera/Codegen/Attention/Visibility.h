@@ -136,9 +136,10 @@ struct SeqInfo {
   bool varlen = false;
 
   static SeqInfo dense(KernelBuilder &kb, mlir::Value sq, mlir::Value sk);
-  /// Item `batch` of cu_seqlens_q/k (int32, B + 1 offsets).
+  /// Item `batch` of cu_seqlens_q/k (int32, B + 1 offsets); its lengths seqUsedQ/K[batch]
+  /// (int32 (B,)) where given, else the offsets' differences.
   static SeqInfo packed(KernelBuilder &kb, mlir::Value cuSeqlensQ, mlir::Value cuSeqlensK,
-                        mlir::Value batch);
+                        mlir::Value batch, mlir::Value seqUsedQ = {}, mlir::Value seqUsedK = {});
 };
 
 } // namespace tessera::attn

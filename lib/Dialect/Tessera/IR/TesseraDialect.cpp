@@ -167,6 +167,8 @@ LogicalResult FlashAttnOp::verify() {
   if (getPagedKv() && !getVarlen())
     return emitOpError() << "'paged_kv' needs 'varlen' (cu_seqlens_k gives each sequence's "
                             "key count)";
+  if (getSeqused() && !getVarlen())
+    return emitOpError() << "'seqused' needs 'varlen' (it bounds each packed sequence)";
   return success();
 }
 
@@ -174,6 +176,8 @@ LogicalResult FlashAttnBwdOp::verify() {
   if (failed(verifyDtype(*this, "dtype", getDtype())) ||
       failed(verifyHeadDim(*this, getHeadDim())))
     return failure();
+  if (getSeqused() && !getVarlen())
+    return emitOpError() << "'seqused' needs 'varlen' (it bounds each packed sequence)";
   return success();
 }
 

@@ -60,6 +60,9 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
     key without a value would: gpt-oss's attention sinks; O and the LSE include it),
     `alibi` (ALiBi: `-slope * |i + off - j|` added to the scaled logits, slopes `(Hq,)` or
     `(B, Hq)` f32).
+    `seqused` (with `varlen`) takes `seqused_q` and `seqused_k` `(B,)` int32: sequence b uses only its
+    first `seqused_q[b]` queries and `seqused_k[b]` keys (FlashAttention-3's), its rows still from
+    `cu_seqlens_q/k`; the rows past them are not read or written.
     `paged_kv` (with `varlen`) reads K and V from a paged cache, `(num_pages, page_size, Hkv, D)`
     by strides, sequence b's key j at token `j % page_size` of page
     `block_table[b][j / page_size]` (`block_table` `(B, max_pages)` int32; `page_size` a runtime
@@ -90,6 +93,7 @@ def Tessera_FlashAttnOp : Tessera_DirectiveOp<"flash_attn", [Tessera_AttentionDi
                        UnitAttr:$attention_chunk,
                        UnitAttr:$paged_kv,
                        UnitAttr:$dropout,
+                       UnitAttr:$seqused,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
@@ -101,7 +105,7 @@ def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd", [Tessera_Atte
     given q, k, v, o, dO and the forward LSE, computes dQ, dK and dV (dK and dV summed over
     the query heads of a GQA group). `deterministic` makes the dQ accumulation order fixed
     (no floating-point atomics), so repeated runs are bitwise identical. `dropout` takes the
-    forward's rate and `rng_state` and regenerates its mask.
+    forward's rate and `rng_state` and regenerates its mask; `seqused` the forward's used lengths.
 
     ```mlir
     tessera.flash_attn_bwd @fa_bwd {dtype = bf16, head_dim = 128,
@@ -118,6 +122,7 @@ def Tessera_FlashAttnBwdOp : Tessera_DirectiveOp<"flash_attn_bwd", [Tessera_Atte
                        UnitAttr:$alibi,
                        UnitAttr:$attention_chunk,
                        UnitAttr:$dropout,
+                       UnitAttr:$seqused,
                        UnitAttr:$deterministic,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
 }
