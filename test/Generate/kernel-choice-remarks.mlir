@@ -35,3 +35,8 @@ tessera.flash_attn @paged {dtype = bf16, head_dim = 128, varlen, paged_kv}
 
 // expected-remark @+1 {{portable kernel on sm_90a: dropout draws its mask per score element, which the wgmma kernel does not yet}}
 tessera.flash_attn @dropout {dtype = bf16, head_dim = 128, dropout}
+
+// -----
+
+// expected-remark @+1 {{portable kernel on sm_90a: seqused leaves rows inside a sequence's range that the wgmma kernel's TMA tiles would read}}
+tessera.flash_attn @seqused {dtype = bf16, head_dim = 128, varlen, seqused}

@@ -409,7 +409,7 @@ void Sm90Emitter::decodeTile(Value t) {
     q0 = kb.sub(q0, kb.mul(kb.divui(idleRows, p.queriesPerConsumer()), p.queriesPerConsumer()));
   }
   if (!varlen) return;
-  attn::SeqInfo seq = attn::seqInfo(kb, func, a, /*varlen=*/true, batch);
+  attn::SeqInfo seq = attn::SeqInfo::packed(kb, arg(a.cuSeqlensQ), arg(a.cuSeqlensK), batch);
   rowQ0 = seq.rowQ0, rowK0 = seq.rowK0, seqQ = seq.seqQ, seqK = seq.seqK;
   setVisibility();
 }
@@ -941,6 +941,9 @@ std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op) {
     return "head_dim " + std::to_string(op.getHeadDim()) +
            " does not fit the wgmma kernel's registers (64 and 128 do)";
   if (op.getTileAttr()) return "an explicit tile selects the portable kernel";
+  if (op.getSeqused())
+    return "seqused leaves rows inside a sequence's range that the wgmma kernel's TMA tiles would "
+           "read";
   if (op.getDropout())
     return "dropout draws its mask per score element, which the wgmma kernel does not yet";
   if (op.getPagedKv())
