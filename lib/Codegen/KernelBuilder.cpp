@@ -500,7 +500,7 @@ Value KernelBuilder::loadVector(VectorType type, Value memref, Value at, Value v
 Value KernelBuilder::allMultiplesOf(ValueRange values, int64_t n) {
   Value ok = arith::ConstantIntOp::create(b, loc, 1, 1);
   for (Value v : values)
-    ok = andb(ok, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, remui(v, n), idx(0)));
+    ok = andb(ok, cmpEq(remui(v, n), idx(0)));
   return ok;
 }
 
@@ -792,7 +792,7 @@ Value KernelBuilder::ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, O
   // The block origin of this lane, as index arithmetic over its block number.
   Value outerOff = idx(0), kOff = idx(0);
   for (int j = 1; j < blocks; ++j) {
-    Value isJ = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, block, idx(j));
+    Value isJ = cmpEq(block, idx(j));
     outerOff = arith::SelectOp::create(b, loc, isJ, idx(origin[j].first), outerOff);
     kOff = arith::SelectOp::create(b, loc, isJ, idx(origin[j].second), kOff);
   }

@@ -54,7 +54,7 @@ struct U32 {
   Value pick(ArrayRef<Value> words, Value index) {
     Value out = words[0];
     for (size_t w = 1; w < words.size(); ++w) {
-      Value is = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, index, c(w));
+      Value is = kb.cmpEq(index, c(w));
       out = arith::SelectOp::create(b, loc, is, words[w], out);
     }
     return out;

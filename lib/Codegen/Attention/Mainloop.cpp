@@ -404,8 +404,7 @@ void Mainloop::Impl::transposeValues(const LdsTile &staged) {
     if (!order.empty()) {
       Value chosen = kb.idx(order[j]);
       for (int c = 1; c < groups; ++c)
-        chosen = kb.select(icmp(arith::CmpIPredicate::eq, g, kb.idx(c)),
-                           kb.idx(order[4 * c + j]), chosen);
+        chosen = kb.select(kb.cmpEq(g, kb.idx(c)), kb.idx(order[4 * c + j]), chosen);
       key = chosen;
     }
     keyOf.push_back(key);
@@ -436,7 +435,7 @@ void Mainloop::Impl::transposeValues(const LdsTile &staged) {
       Value r = kb.xori(rot, kb.idx(j));
       Value x = rows[0];
       for (int i = 1; i < 4; ++i)
-        x = kb.select(icmp(arith::CmpIPredicate::eq, r, kb.idx(i)), rows[i], x);
+        x = kb.select(kb.cmpEq(r, kb.idx(i)), rows[i], x);
       Value at = kb.ldsOffset(m.ldsV, kb.add(vRow0, kb.add(d0, r)), col0);
       vector::StoreOp::create(b, loc, x, m.ldsV.memref, ValueRange{at}, false, llvm::Align(4));
     }
@@ -468,8 +467,7 @@ void Mainloop::Impl::storeKeyScales(ArrayRef<Value> scales) {
   for (auto [i, start] : llvm::enumerate(scaleRows())) {
     auto [row, col] = start;
     OpBuilder::InsertionGuard g(b);
-    auto first = scf::IfOp::create(
-        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, col, kb.idx(0)), false);
+    auto first = scf::IfOp::create(b, loc, kb.cmpEq(col, kb.idx(0)), false);
     b.setInsertionPointToStart(first.thenBlock());
     memref::StoreOp::create(b, loc, scales[2 * i], m.ldsScales.memref,
                             ValueRange{kb.ldsOffset(m.ldsScales, kb.idx(0), row)});
@@ -488,7 +486,7 @@ void Mainloop::Impl::copyScalesAsync(Value n0, Value buffer) {
     AttnRows::KeyScaleSlot slot = rows.keyScaleSlot(n0, row);
     Value at = kb.ldsOffset(m.ldsScales, kb.add(kb.mul(buffer, 2), part), row);
     Value count = kb.select(slot.valid, kb.idx(1), kb.idx(0));
-    Value ofV = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, part, kb.idx(1));
+    Value ofV = kb.cmpEq(part, kb.idx(1));
     auto copy = scf::IfOp::create(b, loc, ofV, /*withElse=*/true);
     for (auto [block, scales] : {std::pair{copy.thenBlock(), slot.vScales},
                                  std::pair{copy.elseBlock(), slot.kScales}}) {
@@ -557,9 +555,7 @@ std::pair<Value, Value> Mainloop::Impl::rowPowers(Value max) {
   Value bits = arith::BitcastOp::create(b, loc, i32, max);
   Value biased = arith::AndIOp::create(b, loc, arith::ShRUIOp::create(b, loc, bits, c(23)), c(255));
   Value e = arith::MinSIOp::create(b, loc, arith::SubIOp::create(b, loc, c(126 + top), biased), c(126));
-  Value keep = arith::OrIOp::create(
-      b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, biased, c(255)),
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bits, c(0)));
+  Value keep = arith::OrIOp::create(b, loc, kb.cmpEq(biased, c(255)), kb.cmpEq(bits, c(0)));
   e = arith::SelectOp::create(b, loc, keep, c(0), e);
   auto power = [&](Value exponent) {
     Value biasedExponent = arith::AddIOp::create(b, loc, exponent, c(127));
@@ -731,7 +727,7 @@ void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
   kb.barrier();
   for (int w = 1; w < p.keyWaves; ++w) {
     OpBuilder::InsertionGuard g(b);
-    auto mine = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::eq, keyWave, kb.idx(w)),
+    auto mine = scf::IfOp::create(b, loc, kb.cmpEq(keyWave, kb.idx(w)),
                                   false);
     b.setInsertionPointToStart(mine.thenBlock());
     int index = 0;
@@ -742,7 +738,7 @@ void Mainloop::Impl::mergeKeyWaves(SmallVector<Value> &results) {
   }
   kb.barrier();
   // Wave 0 merges: M = max, each state scaled by exp2(m - M) (M of -inf rows taken as 0).
-  auto first = scf::IfOp::create(b, loc, icmp(arith::CmpIPredicate::eq, keyWave, kb.idx(0)), false);
+  auto first = scf::IfOp::create(b, loc, kb.cmpEq(keyWave, kb.idx(0)), false);
   b.setInsertionPointToStart(first.thenBlock());
   for (int w = 1; w < p.keyWaves; ++w) {
     SmallVector<Value> theirs;
@@ -815,7 +811,7 @@ void Mainloop::Impl::storeOutputs(ArrayRef<Value> out, RowState state, int qt,
 void Mainloop::Impl::storeLse(ArrayRef<Value> lse, Value rowBase) {
   // One writer per query: the lanes whose non-query lane bits are zero.
   Value laneQuery = sView.laneOffsets(kb, lane).first;
-  Value writer = icmp(arith::CmpIPredicate::eq, kb.andi(lane, sView.nonQueryLaneBits()), kb.idx(0));
+  Value writer = kb.cmpEq(kb.andi(lane, sView.nonQueryLaneBits()), kb.idx(0));
   for (const AccElement &el : sView.elements()) {
     if (el.inner != 0) continue; // one element per slot
     Value value = lse[slotOf(el.reg)];

@@ -264,8 +264,7 @@ public:
     // The row's four threads are neighbouring lanes.
     Value delta = kb.laneAllReduce({sum}, {1, 2}, vector::CombiningKind::ADD).front();
     Value query = kb.add(q0, row);
-    kb.enterIf(kb.andb(kb.cmpLt(query, seq.seqQ),
-                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, part, kb.idx(0))));
+    kb.enterIf(kb.andb(kb.cmpLt(query, seq.seqQ), kb.cmpEq(part, kb.idx(0))));
     Value lseAt = kb.add(kb.mul(head, arg(a.lseStrideH)), query);
     lseAt = seq.varlen ? kb.add(lseAt, seq.rowQ0) : kb.add(lseAt, kb.mul(batch, arg(a.lseStrideB)));
     Value lse = memref::LoadOp::create(b, loc, arg(a.lse), ValueRange{lseAt});

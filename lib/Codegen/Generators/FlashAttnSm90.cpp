@@ -130,7 +130,7 @@ public:
 private:
   Value arg(ArgHandle h) { return argValue(func, h); }
   Value eq(Value x, int64_t c) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, kb.idx(c));
+    return kb.cmpEq(x, kb.idx(c));
   }
   Value i64(int64_t v) { return arith::ConstantIntOp::create(b, loc, v, 64); }
   Value addI64(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
@@ -518,9 +518,7 @@ void Sm90Emitter::resetTileCounter() {
   Value done = memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, c32(1), counter,
                                            ValueRange{kb.idx(1)});
   Value grid = toI32(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-  auto last = scf::IfOp::create(b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                                              add32(done, c32(1)), grid),
-                                false);
+  auto last = scf::IfOp::create(b, loc, kb.cmpEq(add32(done, c32(1)), grid), false);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(last.thenBlock());
   NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);

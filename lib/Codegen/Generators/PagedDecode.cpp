@@ -49,7 +49,7 @@ protected:
   /// num_splits == 1 (always without split_kv): the decode kernel writes o and lse itself.
   Value singleSplit() {
     if (!args.numSplits) return arith::ConstantIntOp::create(b, loc, 1, 1);
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, arg(args.numSplits), one());
+    return kb.cmpEq(arg(args.numSplits), one());
   }
   /// Element `col` of output row (head, token) of batch item `batch`.
   Value outputAt(Value batch, Value head, Value token, Value col) {
@@ -237,8 +237,7 @@ private:
     return {kb.add(kb.mul(kvHead, group), local), queryOf(row)};
   }
   Value aligned(ArgHandle stride, int elemBits) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                 kb.remui(arg(stride), 128 / elemBits), kb.idx(0));
+    return kb.cmpEq(kb.remui(arg(stride), 128 / elemBits), kb.idx(0));
   }
   Value cacheAligned(const attn::CacheArg &c, int elemBits) {
     return kb.andb(kb.andb(aligned(c.stridePage, elemBits), aligned(c.strideToken, elemBits)),
@@ -369,7 +368,7 @@ public:
     }
     {
       OpBuilder::InsertionGuard gl(b);
-      kb.enterIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, kb.idx(0)));
+      kb.enterIf(kb.cmpEq(lane, kb.idx(0)));
       store(kb.idx(headDim), waveSums[cols]);
     }
     kb.barrier();
@@ -395,7 +394,7 @@ public:
     }
     if (args.lse) {
       OpBuilder::InsertionGuard gl(b);
-      kb.enterIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, kb.idx(0)));
+      kb.enterIf(kb.cmpEq(tid, kb.idx(0)));
       Value lnSum = kb.fmul(math::Log2Op::create(b, loc, sum), kb.f32(M_LN2));
       storeFinalLse(batch, head, token, kb.fadd(mUse, lnSum));
     }
@@ -549,7 +548,7 @@ private:
       kb.enterIf(active);
       Value to = kb.add(cacheAt(cacheStride[i], page, offset, head), col);
       kb.storeVector(toCache(x, cacheElem, rowScale), arg(cache[i]), to, vectorOk[i]);
-      kb.enterIf(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, member, kb.idx(0)));
+      kb.enterIf(kb.cmpEq(member, kb.idx(0)));
       memref::StoreOp::create(b, loc, rowScale, arg(scale[i]),
                               ValueRange{cacheAt(scaleStride, page, offset, head)});
     }

@@ -143,7 +143,7 @@ FailureOr<gpu::GPUFuncOp> generateWmmaGemm(tessera::WmmaGemmOp op, const TargetI
   // 16-byte vector loads need rows that start on 16-byte boundaries.
   const int vec = 128 / p.inType.getIntOrFloatBitWidth();
   auto aligned = [&](Value ld) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, kb.remui(ld, vec), kb.idx(0));
+    return kb.cmpEq(kb.remui(ld, vec), kb.idx(0));
   };
   Value alignedA = aligned(lda), alignedB = aligned(ldb);
 
