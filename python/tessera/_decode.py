@@ -567,8 +567,8 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     if k.kind == "torch":
         torch = sys.modules["torch"]
         views = [x.as_strided(shape, strides) for x in (k_cache, v_cache)]
-        rows = torch.arange(B, dtype=torch.int32, device=k_cache.device) * step
-        table = rows[:, None] + torch.arange(per_seq, dtype=torch.int32, device=k_cache.device)[None, :]
+        first = torch.arange(B, dtype=torch.int32, device=k_cache.device) * step   # each row's first page
+        table = first[:, None] + torch.arange(per_seq, dtype=torch.int32, device=k_cache.device)[None, :]
     else:
         import numpy as np
         size = k.itemsize
