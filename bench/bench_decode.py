@@ -6,7 +6,9 @@ bytes of the valid keys and values over the time per call) and time per call, ta
 $TESSERA_BENCH_OUT. Each case also runs tessera on the same keys and values in OCP e4m3 caches, with per-tensor scales
 (amax / 448: time per call, GB/s of the fp8 bytes, speed-up over the bf16 cache and over cuDNN), the same with
 fp8_products (the products on the fp8 matrix instructions: time per call, speed-up over the bf16 cache and over
-cuDNN) and with per-token scales (each token's amax / 448: time per call and speed-up over the bf16 cache)."""
+cuDNN) and with per-token scales (each token's amax / 448: time per call and speed-up over the bf16 cache); and
+cache_leftpad's cost: the bf16 call with every sequence's first LEFTPAD keys padded away against the call on as many
+keys without padding (lp/none: time ratio; every pad unaligned to a page)."""
 import argparse
 import os
 import random
@@ -26,6 +28,7 @@ from tessera import testing  # noqa: E402
 HQ, HKV = 32, 8
 PEERS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 SAMPLE_SEQS = 8   # sequences checked against float64 per case (first, last, random)
+LEFTPAD = 37      # cache_leftpad of the leftpad column
 
 
 def ragged_lengths(B=32, low=64, high=32768, seed=0):
@@ -104,7 +107,7 @@ def peer_fn(backend, q, dense, lengths, Sq):
     return run
 
 
-def check(out, peer_out, q, caches, table, lens, gen, layout, fp8_products=False, **scales):
+def check(out, peer_out, q, caches, table, lens, gen, layout, fp8_products=False, cache_leftpad=None, **scales):
     """The tolerance rule of CORRECTNESS.md on a sample of sequences (float64 and same-precision paged references),
     no NaN/Inf anywhere, and agreement with the peer everywhere: both within the bound of the reference means
     |tessera - peer| <= 2 x bound, plus one output ulp for their rounding (as bench_attn)."""
@@ -112,6 +115,8 @@ def check(out, peer_out, q, caches, table, lens, gen, layout, fp8_products=False
     picked = sorted({0, B - 1, *torch.randint(0, B, (SAMPLE_SEQS - 2,), generator=gen).tolist()})
     rows = torch.tensor(picked, device="cuda")
     sample_args = (q[rows], *caches, table[rows], lens[rows])
+    if cache_leftpad is not None:
+        scales = dict(scales, cache_leftpad=cache_leftpad[rows])
     ref = testing.paged_decode_reference(*sample_args, kv_layout=layout, **scales)
     same = testing.paged_decode_reference(*sample_args, kv_layout=layout, precision="same", fp8_products=fp8_products,
                                           **scales)
@@ -195,12 +200,35 @@ def run_case(name, lengths, Sq, block, splits, D, layout, rep_ms, rounds, gen, r
             timed[who] = run8
         except tessera.TesseraError as e:
             row[f"{who}_error"] = f"{type(e).__name__}: {e}"
+    # cache_leftpad: keys LEFTPAD .. len - 1 against keys 0 .. len - LEFTPAD - 1 without it (the same work).
+    pads = torch.clamp(lens, max=LEFTPAD)
+    out_lp, out_short = torch.full_like(q, float("nan")), torch.full_like(q, float("nan"))
+    try:
+        plan_lp = tessera.paged_decode_plan(q, *caches, table, lens, kv_layout=layout, num_splits=splits,
+                                            cache_leftpad=pads)
+
+        def run_lp():
+            return tessera.paged_decode(q, *caches, table, lens, kv_layout=layout, out=out_lp, plan=plan_lp,
+                                        cache_leftpad=pads)
+
+        def run_short(short=lens - pads):
+            return tessera.paged_decode(q, *caches, table, short, kv_layout=layout, out=out_short, plan=plan)
+        run_lp()
+        torch.cuda.synchronize()
+        lp = check(out_lp, None, q, caches, table, lens, row_gen, layout, cache_leftpad=pads)
+        row.update({f"leftpad_{k}": v for k, v in lp.items()})
+        if "tessera" in timed:
+            timed.update(leftpad=run_lp, unpadded=run_short)
+    except tessera.TesseraError as e:
+        row["leftpad_error"] = f"{type(e).__name__}: {e}"
     for _ in range(rounds):
         for who, fn in timed.items():
             row.setdefault(f"{who}_ms_rounds", []).append(median_ms(fn, rep_ms))
     for who in timed:
         row[f"{who}_us"] = statistics.median(row[f"{who}_ms_rounds"]) * 1e3
         row[f"{who}_gbs"] = kv_bytes / (row[f"{who}_us"] * 1e-6) / 1e9
+    if "leftpad_us" in row:
+        row["leftpad_cost"] = row["leftpad_us"] / row["unpadded_us"]
     for peer in PEERS:
         if "tessera_gbs" in row and f"{peer}_gbs" in row:
             row[f"ratio_{peer}"] = row["tessera_gbs"] / row[f"{peer}_gbs"]
@@ -224,7 +252,7 @@ def table(meta, rows):
              f"{'case':>16} {'Sq':>2} {'block':>5} {'splits':>6} {'t us':>8} {'cudnn us':>8} {'flash us':>8} "
              f"{'t GB/s':>7} {'% copy':>6} {'cudnn':>7} {'flash':>7} {'t/cudnn':>7} {'t/flash':>7} "
              f"{'fp8 us':>8} {'fp8 GB/s':>8} {'fp8/bf16':>8} {'fp8/cudnn':>9} {'fp8p us':>8} {'fp8p/bf16':>9} "
-             f"{'fp8p/cudnn':>10} {'fp8t us':>8} {'fp8t/bf16':>9}  check"]
+             f"{'fp8p/cudnn':>10} {'fp8t us':>8} {'fp8t/bf16':>9} {'lp/none':>7}  check"]
     for r in rows:
         if "error" in r:
             verdict = r["error"]
@@ -242,11 +270,12 @@ def table(meta, rows):
                      f"{_num(r, 'ratio_flash', '7.2f')} {_num(r, 'fp8_us', '8.1f')} {_num(r, 'fp8_gbs', '8.0f')} "
                      f"{_num(r, 'fp8_speedup', '8.2f')} {_num(r, 'fp8_ratio_cudnn', '9.2f')} "
                      f"{_num(r, 'fp8p_us', '8.1f')} {_num(r, 'fp8p_speedup', '9.2f')} "
-                     f"{_num(r, 'fp8p_ratio_cudnn', '10.2f')} {_num(r, 'fp8t_us', '8.1f')} {_num(r, 'fp8t_speedup', '9.2f')}  {verdict}{notes}"
+                     f"{_num(r, 'fp8p_ratio_cudnn', '10.2f')} {_num(r, 'fp8t_us', '8.1f')} {_num(r, 'fp8t_speedup', '9.2f')} "
+                     f"{_num(r, 'leftpad_cost', '7.2f')}  {verdict}{notes}"
                      + "".join((f"; {who} {'ok' if r[who + '_correct'] else 'WRONG ' + r[who + '_check']} (max err "
                                 f"{r[who + '_max_error_sampled']:.3g})" if who + "_correct" in r else "")
                                + (f"; {who}: {r[who + '_error']}" if who + "_error" in r else "")
-                               for who in ("fp8", "fp8p", "fp8t")))
+                               for who in ("fp8", "fp8p", "fp8t", "leftpad")))
     return "\n".join(lines)
 
 

@@ -680,12 +680,13 @@ def dropout_keep_scale(dropout_p):
 
 
 def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
-                       seqused=False):
-    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout or seqused under torch.compile (the
-    torch operators do not take them yet)."""
+                       seqused=False, cache_leftpad=None):
+    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout, seqused or cache_leftpad under
+    torch.compile (the torch operators do not take them yet)."""
     for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
                        ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None),
-                       ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused)):
+                       ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused),
+                       ("cache_leftpad", cache_leftpad is not None)):
         if used:
             raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
                              "region (torch.compiler.disable)")
@@ -790,16 +791,19 @@ def _with_seqused(who, p, cus, seqused_q, seqused_k):
 PAGED_KV = "(num_pages, page_size, Hkv, D)"
 
 
-def page_table_fault(lengths, table, page_size, num_pages):
+def page_table_fault(lengths, table, page_size, num_pages, first=None):
     """A host page table against its sequences' key counts (lengths: numpy int64 (B,), table: numpy (B, max_pages)):
     ("length", b) for the first sequence whose count is negative or above its row's pages, else ("page", b, j) for
-    the first entry a sequence uses (its first ceil(length / page_size)) that is not one of num_pages pages, else
-    None."""
+    the first entry a sequence uses (its first ceil(length / page_size); with first keys `first` (B,), from
+    first // page_size) that is not one of num_pages pages, else None."""
     import numpy as np
     bad = np.flatnonzero((lengths < 0) | (lengths > table.shape[1] * page_size))
     if bad.size:
         return "length", int(bad[0])
-    used = np.arange(table.shape[1])[None, :] < -(-lengths // page_size)[:, None]
+    entry = np.arange(table.shape[1])[None, :]
+    used = entry < -(-lengths // page_size)[:, None]
+    if first is not None:
+        used &= entry >= (np.minimum(first, lengths) // page_size)[:, None]
     bad = np.argwhere(used & ((table < 0) | (table >= num_pages)))
     return ("page", *(int(x) for x in bad[0])) if bad.size else None
 

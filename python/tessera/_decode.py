@@ -46,6 +46,7 @@ class Call(NamedTuple):
     fp8_products: bool = False      # fp8 caches: QK and PV on fp8 matrix instructions
     sinks: bool = False             # a sink logit per query head joins each row's softmax denominator
     alibi: bool = False             # ALiBi slopes ((Hq,) or (B, Hq)) bias the logits
+    cache_leftpad: bool = False     # each sequence's keys start at cache_leftpad[b] (FlashAttention's)
 
     def empty(self):
         """True when there is no query row: nothing is launched."""
@@ -222,13 +223,41 @@ def _check_tables(who, infos, B):
                              "unit stride along its last dimension: use .contiguous() / numpy.ascontiguousarray")
 
 
+def check_leftpad(who, cache_leftpad, B, cache_seqlens):
+    """cache_leftpad's description: (B,) int32 with unit stride, and on numpy (with numpy cache_seqlens) each value in
+    [0, cache_seqlens[b]] (torch tensors are not read: no synchronisation)."""
+    info = _arrays.describe(cache_leftpad, f"{who}: cache_leftpad")
+    if info.shape != (B,) or info.dtype != "int32" or (B > 1 and info.strides != (1,)):
+        raise InputError(f"{who}: cache_leftpad must be an int32 vector of each sequence's first key, shape ({B},) "
+                         f"with unit stride, got shape {info.shape}, dtype {_attention._spelled(info.dtype)}, strides "
+                         f"{info.strides}")
+    if info.kind == "numpy" and _arrays.library(cache_seqlens).__name__ == "numpy":
+        bad = [b for b in range(B) if not 0 <= int(cache_leftpad[b]) <= int(cache_seqlens[b])]
+        if bad:
+            b = bad[0]
+            raise InputError(f"{who}: cache_leftpad[{b}] = {int(cache_leftpad[b])} is outside [0, cache_seqlens[{b}]"
+                             f" = {int(cache_seqlens[b])}]: a sequence's keys are cache_leftpad[b] .. "
+                             "cache_seqlens[b] - 1")
+    return info
+
+
+def _with_leftpad(who, call, infos, cache_leftpad):
+    """call for a cache_leftpad (check_leftpad's: infos["cache_leftpad"] added), or call as it is without."""
+    if cache_leftpad is None:
+        return call
+    infos["cache_leftpad"] = check_leftpad(who, cache_leftpad, call.B, infos["cache_seqlens"].obj)
+    return call._replace(cache_leftpad=True)
+
+
 def _check_lengths(who, call, infos, num_pages):
     """Host (numpy) tables by value: each length fits the block table, and the pages it uses are the cache's. torch
     tables are not read (that would synchronise, and CUDA graphs replay with new values)."""
     import numpy as np
     lens = infos["cache_seqlens"].obj.astype(np.int64)
     table = infos["block_table"].obj
-    fault = _attention.page_table_fault(lens, table, call.block_size, num_pages)
+    pads = infos.get("cache_leftpad")
+    first = pads.obj.astype(np.int64) if pads is not None and pads.kind == "numpy" else None
+    fault = _attention.page_table_fault(lens, table, call.block_size, num_pages, first)
     if fault and fault[0] == "length":
         b, capacity = fault[1], call.max_blocks * call.block_size
         raise InputError(f"{who}: cache_seqlens[{b}] = {int(lens[b])} is outside [0, {capacity}] (block_table has "
@@ -237,7 +266,9 @@ def _check_lengths(who, call, infos, num_pages):
         b, j = fault[1:]
         raise InputError(f"{who}: block_table[{b}, {j}] = {int(table[b, j])} is not a page of the cache (0 to "
                          f"{num_pages - 1}); cache_seqlens[{b}] = {int(lens[b])} uses its first "
-                         f"{-(-int(lens[b]) // call.block_size)} entries")
+                         f"{-(-int(lens[b]) // call.block_size)} entries" +
+                         ("" if first is None else f" from entry {int(min(first[b], lens[b])) // call.block_size} "
+                          f"(cache_leftpad[{b}] = {int(first[b])})"))
 
 
 def _integer(who, name, value):
@@ -262,7 +293,7 @@ def _check_options(who, D, causal, softmax_scale, window_left, softcap, return_l
 
 
 def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-             return_lse, num_splits, fp8_products=False, sinks=None, alibi_slopes=None):
+             return_lse, num_splits, fp8_products=False, sinks=None, alibi_slopes=None, cache_leftpad=None):
     """Every check of a call, then its device: (infos, Call, Device). Nothing touches a device before the last
     step."""
     _arrays.refuse_grad(who, arrays)
@@ -287,6 +318,7 @@ def _prepare(who, arrays, out, device, kv_layout, causal, softmax_scale, k_scale
     call = Call(dtype, kv_dtype, D, B, Sq, Hq, Hkv, block_size, infos["block_table"].shape[1], kv_layout, *options,
                 kv_scale, fp8_products)
     call = _attention._with_alibi(who, _attention._with_sinks(who, call, infos, sinks), infos, alibi_slopes)
+    call = _with_leftpad(who, call, infos, cache_leftpad)
     if infos["out"] is not None:
         _attention._check_output(who, "out", infos["out"], (B, Sq, Hq, D), dtype)
     if infos["block_table"].kind == infos["cache_seqlens"].kind == "numpy":
@@ -310,6 +342,7 @@ def _serves(kernel_set, call):
             a.get("kv_dtype", call.dtype) == call.kv_dtype and a.get("kv_scale", "per_tensor") == call.kv_scale and
             bool(a.get("fp8_products", False)) == call.fp8_products and
             bool(a.get("sinks", False)) == call.sinks and bool(a.get("alibi", False)) == call.alibi and
+            bool(a.get("cache_leftpad", False)) == call.cache_leftpad and
             a.get("head_dim") == call.D and
             a.get("block_size") == call.block_size and a.get("mask", "none") in call.masks() and
             all(a.get(f, False) for f, want in call.needed().items() if want))
@@ -322,13 +355,13 @@ def directive_for(call):
     name = (f"pd_{call.dtype}_d{call.D}_b{call.block_size}" + ("_fp8" if fp8 else "") +
             ("_pertoken" if call.kv_scale == "per_token" else "") + ("_products" if call.fp8_products else "") +
             ("" if call.mask == CAUSAL else "_none") + ("_sinks" if call.sinks else "") +
-            ("_alibi" if call.alibi else ""))
+            ("_alibi" if call.alibi else "") + ("_leftpad" if call.cache_leftpad else ""))
     attributes = [f"dtype = {call.dtype}", f"head_dim = {call.D}", f"block_size = {call.block_size}",
                   f"mask = #tessera.mask<{call.mask}>", *FEATURES]
     if fp8:
         attributes[1:1] = [f"kv_dtype = {call.kv_dtype}", f"kv_scale = #tessera.kv_scale<{call.kv_scale}>"]
-    attributes += [a for a, on in (("fp8_products", call.fp8_products), ("sinks", call.sinks), ("alibi", call.alibi))
-                   if on]
+    attributes += [a for a, on in (("fp8_products", call.fp8_products), ("sinks", call.sinks), ("alibi", call.alibi),
+                                   ("cache_leftpad", call.cache_leftpad)) if on]
     return f"tessera.paged_decode @{name} {{{', '.join(attributes)}}}"
 
 
@@ -343,7 +376,7 @@ def find_kernel_set(bundle, call):
         wanted = (f"dtype={call.dtype}" +
                   (f" kv_dtype={call.kv_dtype} kv_scale={call.kv_scale}" if call.kv_dtype in FP8 else "") +
                   (" fp8_products" if call.fp8_products else "") + (" sinks" if call.sinks else "") +
-                  (" alibi" if call.alibi else "") +
+                  (" alibi" if call.alibi else "") + (" cache_leftpad" if call.cache_leftpad else "") +
                   f" head_dim={call.D} block_size={call.block_size} mask={' or '.join(masks)}" +
                   "".join(f" {f}" for f, want in call.needed().items() if want))
         names = [s.name for s in bundle.kernel_sets.values() if s.directive == "paged_decode"]
@@ -356,8 +389,8 @@ def find_kernel_set(bundle, call):
 def kernel_set_for(dev, call):
     """find_kernel_set on the device's bundle, remembered per bundle and variant; where the bundle lacks it, the set
     directive_for(call) compiles on demand (_ondemand)."""
-    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.sinks, call.alibi, call.D,
-           call.block_size, call.masks(), *call.needed().values())
+    key = ("paged_decode", call.dtype, call.kv_dtype, call.kv_scale, call.fp8_products, call.sinks, call.alibi,
+           call.cache_leftpad, call.D, call.block_size, call.masks(), *call.needed().values())
     return _ondemand.lookup(dev, key, lambda bundle: find_kernel_set(bundle, call), directive_for(call))
 
 
@@ -444,11 +477,13 @@ def _check_plan(who, plan, call, dev):
     made, kernel_set = plan.call, plan.kernel_set
     if kernel_set.bundle.device is not dev:
         raise InputError(f"{who}: the plan was made for {kernel_set.bundle.device!r}, this call runs on {dev!r}")
-    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "sinks", "alibi", "D", "block_size", "Hq", "Hkv")
+    fixed = ("dtype", "kv_dtype", "kv_scale", "fp8_products", "sinks", "alibi", "cache_leftpad", "D", "block_size",
+             "Hq", "Hkv")
     if any(getattr(call, f) != getattr(made, f) for f in fixed) or call.B > made.B or call.Sq > made.Sq:
         have = lambda c: ", ".join(f"{f}={getattr(c, f)}" for f in ("B", "Sq") + fixed)   # noqa: E731
         raise InputError(f"{who}: the call ({have(call)}) does not fit the plan ({have(made)}): the plan serves its "
-                         "dtype, products, sinks, ALiBi, head_dim, block_size and heads with at most its B and Sq")
+                         "dtype, products, sinks, ALiBi, cache_leftpad, head_dim, block_size and heads with at most "
+                         "its B and Sq")
     if call.num_splits not in (0, plan.num_splits):
         raise InputError(f"{who}: num_splits={call.num_splits} but the plan fixed {plan.num_splits}: pass 0 (or the "
                          "plan's) with plan=")
@@ -480,7 +515,8 @@ def _values(call, kernel_set, infos, ptrs, num_splits):
 
 _POINTERS = {"q": "q", "k_cache": "k_cache", "v_cache": "v_cache", "block_table": "block_table",
              "cache_seqlens": "cache_seqlens", "out": "o", "lse": "lse", "k_scale": "k_scale",
-             "v_scale": "v_scale", "sinks": "sinks", "alibi_slopes": "alibi_slopes"}   # the caller's -> the ABI's
+             "v_scale": "v_scale", "sinks": "sinks", "alibi_slopes": "alibi_slopes",
+             "cache_leftpad": "cache_leftpad"}   # the caller's -> the ABI's
 
 
 def _run(call, dev, kernel_set, infos, num_splits):
@@ -581,7 +617,7 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
 
 def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
                  k_scale=None, v_scale=None, window_left=-1, softcap=0.0, num_splits=0, out=None, return_lse=False,
-                 plan=None, fp8_products=False, sinks=None, alibi_slopes=None, device=None):
+                 plan=None, fp8_products=False, sinks=None, alibi_slopes=None, cache_leftpad=None, device=None):
     """Decode attention over a paged KV cache: for each sequence b, the Sq new query tokens q[b] against the first
     cache_seqlens[b] keys and values (the new tokens' included), gathered from the pages block_table[b] names.
 
@@ -614,19 +650,25 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     adds it); a row without a visible key gives O = 0 and LSE = sinks[h].
     alibi_slopes: (Hq,) or (B, Hq) float32, unit stride along the heads: ALiBi, -slope * |i + off - j| added to each
     (capped) scaled logit of query token i and key j (off = cache_seqlens[b] - Sq), as tessera.flash_attn's.
+    cache_leftpad: (B,) int32, FlashAttention's: sequence b's keys are cache_leftpad[b] .. cache_seqlens[b] - 1 of
+    its cache (the slots before are never read); the causal mask, window and ALiBi align to that range's end as
+    without it (so nothing changes but which keys count). 0 <= cache_leftpad[b] <= cache_seqlens[b] (numpy: checked;
+    torch: a larger pad gives that sequence no key).
     """
     who = "tessera.paged_decode"
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes)
+        _attention.no_extras_compiled(who, sinks, alibi_slopes, cache_leftpad=cache_leftpad)
         return _arrays.torch_ops.call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal,
                                                    softmax_scale, k_scale, v_scale, window_left, softcap, num_splits,
                                                    out, return_lse, plan, fp8_products)
     if block_table is None:
         _contiguous_scales(who, k_scale, v_scale)
+        if cache_leftpad is not None:
+            check_leftpad(who, cache_leftpad, q.shape[0], cache_seqlens)
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
-                                return_lse, num_splits, fp8_products, sinks, alibi_slopes)
+                                return_lse, num_splits, fp8_products, sinks, alibi_slopes, cache_leftpad)
     if plan is None:
         kernel_set = kernel_set_for(dev, call)
         splits = num_splits_for(call, kernel_set, dev)
@@ -670,7 +712,7 @@ def _check_cache_strides(who, call, kernel_set, infos):
 
 def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True,
                       window_left=-1, softcap=0.0, num_splits=0, return_lse=False, k_scale=None, v_scale=None,
-                      fp8_products=False, sinks=None, alibi_slopes=None, device=None):
+                      fp8_products=False, sinks=None, alibi_slopes=None, cache_leftpad=None, device=None):
     """A DecodePlan for paged_decode calls up to these arrays' sizes (the largest batch and query count, the widest
     block table a CUDA graph will see): checks them as paged_decode would, chooses the kernel set and num_splits
     (the heuristic's for these sizes when 0), and reserves the set's workspaces on the current stream and the
@@ -679,7 +721,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
     choice and use its num_splits, so every replay of a captured graph splits alike whatever its lengths.
     The values of window_left and softcap do not matter, only whether they are on; for fp8 caches neither do the
     scales' (calls pass their own), only whether they are per-token: k_scale and v_scale may be left out for
-    per-tensor ones. Likewise sinks and alibi_slopes: only whether the calls pass them."""
+    per-tensor ones. Likewise sinks, alibi_slopes and cache_leftpad: only whether the calls pass them."""
     who = "tessera.paged_decode_plan"
     if _arrays.dtype_name(getattr(k_cache, "dtype", None)) in FP8 and k_scale is None and v_scale is None:
         k_scale = v_scale = 1.0
@@ -688,7 +730,7 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
         k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
-                                num_splits, fp8_products, sinks, alibi_slopes)
+                                num_splits, fp8_products, sinks, alibi_slopes, cache_leftpad)
     kernel_set = kernel_set_for(dev, call)
     splits = num_splits_for(call, kernel_set, dev)
     if not call.empty():

@@ -146,14 +146,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     nheads_k, headdim) with block_table (batch, max_blocks) int32; cache_seqlens: the tokens each sequence holds
     before the call (an int or (batch,) int32; None: the whole contiguous cache). k, v (batch, seqlen_new, nheads_k,
     headdim): written into the cache at cache_seqlens.. (in place, tessera.paged_cache_write) before attention over
-    cache_seqlens + seqlen_new keys (tessera.paged_decode, causal aligned bottom-right). cache_batch_idx (batch,):
+    cache_seqlens + seqlen_new keys (tessera.paged_decode, causal aligned bottom-right). cache_leftpad (batch,) int32:
+    the first key of each sequence (keys cache_leftpad[b] .. cache_seqlens[b] + seqlen_new - 1 count; rotary
+    positions stay the cache's own). cache_batch_idx (batch,):
     the contiguous cache's row each sequence takes (default row b). rotary_cos, rotary_sin
     (seqlen_ro, rotary_dim / 2): the new k rotated at its positions, q at its own (causal or a window) or at
     cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q))."""
     who = "tessera.flash_attn_interface.flash_attn_with_kvcache"
     _options(who, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes)
-    if cache_leftpad is not None:
-        raise InputError(f"{who}: cache_leftpad is not supported yet (pass None)")
     if cache_batch_idx is not None and block_table is not None:
         raise InputError(f"{who}: cache_batch_idx indexes a contiguous cache's rows; with a block_table, name the "
                          "pages in the table instead")
@@ -177,6 +177,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         lengths = xp.full((B,), length, dtype=xp.int32, **({"device": q.device} if xp.__name__ == "torch" else {}))
     else:
         lengths = cache_seqlens
+    if cache_leftpad is not None:   # before any device work (new keys count: they land past cache_seqlens)
+        _decode.check_leftpad(who, cache_leftpad, B, lengths + (0 if k is None else k.shape[1]))
     if block_table is None:
         k_cache, v_cache, block_table = _decode._as_pages(who, q, k_cache, v_cache, lengths, "NHD", device,
                                                           rows=cache_batch_idx)
@@ -202,4 +204,5 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         lengths = lengths.astype("int32") if xp.__name__ == "numpy" else lengths.int()
     return paged_decode(q, k_cache, v_cache, block_table, lengths, causal=causal, softmax_scale=softmax_scale,
                         window_left=window_size[0], softcap=softcap, num_splits=num_splits,
-                        return_lse=return_softmax_lse, alibi_slopes=alibi_slopes, device=device)
+                        return_lse=return_softmax_lse, alibi_slopes=alibi_slopes, cache_leftpad=cache_leftpad,
+                        device=device)

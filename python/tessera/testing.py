@@ -352,7 +352,7 @@ def _pages(ops, cache, pages):
 
 def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout="NHD", causal=True, scale=None,
                            window_left=-1, softcap=0.0, precision="float64", k_scale=None, v_scale=None,
-                           fp8_products=False, sinks=None, alibi_slopes=None):
+                           fp8_products=False, sinks=None, alibi_slopes=None, cache_leftpad=None):
     """tessera.paged_decode's result as attention_reference's (AttentionResult: O (B, Sq, Hq, D), LSE (B, Hq, Sq),
     o_abs), on numpy arrays or torch tensors: each sequence's first cache_seqlens[b] keys and values gathered from
     the pages its block_table row names (no other entry or slot is read: NaN there cannot reach the result), then
@@ -363,7 +363,8 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
     straightforward dequantise-then-attend); with fp8_products (per-tensor scales) "same" is the straightforward
     fp8 product instead: the scaled cache values kept in float32, each query row rounded to the cache's format
     through a power of two (_fp8_rows), P rounded to it (attention_reference's p_format). sinks: (Hq,) logits and
-    alibi_slopes ((Hq,) or (B, Hq)), as attention_reference's."""
+    alibi_slopes ((Hq,) or (B, Hq)), as attention_reference's. cache_leftpad: (B,) first keys; sequence b attends to
+    its keys cache_leftpad[b] .. cache_seqlens[b] - 1 only (aligned to their end)."""
     from ._arrays import dtype_name
     ops = _Ops(q)
     B, Sq, Hq, D = q.shape
@@ -389,6 +390,9 @@ def paged_decode_reference(q, k_cache, v_cache, block_table, cache_seqlens, kv_l
             k, v = (ops.cast(x, "f64") * _token_scales(ops, s, pages, length) for x, s in ((k, k_scale), (v, v_scale)))
             if precision != "float64":
                 k, v = (ops.cast(x, "f32" if fp8 else dtype_name(q.dtype)) for x in (k, v))
+        if cache_leftpad is not None:
+            first = min(int(cache_leftpad[b]), length)
+            k, v = k[:, first:], v[:, first:]
         slopes = None if alibi_slopes is None else alibi_slopes[b] if len(alibi_slopes.shape) == 2 else alibi_slopes
         r = attention_reference(q[b:b + 1], k, v, **options, dtype=dtype_name(q.dtype), alibi_slopes=slopes)
         o[b], lse[b], o_abs[b] = r.o[0], r.lse[0], r.o_abs[0]

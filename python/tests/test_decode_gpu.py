@@ -206,6 +206,31 @@ def test_features_match_float64(case):
         assert torch.isneginf(ref.lse[list(case.lengths).index(0)]).all()
 
 
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_cache_leftpad_matches_float64(block_size):
+    """cache_leftpad on torch tensors (a set compiled on demand): first keys inside a page, on a page's edge, the only
+    key padded away and none; NaN in every slot before a sequence's first key is never read (bitwise the same)."""
+    c = Case(lengths=(0, 1, 1000, 4097), block_size=block_size)
+    rand = Inputs()
+    q, k_cache, v_cache, table, lengths, valid = paged_cache(rand, c)
+    pads = torch.tensor([0, 1, 333, 4032], dtype=torch.int32, device="cuda")
+    out, lse = run(q, k_cache, v_cache, table, lengths, c, cache_leftpad=pads)
+    torch.cuda.synchronize()
+    options = dict(c.options(), cache_leftpad=pads)
+    ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options)
+    same = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **options, precision="same")
+    result = testing.check_attention(out, ref, same, lse)
+    assert result.ok, f"{c} seed {rand.seed}: {result}"
+    assert (out[:2] == 0).all() and torch.isneginf(lse[:2]).all(), "a sequence without keys gives O = 0, LSE = -inf"
+    for b, pad in enumerate(pads.tolist()):
+        t = torch.arange(pad, device="cuda")
+        valid[table[b, t // block_size].long(), t % block_size] = False
+    bad_k, bad_v = (poisoned_copy(x, valid, c.layout, float("nan")) for x in (k_cache, v_cache))
+    out2, lse2 = run(q, bad_k, bad_v, table, lengths, c, cache_leftpad=pads)
+    torch.cuda.synchronize()
+    assert torch.equal(out2, out) and torch.equal(lse2, lse), f"seed {rand.seed}: a padded slot was read"
+
+
 def test_split_counts_agree():
     """1, 3, the heuristic's and more splits than key tiles give the same result within the rule (CORRECTNESS.md:
     empty partitions change nothing)."""

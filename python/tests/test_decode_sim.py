@@ -2,7 +2,8 @@
 CORRECTNESS.md's rule (2x the same-precision error, NaN never passes): small caches on gfx942, gfx950, gfx1100 and
 sm_90 with block sizes 1, 16 and 64, NHD and HND, 1, 3 and 8 query tokens (bottom-right causal), GQA 4:1 and 8:1 and
 MQA, head_dim 32, 64, 96, 128 and 256, a window, a soft cap, 1, 3, 37 and more splits than key tiles, zero and one-token
-sequences; fp8 caches with per-tensor scales; contiguous caches. Poison: unused page slots and
+sequences; fp8 caches with per-tensor scales; contiguous caches; cache_leftpad (first keys in and on the edge of a page, a
+sequence padded to its end; slots and block-table entries before the first key poisoned). Poison: unused page slots and
 unreferenced pages hold NaN and block-table entries past each sequence -1 or INT32_MAX, and the output must equal,
 bit for bit, the run on a clean cache. The bundles are compiled by the build's tessera-compile from directives
 written here; skipped without one, without the sim plugin, or for a target without the generator. bf16 cases need
@@ -39,18 +40,19 @@ class Case(NamedTuple):
     sink: bool = False          # every query scores 6 against its sequence's first key and 0 against the others
     sink_logits: bool = False   # sinks: a logit per query head (standard normal times 3) in every row's denominator
     alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
+    leftpad: tuple = ()         # cache_leftpad per sequence: its first key (the slots before hold NaN when poisoned)
 
     def directive(self, target):
         granularity = "per_token" if self.per_token else "per_tensor"
         kv = (f"kv_dtype = {fp8_format(target)}, kv_scale = #tessera.kv_scale<{granularity}>, " if self.fp8 else "")
         suffix = ("_fp8" if self.fp8 else "") + ("_pt" if self.per_token else "") + \
             ("_products" if self.products else "") + ("_sinks" if self.sink_logits else "") + \
-            ("_alibi" if self.alibi else "")
+            ("_alibi" if self.alibi else "") + ("_leftpad" if self.leftpad else "")
         return (f"tessera.paged_decode @pd_{self.dtype}_d{self.D}_b{self.block_size}{suffix} "
                 f"{{dtype = {self.dtype}, {kv}head_dim = {self.D}, block_size = {self.block_size}, "
                 "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv" +
                 (", fp8_products" if self.products else "") + (", sinks" if self.sink_logits else "") +
-                (", alibi" if self.alibi else "") + "}")
+                (", alibi" if self.alibi else "") + (", cache_leftpad" if self.leftpad else "") + "}")
 
     def runs_on(self, target):
         """fp8_products needs fp8 matrix instructions: gfx942's and gfx950's MFMA, sm_90's mma.sync (not gfx11's
@@ -107,6 +109,13 @@ CASES = [
     Case("alibi-bh-sq3-gqa4-split2", "f16", 64, 16, (0, 37, 90), Sq=3, alibi="bh", num_splits=2),
     Case("alibi-h-softcap-window-sinks", "bf16", 64, 64, (70, 5), Hq=4, Hkv=1, window_left=40, softcap=8.0,
          alibi="h", sink_logits=True),
+    # cache_leftpad: first keys inside a page and on its edge, one sequence padded to its end (no key); pages of 16
+    # (each key's page looked up) and of 64 (a tile from an unaligned first key spans two pages), split or not.
+    Case("leftpad-b16-gqa4-split3-empty", "bf16", 128, 16, (37, 9, 80), num_splits=3, leftpad=(5, 9, 32)),
+    Case("leftpad-b64-sq3-hnd-window-alibi", "f16", 64, 64, (130, 70), Sq=3, layout="HND", window_left=40, alibi="bh",
+         leftpad=(61, 0)),
+    Case("leftpad-fp8-per-token-b16-split2", "f16", 64, 16, (50, 21), num_splits=2, fp8=True, per_token=True,
+         leftpad=(17, 3)),
 ]
 K_SCALE, V_SCALE = 0.02, 0.03    # fp8 caches hold N(0, 1) / scale, saturated at the format's largest value
 
@@ -169,10 +178,12 @@ def poison(c, k, v, table, scales):
     k, v, table = k.copy(), v.copy(), table.copy()
     used = np.zeros(k.shape[0] * c.block_size, bool)
     for b, length in enumerate(c.lens):
+        first = c.leftpad[b] if c.leftpad else 0
         used_pages = -(-length // c.block_size)
-        for j in range(length):
+        for j in range(first, length):
             used[table[b, j // c.block_size] * c.block_size + j % c.block_size] = True
         table[b, used_pages:] = -1 if b % 2 else INT32_MAX
+        table[b, :first // c.block_size] = INT32_MAX if b % 2 else -1     # pages wholly before the first key
     for cache in (k, v):
         slots = cache if c.layout == "NHD" else cache.transpose(0, 2, 1, 3)   # (pages, bs, Hkv, D) view
         slots.reshape(-1, c.Hkv, c.D)[~used] = np.nan
@@ -212,8 +223,9 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sink_logits else None
     shape = {"": None, "h": (c.Hq,), "bh": (len(c.lens), c.Hq)}[c.alibi]
     slopes = None if shape is None else rng.uniform(0.05, 1.0, shape).astype(np.float32)
+    leftpad = np.array(c.leftpad, np.int32) if c.leftpad else None
     options = dict(kv_layout=c.layout, window_left=c.window_left, softcap=c.softcap, sinks=sinks,
-                   alibi_slopes=slopes, **scales)
+                   alibi_slopes=slopes, cache_leftpad=leftpad, **scales)
 
     def run(k, v, table, **poisoned):
         out = np.full(q.shape, np.nan, q.dtype)
@@ -228,7 +240,7 @@ def test_paged_decode_matches_float64_and_ignores_poison(bundles, target, case):
     result = testing.check_attention(out, ref, same, lse=lse)
     assert result.ok, f"{target} {c} seed {seed}: {result}"
     for b, length in enumerate(c.lens):
-        if length == 0:
+        if length == (c.leftpad[b] if c.leftpad else 0):
             empty_lse = np.broadcast_to(sinks[:, None], lse[b].shape) if c.sink_logits else -np.inf
             assert (out[b] == 0).all() and (lse[b] == empty_lse).all(), \
                 "an empty cache gives O = 0, LSE = -inf (with sinks: the sink)"

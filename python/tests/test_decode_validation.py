@@ -117,6 +117,15 @@ PAGES = np.arange(6, dtype=np.int32).reshape(2, 3)
     ({}, {"alibi_slopes": np.zeros((2, 8), np.float32)[:, ::2]}, r"alibi_slopes must be .* unit stride along the "
                                                                  r"heads, got shape \(2, 4\), dtype float32, "
                                                                  r"strides \(8, 2\)"),
+    ({}, {"cache_leftpad": np.zeros(2, np.int64)}, r"cache_leftpad must be an int32 vector of each sequence's first "
+                                                   r"key, shape \(2,\) with unit stride, got shape \(2,\), dtype int64"),
+    ({}, {"cache_leftpad": np.array([0, 18], np.int32)}, r"cache_leftpad\[1\] = 18 is outside \[0, cache_seqlens\[1\] "
+                                                         r"= 17\]"),
+    ({}, {"cache_leftpad": np.array([-1, 0], np.int32)}, r"cache_leftpad\[0\] = -1 is outside"),
+    # Entries of pages wholly before the first key are never read, the others are checked.
+    ({"block_table": np.array([[-1, 1, 2], [3, 4, 5]], np.int32)}, {"cache_leftpad": np.array([15, 0], np.int32)},
+     r"block_table\[0, 0\] = -1 is not a page of the cache .* its first 2 entries from entry 0 \(cache_leftpad\[0\] "
+     r"= 15\)"),
 ])
 def test_paged_decode_rejected_before_the_device(changes, kwargs, message):
     with pytest.raises(tessera.InputError, match=message) as e:
@@ -412,6 +421,9 @@ def test_missing_variants_name_the_directive_that_adds_them(fake_sim):
     with pytest.raises(tessera.KernelNotFoundError, match=r"dtype=f16 alibi head_dim=64 block_size=16 .* "
                                                           r"@pd_f16_d64_b16_alibi \{.*split_kv, alibi\}"):
         tessera.paged_decode(*decode_args(), alibi_slopes=np.zeros(4, np.float32), device=dev)
+    with pytest.raises(tessera.KernelNotFoundError, match=r"dtype=f16 cache_leftpad head_dim=64 block_size=16 .* "
+                                                          r"@pd_f16_d64_b16_leftpad \{.*split_kv, cache_leftpad\}"):
+        tessera.paged_decode(*decode_args(), cache_leftpad=np.array([16, 0], np.int32), device=dev)
     assert fake.launches() == []
 
 
@@ -501,9 +513,10 @@ def test_a_plan_fixes_the_set_and_splits_and_reserves_the_workspace(fake_sim, mo
 
 @pytest.mark.parametrize("changes, options, message", [
     ({"B": 5}, {}, r"the call \(B=5, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, "
-                   r"sinks=False, alibi=False, D=64, block_size=16, Hq=4, Hkv=2\) does not fit the plan \(B=4, Sq=2, "
-                   r"dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, sinks=False, alibi=False, D=64, "
-                   r"block_size=16, Hq=4, Hkv=2\): the plan serves its dtype, products, sinks, ALiBi, head_dim"),
+                   r"sinks=False, alibi=False, cache_leftpad=False, D=64, block_size=16, Hq=4, Hkv=2\) does not fit the "
+                   r"plan \(B=4, Sq=2, dtype=f16, kv_dtype=f16, kv_scale=per_tensor, fp8_products=False, sinks=False, "
+                   r"alibi=False, cache_leftpad=False, D=64, block_size=16, Hq=4, Hkv=2\): the plan serves its dtype, "
+                   r"products, sinks, ALiBi, cache_leftpad, head_dim"),
     ({"Sq": 3}, {}, r"does not fit the plan"),
     ({"Hq": 8}, {}, r"does not fit the plan"),
     ({"block_size": 64}, {}, r"block_size=64, Hq=4, Hkv=2\) does not fit the plan"),

@@ -17,7 +17,9 @@ ALIBI = ("tessera.flash_attn @fa_f16_d64_br_alibi {dtype = f16, head_dim = 64, m
          "tessera.flash_attn @fa_f16_d64_br_drop {dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, "
          "sliding_window, softcap, return_lse, dropout}\n"
          "tessera.paged_decode @pd_f16_d64_b16_alibi {dtype = f16, head_dim = 64, block_size = 16, "
-         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, alibi}")
+         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, alibi}\n"
+         "tessera.paged_decode @pd_f16_d64_b16_leftpad {dtype = f16, head_dim = 64, block_size = 16, "
+         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}")
 
 
 def _modules():
@@ -115,12 +117,14 @@ def _rope(x, positions, rotary_dim, interleaved):
     return out
 
 
-def _check_decode(out, q, keys, values, lengths, causal, lse=None, scale=None):
-    """Each sequence's output against float64 attention over its first lengths[b] keys (bottom-right causal)."""
+def _check_decode(out, q, keys, values, lengths, causal, lse=None, scale=None, first=None):
+    """Each sequence's output against float64 attention over its keys first[b] (default 0) .. lengths[b] - 1
+    (bottom-right causal)."""
     for b, n in enumerate(lengths):
-        ref = testing.attention_reference(q[b:b + 1], keys[b:b + 1, :n], values[b:b + 1, :n], causal=causal,
+        f = 0 if first is None else first[b]
+        ref = testing.attention_reference(q[b:b + 1], keys[b:b + 1, f:n], values[b:b + 1, f:n], causal=causal,
                                           scale=scale)
-        same = testing.attention_reference(q[b:b + 1], keys[b:b + 1, :n], values[b:b + 1, :n], causal=causal,
+        same = testing.attention_reference(q[b:b + 1], keys[b:b + 1, f:n], values[b:b + 1, f:n], causal=causal,
                                            scale=scale, precision="same")
         result = testing.check_attention(out[b:b + 1], ref, same, None if lse is None else lse[b:b + 1])
         assert result.ok, f"sequence {b}: {result}"
@@ -189,6 +193,34 @@ def test_kvcache_alibi(bundles, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_kvcache_leftpad(bundles, target):
+    """cache_leftpad as FlashAttention 2's kvcache test uses it: a contiguous cache of 48 slots whose sequences start
+    at slots 3 and 17 (NaN before them: never read), two new tokens appended at cache_seqlens 10 and 30 with rotary
+    (GPT-NeoX) at the cache's own positions, causal: each sequence attends to its slots cache_leftpad[b] ..
+    cache_seqlens[b] + 1."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(21)
+    B, Sq, Hq, Hkv, D, rotary_dim = 2, 2, 4, 2, 64, 32
+    k_cache, v_cache = _random(rng, (B, 48, Hkv, D)), _random(rng, (B, 48, Hkv, D))
+    pads, before = np.array([3, 17], np.int32), np.array([10, 30], np.int32)
+    for b in range(B):
+        k_cache[b, :pads[b]] = v_cache[b, :pads[b]] = np.nan
+    q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, Sq, Hkv, D)), _random(rng, (B, Sq, Hkv, D))
+    angles = np.arange(64)[:, None] * 10000.0 ** (-np.arange(rotary_dim // 2) / (rotary_dim // 2))
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    positions = before[:, None] + np.arange(Sq)[None, :]
+    keys, values = k_cache.copy(), v_cache.copy()
+    k_rot = _rope(k.astype(np.float64), positions, rotary_dim, False).astype(np.float16)
+    q_rot = _rope(q.astype(np.float64), positions, rotary_dim, False).astype(np.float16)
+    for b in range(B):
+        keys[b, before[b]:before[b] + Sq], values[b, before[b]:before[b] + Sq] = k_rot[b], v[b]
+    out, lse = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, before, cache_leftpad=pads, causal=True,
+                                          rotary_interleaved=False, return_softmax_lse=True, device=dev)
+    assert np.allclose(k_cache.astype(np.float32), keys.astype(np.float32), rtol=2e-3, atol=2e-3, equal_nan=True)
+    _check_decode(out, q_rot, k_cache, values, before + Sq, causal=True, lse=lse, first=pads)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_kvcache_cache_batch_idx(bundles, target):
     """A contiguous cache of 3 rows serving 2 sequences through cache_batch_idx (rows 2 and 0): the new token lands
     in those rows, row 1 stays as it was, and each sequence attends over its own row."""
@@ -233,7 +265,11 @@ CU = np.array([0, 4], np.int32)
     (lambda: fa.flash_attn_func(Q, KV[..., :32], KV), r"tessera.flash_attn: q and k must have the same head_dim"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=CU, block_table=CU[None], cache_seqlens=CU[:1]),
      r"flash_attn_with_kvcache: cache_batch_idx indexes a contiguous cache's rows"),
-    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_leftpad=CU), r"cache_leftpad is not supported yet"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_leftpad=CU),
+     r"flash_attn_with_kvcache: cache_leftpad must be an int32 vector of each sequence's first key, shape \(1,\) with "
+     r"unit stride, got shape \(2,\)"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_seqlens=CU[1:], cache_leftpad=CU[1:] + 1),
+     r"flash_attn_with_kvcache: cache_leftpad\[0\] = 5 is outside \[0, cache_seqlens\[0\] = 4\]"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=np.array([0, 1], np.int32)),
      r"cache_batch_idx must be \(1,\), the cache row of each sequence, got shape \(2,\)"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, cache_batch_idx=np.array([1], np.int32)),

@@ -168,6 +168,7 @@ PagedDecodeSignature pagedDecodeSignature(tessera::PagedDecodeOp op) {
   a.v.ptr = sig.add("v_cache", ptr(op.getKvElementType()), ArgRole::Input);
   a.blockTable = sig.add("block_table", ptr(i32), ArgRole::Input);
   a.cacheSeqlens = sig.add("cache_seqlens", ptr(i32), ArgRole::Input);
+  if (op.getCacheLeftpad()) a.cacheLeftpad = sig.add("cache_leftpad", ptr(i32), ArgRole::Input);
   if (op.getKvElementType() != elem) {
     a.kScale.ptr = sig.add("k_scale", ptr(f32), ArgRole::Input);
     a.vScale = sig.add("v_scale", ptr(f32), ArgRole::Input);

@@ -113,6 +113,12 @@ public:
     kvHead = arith::DivUIOp::create(b, loc, y, rowBlocks);
     row0 = kb.mul(arith::RemUIOp::create(b, loc, y, rowBlocks), p.blockM);
     seqK = kb.loadIndex(arg(args.cacheSeqlens), batch);
+    if (args.cacheLeftpad) {
+      // Keys count from the sequence's first key: the masks, the bias and the splits see
+      // cache_seqlens - cache_leftpad keys (none where the pad reaches the end).
+      keyStart = arith::MinUIOp::create(b, loc, kb.loadIndex(arg(args.cacheLeftpad), batch), seqK);
+      seqK = kb.sub(seqK, keyStart);
+    }
     // fp8 caches widen exactly to the query's dtype; their per-tensor scales fold into the score
     // scale (K) and the output (V); per-token ones (keyScales) scale each key's scores (K) and
     // V's rows as they widen.
@@ -243,11 +249,33 @@ private:
     return kb.andb(kb.andb(aligned(c.stridePage, elemBits), aligned(c.strideToken, elemBits)),
                    aligned(c.strideHead, elemBits));
   }
-  /// Where key row j of the tile from n0 starts: token (n0 + j) % block_size of page
-  /// block_table[batch][(n0 + j) / block_size] (called only for rows below the length, so no
-  /// other table entry is read).
+  /// Where key row j of the tile from n0 starts: with key = first key + n0 + j, token
+  /// key % block_size of page block_table[batch][key / block_size] (called only for tiles below
+  /// the length, and only entries of keys below it are read).
   std::function<Value(Value)> cacheRowStart(const attn::CacheArg &c, Value n0) {
     const int64_t blockSize = op.getBlockSize();
+    auto slot = [this, &c](Value page, Value token) {
+      // A 64-bit page offset: page ids past 65535 and offsets past 2^32 address right.
+      return kb.add(kb.add(kb.mul(page, arg(c.stridePage)), kb.mul(token, arg(c.strideToken))),
+                    kb.mul(kvHead, arg(c.strideHead)));
+    };
+    Value tableRow = kb.mul(batch, arg(args.blockTableStride));
+    if (blockSize >= p.stepKeys() && keyStart) {
+      // A tile from an unaligned first key spans at most two pages: the first key's and the
+      // last used key's, each looked up once.
+      Value first = kb.add(keyStart, n0);
+      Value used = arith::MinUIOp::create(b, loc, kb.idx(p.stepKeys()), kb.sub(seqK, n0));
+      Value firstEntry = kb.divui(first, blockSize);
+      Value lastEntry = kb.divui(kb.sub(kb.add(first, used), one()), blockSize);
+      Value firstPage = kb.loadIndex(arg(args.blockTable), kb.add(tableRow, firstEntry));
+      Value lastPage = kb.loadIndex(arg(args.blockTable), kb.add(tableRow, lastEntry));
+      Value pageEnd = kb.mul(kb.add(firstEntry, one()), blockSize);
+      return [this, slot, first, firstPage, lastPage, pageEnd, blockSize](Value row) {
+        Value key = kb.add(first, row);
+        return slot(kb.select(kb.cmpLt(key, pageEnd), firstPage, lastPage),
+                    kb.remui(key, blockSize));
+      };
+    }
     if (blockSize >= p.stepKeys()) {
       // Tiles start at multiples of stepKeys: the whole tile lies in one page, looked up once
       // (n0 is below the length: an entry the sequence uses).
@@ -258,14 +286,11 @@ private:
                           kb.mul(kvHead, arg(c.strideHead)));
       return [this, &c, base](Value row) { return kb.add(base, kb.mul(row, arg(c.strideToken))); };
     }
-    return [this, &c, n0, blockSize](Value row) {
-      Value key = kb.add(n0, row);
-      Value block = kb.add(kb.mul(batch, arg(args.blockTableStride)), kb.divui(key, blockSize));
-      // A 64-bit page offset: page ids past 65535 and offsets past 2^32 address right.
-      Value page = kb.loadIndex(arg(args.blockTable), block);
-      Value token = kb.remui(key, blockSize);
-      return kb.add(kb.add(kb.mul(page, arg(c.stridePage)), kb.mul(token, arg(c.strideToken))),
-                    kb.mul(kvHead, arg(c.strideHead)));
+    Value first = keyStart ? kb.add(keyStart, n0) : n0;
+    return [this, slot, tableRow, first, blockSize](Value row) {
+      Value key = kb.add(first, row);
+      Value page = kb.loadIndex(arg(args.blockTable), kb.add(tableRow, kb.divui(key, blockSize)));
+      return slot(page, kb.remui(key, blockSize));
     };
   }
   /// Key rows n0.. of the sequence through registers; rows at or past its length read as zero.
@@ -277,6 +302,7 @@ private:
   const AttnPlan &p;
   const bool returnLse, splitKv;
   Value split, batch, group, groupRows, kvHead, row0, seqK, alignedQ, alignedK, alignedV;
+  Value keyStart; // cache_leftpad only: the sequence's first key
   Value kScale, vScale; // fp8 caches only
   std::optional<attn::Visibility> visibility;
 };

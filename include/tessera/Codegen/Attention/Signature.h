@@ -93,6 +93,7 @@ struct PagedDecodeArgs {
   TensorArg q, o;                         // (B, Sq, Hq, D)
   CacheArg k, v;
   ArgHandle blockTable, blockTableStride, cacheSeqlens;
+  ArgHandle cacheLeftpad;                 // cache_leftpad: (B,) i32, each sequence's first key
   // fp8 kv_dtype: f32 dequantisation scales, one each (per_tensor: null strides) or one per cache
   // slot and KV head (per_token: both at kScale's addressing of (page, token, head), no d).
   CacheArg kScale;

@@ -142,7 +142,10 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
     results (the number of splits is a runtime argument). `sinks` takes a logit per query head,
     `(Hq,)` f32, that joins every row's softmax denominator as flash_attn's does (with
     `split_kv`, once, in the combine). `alibi` takes ALiBi slopes `(Hq,)` or `(B, Hq)` f32 as flash_attn's
-    does (`-slope * |i + off - j|` on each logit; each row its own query head's slope). `mask` is `none` or
+    does (`-slope * |i + off - j|` on each logit; each row its own query head's slope).
+    `cache_leftpad` takes a first key per sequence, `(B,)` i32 (FlashAttention's cache_leftpad): sequence b
+    attends to its keys `cache_leftpad[b] .. cache_seqlens[b] - 1`, masks and biases aligned to that range's
+    end as without it. `mask` is `none` or
     `causal_bottom_right` (several query tokens at the end of the context). A plain kernel
     `@sym_name_cache_write` writes new tokens' keys and values into the cache's slots
     (docs/decode.md).
@@ -167,6 +170,7 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
                        UnitAttr:$fp8_products,
                        UnitAttr:$sinks,
                        UnitAttr:$alibi,
+                       UnitAttr:$cache_leftpad,
                        DefaultValuedAttr<I64Attr, "1">:$pack_gqa,
                        OptionalAttr<Tessera_TileConfigAttr>:$tile);
   let extraClassDeclaration = [{
