@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the example bundles (GEMM, attention forward and backward, paged decode): on the GPU for its own target when
-present, else on the simulator."""
+"""Runs the example bundles (GEMM, attention forward and backward, paged decode, the combine of attention over parts
+of the keys): on the GPU for its own target when present, else on the simulator."""
 import argparse
 import sys
 from pathlib import Path
@@ -22,6 +22,9 @@ BACKWARD = [(1, 37, 53, 3, 1, 64, True, False), (1, 40, 23, 2, 2, 32, False, Tru
 DECODE = [((37, 1, 80), 1, 8, 2, 128, 16, 3, None), ((9, 70), 2, 4, 1, 64, 64, 1, None),
           ((37, 1, 80), 1, 8, 2, 128, 16, 3, "token"), ((37, 1, 80), 1, 8, 2, 128, 16, 3, "products")]
 FP8_PRODUCTS_TARGETS = ("gfx942", "gfx950", "sm_90", "sm_90a")
+# (B, Sq, key parts, H, D): attention over each part of the keys (flash_attn with its LSE) merged by attn_combine,
+# against attention over all of them (context parallelism's combine step).
+COMBINE = [(2, 9, (20, 0, 37), 4, 64)]
 
 
 def cuda_arch():
@@ -112,6 +115,29 @@ def run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, num_splits, fp8, r
     return float(np.abs(o.astype(np.float64) - ref.o).max()), tessera.testing.check_attention(o, ref, same).ok
 
 
+def run_combine(target, gpu, B, Sq, parts, H, D, rng):
+    """Max error against float64 attention over every key of attn_combine merging flash_attn over each part."""
+    q = rng.standard_normal((B, Sq, H, D)).astype(np.float16)
+    k, v = (rng.standard_normal((B, sum(parts), H, D)).astype(np.float16) for _ in range(2))
+    device = None if gpu else f"sim:{target}"
+    torch = __import__("torch") if gpu else None
+    cuda = (lambda x: torch.from_numpy(x).cuda()) if gpu else (lambda x: x)   # noqa: E731
+    host = (lambda x: x.cpu().numpy()) if gpu else (lambda x: x)            # noqa: E731
+    outs, lses, start = [], [], 0
+    for n in parts:
+        if n:
+            part = (cuda(np.ascontiguousarray(x[:, start:start + n])) for x in (k, v))
+            o, lse = (host(x) for x in tessera.flash_attn(cuda(q), *part, return_lse=True, device=device))
+        else:   # a device without keys: nothing to contribute
+            o, lse = np.zeros(q.shape, np.float16), np.full((B, H, Sq), -np.inf, np.float32)
+        outs.append(o.astype(np.float32))
+        lses.append(np.swapaxes(lse, 1, 2))
+        start += n
+    o, _ = tessera.attn_combine(cuda(np.stack(outs)), cuda(np.ascontiguousarray(np.stack(lses))), device=device)
+    ref = tessera.testing.attention_reference(q, k, v).o
+    return float(np.abs(host(o).astype(np.float64) - ref).max())
+
+
 def run(target, gpu, m, n, k, rng):
     a = rng.standard_normal((m, k)).astype(np.float16)
     b = rng.standard_normal((k, n)).astype(np.float16)
@@ -162,6 +188,12 @@ def main():
             err, passed = run_decode(target, gpu, lens, Sq, Hq, Hkv, D, block_size, splits, fp8, rng)
             ok &= passed
             shape = f"decode {len(lens)}x{Sq} H{Hq}/{Hkv} D{D} b{block_size} s{splits}{' fp8/' + fp8 if fp8 else ''}"
+            rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
+        for B, Sq, parts, H, D in COMBINE:
+            err = run_combine(target, gpu, B, Sq, parts, H, D, rng)
+            passed = err < 5e-3  # the parts' f16 outputs
+            ok &= passed
+            shape = f"combine {B}x{Sq} keys {'+'.join(map(str, parts))} H{H} D{D}"
             rows.append((target, "gpu" if gpu else "sim", shape, err, passed))
     print(f"{'target':8} {'where':5} {'kernel':40} {'max error':>10}  result")
     for target, where, shape, err, passed in rows:

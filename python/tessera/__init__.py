@@ -5,6 +5,7 @@ from ._errors import (ArgumentError, BackendUnavailableError, BundleNotFoundErro
                       KernelNotFoundError, LibraryNotFoundError, ManifestError, TargetMismatchError, TesseraError)
 from ._attention import flash_attn, flash_attn_varlen
 from ._attention_bwd import flash_attn_bwd, flash_attn_varlen_bwd
+from ._combine import attn_combine
 from ._decode import paged_cache_write, paged_decode, paged_decode_plan
 from ._gemm import gemm
 from ._lib import library_path as runtime_library
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "gemm", "flash_attn", "flash_attn_varlen", "flash_attn_bwd", "flash_attn_varlen_bwd", "paged_decode",
-    "paged_decode_plan", "paged_cache_write", "testing", "device", "Device",
+    "paged_decode_plan", "paged_cache_write", "attn_combine", "testing", "device", "Device",
     "Bundle", "Kernel", "KernelSet", "runtime_library", "find_bundle", "bundle_dirs",
     "available_targets", "TesseraError", "InputError", "LibraryNotFoundError", "BundleNotFoundError",
     "InvalidArgumentError", "BackendUnavailableError", "DriverError", "TargetMismatchError", "ManifestError",

@@ -10,9 +10,11 @@ default a seed is drawn on the GPU from torch's generator; numpy inputs need one
 (FlashAttention 2 adds slope * j under causal, which shifts each row's LSE but not out);
 `return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised
 (tessera.testing.dropout_keep gives a dropout mask).
-flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens).
+flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens);
+flash_attn_combine (FlashAttention-3's) is tessera.attn_combine.
 """
 from . import _arrays, _attention, _decode
+from ._combine import attn_combine
 from ._attention import flash_attn, flash_attn_varlen
 from ._decode import paged_cache_write, paged_decode
 from ._errors import InputError
@@ -20,6 +22,7 @@ from ._errors import InputError
 __all__ = [
     "flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
     "flash_attn_varlen_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_with_kvcache",
+    "flash_attn_combine",
 ]
 
 
@@ -206,3 +209,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                         window_left=window_size[0], softcap=softcap, num_splits=num_splits,
                         return_lse=return_softmax_lse, alibi_slopes=alibi_slopes, cache_leftpad=cache_leftpad,
                         device=device)
+
+
+def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None, *, device=None):
+    """FlashAttention-3's combine of split results: out_partial (num_splits, batch, seqlen, nheads, headdim) float32
+    and lse_partial (num_splits, batch, seqlen, nheads) float32 (or packed (num_splits, total_q, ...)) merged into
+    (out, softmax_lse): tessera.attn_combine."""
+    return attn_combine(out_partial, lse_partial, out=out, out_dtype=out_dtype, device=device)

@@ -5,8 +5,8 @@ the heuristic's and more splits than key tiles, lengths 0 and 1 in every batch; 
 permutations over three times the pages needed, with -1 and INT32_MAX past each sequence; unused slots and
 unreferenced pages NaN / inf (bitwise the zero-filled run); stale split partials of an earlier call never leaking;
 page ids past 65535 and element offsets past 2^32; the current stream; CUDA graph capture (with a plan, and after a
-warm-up) replayed with new lengths, tables and values; the default bundle holding every variant. Skipped without a
-CUDA GPU."""
+warm-up) replayed with new lengths, tables and values; the default bundle holding every variant; cache_leftpad (padded
+slots poisoned); attn_combine merging two halves of the keys into the whole decode. Skipped without a CUDA GPU."""
 import random
 from typing import NamedTuple
 
@@ -301,6 +301,34 @@ def test_runs_on_the_current_stream():
         got = run(q, k_cache, v_cache, table, lengths, c)
     side.synchronize()
     assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1]), "not on torch's current stream"
+
+
+@pytest.mark.parametrize("out_dtype", ["f32", "bf16"])
+def test_attn_combine_merges_a_decode_split_by_hand(out_dtype):
+    """tessera.attn_combine on torch tensors: a decode's keys cut into two halves by hand (cache_seqlens for the first,
+    cache_leftpad for the second), each half's O (float32) and LSE merged, equal the decode over every key within
+    the rule; on a busy side stream, the combine waits for the work queued before it."""
+    rand = Inputs()
+    c = Case(lengths=(0, 1, 1000, 4097), num_splits=1)
+    q, k_cache, v_cache, table, lengths, _ = paged_cache(rand, c)
+    whole, whole_lse = run(q, k_cache, v_cache, table, lengths, c)
+    half = lengths // 2
+    first = run(q, k_cache, v_cache, table, half, c)
+    second = run(q, k_cache, v_cache, table, lengths, c, cache_leftpad=half)
+    o = torch.stack([first[0], second[0]]).float()
+    lse = torch.stack([first[1], second[1]]).transpose(-1, -2)          # (2, B, Sq, Hq): a view
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        got, got_lse = tessera.attn_combine(o, lse, out_dtype=support.torch_dtype(out_dtype))
+    side.synchronize()
+    assert got.dtype == support.torch_dtype(out_dtype) and got_lse.shape == (4, 1, c.Hq)
+    ref = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **c.options())
+    same = testing.paged_decode_reference(q, k_cache, v_cache, table, lengths, **c.options(), precision="same")
+    result = testing.check_attention(got.to(whole.dtype), ref, same, got_lse.transpose(1, 2))
+    assert result.ok, f"seed {rand.seed}: {result}"
+    assert torch.allclose(got_lse.transpose(1, 2), whole_lse, atol=1e-5, equal_nan=True)
 
 
 def new_inputs(rand, c, captured):

@@ -34,6 +34,10 @@ mlir::FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op,
 /// combine (Generators/PagedDecode.cpp, docs/decode.md).
 mlir::FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op,
                                                const TargetInfo &target);
+/// Builds the kernel of `op` for `target` before `op`: merges attention results computed over
+/// parts of the keys (Generators/AttnCombine.cpp, docs/decode.md).
+mlir::FailureOr<mlir::gpu::GPUFuncOp> generateAttnCombine(tessera::AttnCombineOp op,
+                                                          const TargetInfo &target);
 /// Why `op` cannot take the sm_90a wgmma/TMA kernel; empty when it can.
 std::string sm90FlashAttnUnsupported(tessera::FlashAttnOp op);
 /// Builds the FlashAttention-3-style warp-specialised kernel of `op` for an sm_90a target.

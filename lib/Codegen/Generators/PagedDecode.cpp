@@ -9,9 +9,11 @@
 //            without a load (and without reading their block-table entry). With one split it
 //            writes o and lse; with more, its normalised f32 rows and their LSE to the workspace.
 //   combine  per (head, token) row: the splits' LSEs weighted against their max (0 when every
-//            split is empty), O = sum w O_s / sum w, LSE = max + ln sum w.
+//            split is empty), O = sum w O_s / sum w, LSE = max + ln sum w (attn::emitCombine,
+//            shared with the attn_combine directive).
 // And a plain kernel `<name>_cache_write` that writes new tokens' K and V rows into the cache
 // format of the directive (vLLM's reshape_and_cache_flash).
+#include "tessera/Codegen/Attention/Combine.h"
 #include "tessera/Codegen/Attention/Mainloop.h"
 #include "tessera/Codegen/Attention/Signature.h"
 #include "tessera/Codegen/Generators.h"
@@ -30,9 +32,6 @@ using namespace mlir;
 
 namespace tessera {
 namespace {
-
-/// The combine's waves per (head, token) row, and the splits each reads per turn.
-constexpr int kCombineWaves = 4, kCombineUnroll = 4;
 
 /// What both kernels of the set read: the arguments, the batch item, and where a (head, token)
 /// row of the output, the LSE and the split partials lives.
@@ -307,123 +306,29 @@ private:
   std::optional<attn::Visibility> visibility;
 };
 
-/// combine: one workgroup per (head, token) row of a batch item. Its waves take turns over the
-/// splits, kCombineUnroll at a time (their loads independent of each other, so a wave waits on
-/// memory once per turn, not once per split), and their sums meet in LDS.
+/// combine: one workgroup per (head, token) row of a batch item merges its splits' partials
+/// (attn::emitCombine) from the workspace.
 class CombineKernel : public DecodeKernel {
 public:
   using DecodeKernel::DecodeKernel;
 
-  void emit(const TargetInfo &t) {
-    const int wave = t.waveSize, waves = kCombineWaves, unroll = kCombineUnroll;
-    Type f32 = b.getF32Type();
-    // Each wave's column sums, then its sum of weights: row w of `sums`, flat (no swizzle).
-    const int64_t sumsRow = headDim + 1;
-    Value sums = kb.allocLds(func, f32, 1, int(waves * sumsRow)).memref;
-    auto sumAt = [&](Value w, Value col) { return kb.add(kb.mul(w, sumsRow), col); };
+  void emit() {
     Value batch = kb.blockId(gpu::Dimension::y), row = kb.blockId(gpu::Dimension::x);
-    Value tid = kb.threadId(), lane = kb.remui(tid, wave), waveId = kb.waveId();
     Value head = arith::DivUIOp::create(b, loc, row, arg(args.seqQ));
     Value token = arith::RemUIOp::create(b, loc, row, arg(args.seqQ));
-    Value splits = arg(args.numSplits), lseBase = partialLseBase();
-    auto lseOf = [&](Value s) {
-      return memref::LoadOp::create(b, loc, arg(args.partials),
-                                    ValueRange{kb.add(lseBase, partialRow(s, batch, head, token))})
-          .getResult();
+    Value lseBase = partialLseBase();
+    attn::CombineRow r;
+    r.partials = r.lsePartials = arg(args.partials);
+    r.numSplits = arg(args.numSplits);
+    r.sink = sinkOf(head);
+    r.partialRow = [=, this](Value s) { return kb.mul(partialRow(s, batch, head, token), headDim); };
+    r.lseAt = [=, this](Value s) { return kb.add(lseBase, partialRow(s, batch, head, token)); };
+    r.storeOutput = [=, this](Value col, Value value) {
+      storeFinalOutput(batch, head, token, col, value);
     };
-    auto loop = [&](Value from, Value step, ValueRange init,
-                    llvm::function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-      auto l = scf::ForOp::create(b, loc, from, splits, step, init);
-      OpBuilder::InsertionGuard gl(b);
-      b.setInsertionPointToStart(l.getBody());
-      scf::YieldOp::create(b, loc, body(l.getInductionVar(), l.getRegionIterArgs()));
-      return SmallVector<Value>(l.getResults());
-    };
-    // M = max LSE (every wave, its lanes over splits lane, lane + wave, ...), 0 when every split
-    // is empty (-inf): no (-inf) - (-inf).
-    Value m = loop(lane, kb.idx(wave), ValueRange{kb.f32(-INFINITY)},
-                   [&](Value s, ValueRange acc) -> SmallVector<Value> {
-                     return {arith::MaximumFOp::create(b, loc, acc[0], lseOf(s))};
-                   })[0];
-    SmallVector<int> allLanes;
-    for (int mask = 1; mask < wave; mask *= 2) allLanes.push_back(mask);
-    m = kb.laneAllReduce({m}, allLanes, vector::CombiningKind::MAXNUMF)[0];
-    // The sink joins the denominator once: in M, then in the sum of weights.
-    Value sink = sinkOf(head);
-    if (sink) m = kb.fmax(m, sink);
-    Value mUse = kb.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m,
-                                                 kb.f32(-INFINITY)),
-                           kb.f32(0), m);
-    // This wave's sum w_s O_s over its turns, each lane's columns lane, lane + wave, ...; and its
-    // sum of w_s.
-    const int cols = int(llvm::divideCeil(headDim, wave));
-    SmallVector<Value> init(cols + 1, kb.f32(0));
-    SmallVector<Value> waveSums = loop(
-        kb.mul(waveId, unroll), kb.idx(waves * unroll), init,
-        [&](Value first, ValueRange acc) -> SmallVector<Value> {
-          SmallVector<Value> next(acc);
-          for (int u = 0; u < unroll; ++u) {
-            // Past the last split: split `first`'s row read again, weighted 0.
-            Value s = kb.add(first, u), real = kb.cmpLt(s, splits);
-            Value at = kb.select(real, s, first);
-            Value w = math::Exp2Op::create(b, loc,
-                                           kb.fmul(kb.fsub(lseOf(at), mUse), kb.f32(M_LOG2E)));
-            w = kb.select(real, w, kb.f32(0));
-            // A weight of 0 (an empty split, whose row was never written) drops the term:
-            // never 0 x an unwritten value.
-            Value counts = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, w, kb.f32(0));
-            Value rowAt = kb.mul(partialRow(at, batch, head, token), headDim);
-            for (int c = 0; c < cols; ++c) {
-              Value col = kb.minsi(kb.add(lane, c * wave), kb.idx(headDim - 1));
-              Value x = memref::LoadOp::create(b, loc, arg(args.partials),
-                                               ValueRange{kb.add(rowAt, col)});
-              next[c] = kb.select(counts, math::FmaOp::create(b, loc, w, x, next[c]), next[c]);
-            }
-            next[cols] = kb.fadd(next[cols], w);
-          }
-          return next;
-        });
-    auto store = [&](Value col, Value v) {
-      memref::StoreOp::create(b, loc, v, sums, ValueRange{sumAt(waveId, col)});
-    };
-    for (int c = 0; c < cols; ++c) {
-      OpBuilder::InsertionGuard gc(b);
-      Value col = kb.add(lane, c * wave);
-      kb.enterIf(kb.cmpLt(col, kb.idx(headDim)));
-      store(col, waveSums[c]);
-    }
-    {
-      OpBuilder::InsertionGuard gl(b);
-      kb.enterIf(kb.cmpEq(lane, kb.idx(0)));
-      store(kb.idx(headDim), waveSums[cols]);
-    }
-    kb.barrier();
-    // The waves' sums in wave order (the same bits whichever wave finishes first).
-    auto total = [&](Value col) {
-      Value sum = kb.f32(0);
-      for (int w = 0; w < waves; ++w)
-        sum = kb.fadd(sum, memref::LoadOp::create(b, loc, sums, ValueRange{sumAt(kb.idx(w), col)}));
-      return sum;
-    };
-    Value sum = total(kb.idx(headDim));
-    if (sink)
-      sum = kb.fadd(sum, math::Exp2Op::create(b, loc, kb.fmul(kb.fsub(sink, mUse), kb.f32(M_LOG2E))));
-    // 1 / sum, 0 when the sum is 0 (every split empty) or not a number.
-    Value usable = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, sum, kb.f32(0));
-    Value inv = kb.select(usable, arith::DivFOp::create(b, loc, kb.f32(1), sum), kb.f32(0));
-    const int threads = waves * wave;
-    for (int c = 0; c < int(llvm::divideCeil(headDim, threads)); ++c) {
-      OpBuilder::InsertionGuard gc(b);
-      Value col = kb.add(tid, c * threads);
-      kb.enterIf(kb.cmpLt(col, kb.idx(headDim)));
-      storeFinalOutput(batch, head, token, col, kb.fmul(total(col), inv));
-    }
-    if (args.lse) {
-      OpBuilder::InsertionGuard gl(b);
-      kb.enterIf(kb.cmpEq(tid, kb.idx(0)));
-      Value lnSum = kb.fmul(math::Log2Op::create(b, loc, sum), kb.f32(M_LN2));
-      storeFinalLse(batch, head, token, kb.fadd(mUse, lnSum));
-    }
+    if (args.lse)
+      r.storeLse = [=, this](Value lse) { storeFinalLse(batch, head, token, lse); };
+    attn::emitCombine(kb, func, headDim, r);
   }
 };
 
@@ -770,12 +675,12 @@ FailureOr<KernelSet> generatePagedDecode(tessera::PagedDecodeOp op, const Target
     // Nothing to combine with one split: min(num_splits / 2, 1) workgroups deep.
     combineSig.grid[2] = GridExpr::min(
         GridExpr::floorDiv(base.expr(a.numSplits), GridExpr::constant(2)), GridExpr::constant(1));
-    combineSig.blockThreads = kCombineWaves * target.waveSize;
+    combineSig.blockThreads = attn::kCombineWaves * target.waveSize;
     gpu::GPUFuncOp combine = createKernel(b, op.getLoc(), target, combineSig);
     set.kernels.push_back(combine);
     b.setInsertionPoint(combine.getBody().front().getTerminator());
     KernelBuilder kb(b, op.getLoc(), target);
-    CombineKernel(op, kb, combine, a).emit(target);
+    CombineKernel(op, kb, combine, a).emit();
   }
   // The cache writer, a plain kernel of its own.
   b.setInsertionPoint(op);

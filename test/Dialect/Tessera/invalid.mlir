@@ -198,3 +198,18 @@ tessera.flash_attn @fa_seqused {dtype = f16, head_dim = 64, seqused}
 
 // expected-error @+1 {{'tessera.flash_attn_bwd' op 'seqused' needs 'varlen' (it bounds each packed sequence)}}
 tessera.flash_attn_bwd @fa_bwd_seqused {dtype = f16, head_dim = 64, seqused}
+
+// -----
+
+// expected-error @+1 {{'dtype' (the output's) must be f16, bf16 or f32, got 'f64'}}
+tessera.attn_combine @c {dtype = f64, head_dim = 64}
+
+// -----
+
+// expected-error @+1 {{'head_dim' must be between 1 and 1024, got 0}}
+tessera.attn_combine @c {dtype = f32, head_dim = 0}
+
+// -----
+
+// expected-error @+1 {{'head_dim' must be between 1 and 1024, got 2048}}
+tessera.attn_combine @c {dtype = bf16, head_dim = 2048}

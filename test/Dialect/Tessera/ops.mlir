@@ -36,6 +36,10 @@ tessera.flash_attn @fa_varlen {dtype = f16, head_dim = 256, mask = #tessera.mask
 tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 96, mask = #tessera.mask<causal_top_left>,
                              sliding_window, softcap, varlen, deterministic}
 
+// CHECK-LABEL: tessera.attn_combine @combine
+// CHECK-SAME: dtype = bf16, head_dim = 512 : i64
+tessera.attn_combine @combine {dtype = bf16, head_dim = 512}
+
 // CHECK-LABEL: tessera.paged_decode @decode_bf16
 // CHECK-SAME: block_size = 16 : i64, dtype = bf16, head_dim = 128 : i64
 tessera.paged_decode @decode_bf16 {dtype = bf16, head_dim = 128, block_size = 16}

@@ -136,6 +136,10 @@ static LogicalResult verifyDecodeHeadDim(Operation *op, int64_t headDim) {
   return success();
 }
 
+/// attn_combine: one f32 column sum per head_dim element and wave sits in LDS; 1024 (MLA's 512 and
+/// more) keeps that at 16 KiB.
+static constexpr int64_t kMaxCombineHeadDim = 1024;
+
 static LogicalResult verifyPackGqa(Operation *op, int64_t packGqa) {
   if (packGqa < 1 || packGqa > 16 || !llvm::isPowerOf2_64(packGqa))
     return op->emitOpError() << "'pack_gqa' must be a power of two between 1 and 16, got "
@@ -178,6 +182,16 @@ LogicalResult FlashAttnBwdOp::verify() {
     return failure();
   if (getSeqused() && !getVarlen())
     return emitOpError() << "'seqused' needs 'varlen' (it bounds each packed sequence)";
+  return success();
+}
+
+LogicalResult AttnCombineOp::verify() {
+  Type t = getDtype();
+  if (!isHalfPrecision(t) && !t.isF32())
+    return emitOpError() << "'dtype' (the output's) must be f16, bf16 or f32, got " << t;
+  if (getHeadDim() < 1 || getHeadDim() > kMaxCombineHeadDim)
+    return emitOpError() << "'head_dim' must be between 1 and " << kMaxCombineHeadDim << ", got "
+                         << getHeadDim();
   return success();
 }
 

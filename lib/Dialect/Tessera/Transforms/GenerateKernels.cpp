@@ -93,6 +93,13 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               decode.erase();
               return success();
             })
+            .Case([&](tessera::AttnCombineOp combine) -> LogicalResult {
+              FailureOr<gpu::GPUFuncOp> func = generateAttnCombine(combine, target);
+              if (failed(func)) return failure();
+              recordKernelSet({combine.getSymName().str(), {*func}});
+              combine.erase();
+              return success();
+            })
             .Case([&](tessera::FlashAttnOp attn) -> LogicalResult {
               if (failed(generateFlashAttnForTarget(attn, target))) return failure();
               attn.erase();

@@ -1,4 +1,4 @@
-// The four tessera directives: wmma_gemm, flash_attn, flash_attn_bwd and paged_decode; and the
+// The tessera directives: wmma_gemm, flash_attn, flash_attn_bwd, paged_decode and attn_combine; and the
 // operations of the kernels they generate that upstream dialects lack (atomic_addf,
 // swap_wave_halves).
 #ifndef TESSERA_OPS_TD
@@ -179,6 +179,27 @@ def Tessera_PagedDecodeOp : Tessera_DirectiveOp<"paged_decode", [Tessera_Attenti
       return getKvDtype() ? *getKvDtype() : getDtype();
     }
   }];
+}
+
+def Tessera_AttnCombineOp : Tessera_DirectiveOp<"attn_combine"> {
+  let summary = "Merges attention results computed over parts of the keys";
+  let description = [{
+    Generates a kernel `@sym_name` that merges, row by row, `num_splits` attention results each
+    computed over one part of the keys (split-KV decoding, context parallelism across devices):
+    f32 outputs `out_partial (num_splits, B, S, H, head_dim)`, each normalised over its part, and
+    their natural-log LSEs `lse_partial (num_splits, B, S, H)` give
+    `O = sum_s w_s O_s / sum_s w_s` with `w_s = exp(LSE_s - max_s LSE_s)`, written in `dtype`
+    (f32, f16 or bf16), and `LSE = max_s LSE_s + ln sum_s w_s` (f32): FlashAttention-3's
+    `flash_attn_combine`, the combine step of paged_decode's `split_kv` as a directive of its
+    own. The split count, sizes and every stride are runtime arguments. A part whose LSE is -inf
+    (it saw no key) is skipped without reading its output; a row with no such part gives O = 0,
+    LSE = -inf (docs/decode.md).
+
+    ```mlir
+    tessera.attn_combine @combine_bf16_d128 {dtype = bf16, head_dim = 128}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$dtype, I64Attr:$head_dim);
 }
 
 // In generated kernels (not a directive).
