@@ -42,6 +42,13 @@ def numpy_dtype(name):
     return {"f16": np.float16, "f32": np.float32, "bf16": ml_dtypes and ml_dtypes.bfloat16}[name]
 
 
+def dropout_options(rng, dropout_p):
+    """A call's dropout arguments: the rate and a random (seed, offset) whose words use all 64 bits (none for 0)."""
+    if not dropout_p:
+        return {}
+    return dict(dropout_p=dropout_p, dropout_seed=tuple(int(x) for x in rng.integers(0, 1 << 64, 2, dtype=np.uint64)))
+
+
 def torch_dtype(name):
     return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[name]
 

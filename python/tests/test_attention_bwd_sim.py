@@ -177,13 +177,6 @@ def poisoned_runs(c, dev, q, k, v, backward):
     return grads
 
 
-def _dropout(rng, c):
-    """The case's dropout arguments: its rate and a random (seed, offset) over all 64 bits of each."""
-    if not c.dropout:
-        return {}
-    return dict(dropout_p=c.dropout, dropout_seed=tuple(int(x) for x in rng.integers(0, 1 << 64, 2, dtype=np.uint64)))
-
-
 def _reference_dropout(c, dropout):
     return (dropout["dropout_seed"], c.dropout) if dropout else None
 
@@ -206,7 +199,7 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     dout = _random(rng, q.shape[:-1] + (c.dv,), c.dtype, ragged_rows=c.ragged_rows)
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
     slopes = c.slopes(rng)
-    dropout = _dropout(rng, c)
+    dropout = support.dropout_options(rng, c.dropout)
     out, lse = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, sinks=sinks, alibi_slopes=slopes,
                                   **dropout, device=dev)
     dsinks = []
@@ -250,7 +243,7 @@ def test_flash_attn_varlen_bwd_with_zero_length_items(bundles, target):
     options = dict(c.options(), alibi_slopes=c.slopes(rng))
     if c.seqused:   # fewer rows used than cu_seqlens hold: their gradients stay 0
         options.update(seqused_q=np.array([12, 0, 30, 2, 0], np.int32), seqused_k=np.array([25, 5, 0, 31, 0], np.int32))
-    dropout = _dropout(rng, c)
+    dropout = support.dropout_options(rng, c.dropout)
     out, lse = tessera.flash_attn_varlen(q, k, v, *sizes, **options, **dropout, return_lse=True, device=dev)
 
     def backward(**given):

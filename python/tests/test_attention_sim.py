@@ -217,7 +217,7 @@ def run_and_check(dev, c, seed):
     out, lse = poisoned((c.B, c.Sq, c.Hq, c.D), c.dtype), poisoned((c.B, c.Hq, c.Sq), "f32")
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
     extras = dict(sinks=sinks, alibi_slopes=c.slopes(rng))
-    dropout = dropout_options(rng, c.dropout)
+    dropout = support.dropout_options(rng, c.dropout)
     got = tessera.flash_attn(q, k, v, **c.options(), return_lse=True, **extras, **dropout, out=out, lse=lse,
                              device=dev)
     assert got[0] is out and got[1] is lse
@@ -227,13 +227,6 @@ def run_and_check(dev, c, seed):
     result = testing.check_attention(out, ref, same, lse)
     assert result.ok, f"{dev.arch} {c} seed {seed}: {result}"
     return ref
-
-
-def dropout_options(rng, dropout_p):
-    """A call's dropout arguments: the rate and a random (seed, offset) whose words use all 64 bits."""
-    if not dropout_p:
-        return {}
-    return dict(dropout_p=dropout_p, dropout_seed=tuple(int(x) for x in rng.integers(0, 1 << 64, 2, dtype=np.uint64)))
 
 
 def needs(c_dtype):
@@ -317,7 +310,7 @@ def test_flash_attn_varlen_dropout(bundles, target):
     lens_q, lens_k = [9, 0, 21, 30], [25, 7, 0, 12]
     Hq, Hkv, D = 4, 2, 64
     cu_q, cu_k, q, k, v = _varlen_inputs(rng, lens_q, lens_k, Hq, Hkv, D, "f16")
-    dropout = dropout_options(rng, 0.25)
+    dropout = support.dropout_options(rng, 0.25)
     sizes = (cu_q, cu_k, max(lens_q), max(lens_k))
     out, lse = poisoned(q.shape, "f16"), poisoned((Hq, cu_q[-1]), "f32")
     tessera.flash_attn_varlen(q, k, v, *sizes, **dropout, return_lse=True, out=out, lse=lse, device=dev)
