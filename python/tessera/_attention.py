@@ -680,13 +680,12 @@ def dropout_keep_scale(dropout_p):
 
 
 def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
-                       seqused=False, cache_leftpad=None):
-    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout, seqused or cache_leftpad under
-    torch.compile (the torch operators do not take them yet)."""
+                       seqused=False):
+    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout or seqused under torch.compile (the torch
+    operators do not take them yet)."""
     for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
                        ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None),
-                       ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused),
-                       ("cache_leftpad", cache_leftpad is not None)):
+                       ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused)):
         if used:
             raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
                              "region (torch.compiler.disable)")

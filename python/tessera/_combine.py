@@ -75,6 +75,8 @@ def attn_combine(out_partial, lse_partial, out=None, out_dtype=None, *, device=N
     current stream (asynchronous, capturable); numpy arrays on device='sim:<target>'. The kernel comes from the
     device's bundle, or from the directive the KernelNotFoundError names, compiled on demand."""
     who = "tessera.attn_combine"
+    if _arrays.compiling():
+        return _arrays.torch_ops.call_attn_combine(out_partial, lse_partial, out, out_dtype)
     _arrays.refuse_grad(who, (("out_partial", out_partial), ("lse_partial", lse_partial)))
     infos, dtype = _check(who, out_partial, lse_partial, out, out_dtype)
     part = infos["out_partial"]

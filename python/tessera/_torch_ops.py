@@ -1,4 +1,5 @@
-"""torch.ops.tessera.*: the attention forward and backward, paged decode and the cache writer as PyTorch custom
+"""torch.ops.tessera.*: the attention forward and backward, paged decode, the cache writer and the combine of
+attention over parts of the keys as PyTorch custom
 operators (torch.library.custom_op), with fake implementations for torch.compile's tracing and the forward's
 autograd formula.
 
@@ -11,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from . import _attention, _attention_bwd, _decode
+from . import _arrays, _attention, _attention_bwd, _combine, _decode
 from ._errors import InputError
 
 # ---- Attention forward and backward --------------------------------------------------------------
@@ -194,26 +195,28 @@ def paged_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Optio
                  kv_layout: str, causal: bool, softmax_scale: Optional[float], k_scale: Optional[Tensor],
                  v_scale: Optional[Tensor], k_scale_value: Optional[float], v_scale_value: Optional[float],
                  window_left: int, softcap: float, num_splits: int, return_lse: bool,
-                 fp8_products: bool = False) -> tuple[Tensor, Tensor]:
+                 fp8_products: bool = False, cache_leftpad: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """tessera.paged_decode: (O, LSE (B, Hq, Sq) or empty). An fp8 cache's scale is a tensor (k_scale) or a number
     (k_scale_value)."""
     result = _decode.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout=kv_layout,
                                   causal=causal, softmax_scale=softmax_scale,
                                   k_scale=_scale(k_scale, k_scale_value), v_scale=_scale(v_scale, v_scale_value),
                                   window_left=window_left, softcap=softcap, num_splits=num_splits,
-                                  return_lse=return_lse, fp8_products=fp8_products)
+                                  return_lse=return_lse, fp8_products=fp8_products, cache_leftpad=cache_leftpad)
     return _with_lse(result, return_lse, q)
 
 
 @paged_decode.register_fake
 def _(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale, v_scale,
-      k_scale_value, v_scale_value, window_left, softcap, num_splits, return_lse, fp8_products=False):
+      k_scale_value, v_scale_value, window_left, softcap, num_splits, return_lse, fp8_products=False,
+      cache_leftpad=None):
     B, Sq, Hq, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32)
 
 
 def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale,
-                      v_scale, window_left, softcap, num_splits, out, return_lse, plan, fp8_products=False):
+                      v_scale, window_left, softcap, num_splits, out, return_lse, plan, fp8_products=False,
+                      cache_leftpad=None):
     """tessera.paged_decode through the operator, as torch.compile traces it: a plan contributes its num_splits (the
     compiled graph's own workspaces come from torch's allocator); out= is filled by a copy."""
     if plan is not None:
@@ -221,7 +224,8 @@ def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout
     (k_tensor, k_value), (v_tensor, v_value) = _scale_pair(k_scale), _scale_pair(v_scale)
     o, lse = torch.ops.tessera.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, bool(causal),
                                             softmax_scale, k_tensor, v_tensor, k_value, v_value, int(window_left),
-                                            float(softcap), int(num_splits), bool(return_lse), bool(fp8_products))
+                                            float(softcap), int(num_splits), bool(return_lse), bool(fp8_products),
+                                            cache_leftpad)
     if out is not None:
         o = out.copy_(o)
     return (o, lse) if return_lse else o
@@ -245,6 +249,36 @@ def call_paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout
     (k_tensor, k_value), (v_tensor, v_value) = _scale_pair(k_scale), _scale_pair(v_scale)
     torch.ops.tessera.paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout, k_tensor, v_tensor,
                                         k_value, v_value)
+
+
+# ---- The combine of results over parts of the keys -------------------------------------------------------------
+
+
+@torch.library.custom_op("tessera::attn_combine", mutates_args=())
+def attn_combine(out_partial: Tensor, lse_partial: Tensor, out_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """tessera.attn_combine: (out, lse), lse (batch, seqlen, nheads) stored (batch, nheads, seqlen)."""
+    return _combine.attn_combine(out_partial, lse_partial, out_dtype=out_dtype)
+
+
+@attn_combine.register_fake
+def _(out_partial, lse_partial, out_dtype):
+    rows = tuple(out_partial.shape[1:-1])
+    lse = out_partial.new_empty(rows[:-2] + (rows[-1], rows[-2]), dtype=torch.float32).transpose(-1, -2)
+    return out_partial.new_empty(rows + (out_partial.shape[-1],), dtype=out_dtype), lse
+
+
+def call_attn_combine(out_partial, lse_partial, out, out_dtype):
+    """tessera.attn_combine through the operator, as torch.compile traces it: out= is filled by a copy."""
+    if out_dtype is None:
+        out_dtype = out.dtype if out is not None else torch.float32
+    elif not isinstance(out_dtype, torch.dtype):
+        name = _arrays.dtype_name(out_dtype)
+        if name not in _combine.OUT_DTYPES:
+            raise InputError(f"tessera.attn_combine: out_dtype {out_dtype!r} is not supported (float32, float16, "
+                             "bfloat16)")
+        out_dtype = getattr(torch, _arrays.TORCH_NAMES[name])
+    o, lse = torch.ops.tessera.attn_combine(out_partial, lse_partial, out_dtype)
+    return (o if out is None else out.copy_(o)), lse
 
 
 is_compiling = torch.compiler.is_compiling

@@ -2,8 +2,9 @@
 with fake tensors), torch.export / torch.compile capturing tessera's entry points as single operators with no graph
 break; and on a CUDA GPU torch.library.opcheck of every operator, a model trained under
 torch.compile(fullgraph=True) (bit for bit the eager call with the deterministic backward, and a transformer block
-within bf16 tolerance), the same under CUDA graphs (mode="reduce-overhead"), and a compiled decode step (cache write
-then paged decode) captured in a CUDA graph and replayed with new lengths. Skipped without torch."""
+within bf16 tolerance), the same under CUDA graphs (mode="reduce-overhead"), attn_combine and cache_leftpad compiled,
+and a compiled decode step (cache write then paged decode) captured in a CUDA graph and replayed with new lengths.
+Skipped without torch."""
 import pytest
 
 import support
@@ -11,7 +12,7 @@ import support
 torch = pytest.importorskip("torch")
 
 OPS = ("flash_attn", "flash_attn_varlen", "flash_attn_bwd", "flash_attn_varlen_bwd", "paged_decode",
-       "paged_cache_write")
+       "paged_cache_write", "attn_combine")
 
 
 def test_every_operator_is_registered_on_import():
@@ -46,6 +47,14 @@ def test_fake_shapes():
         o, lse = ops.paged_decode(q[:, :3], cache, cache, table, lens, "NHD", True, None, None, None, None, None, -1,
                                   0.0, 0, True)
         assert (o.shape, lse.shape) == ((2, 3, 6, 64), (2, 6, 3))
+        o, lse = ops.paged_decode(q[:, :3], cache, cache, table, lens, "NHD", True, None, None, None, None, None, -1,
+                                  0.0, 0, True, False, lens)
+        assert (o.shape, lse.shape) == ((2, 3, 6, 64), (2, 6, 3))
+        # attn_combine: out in the asked dtype, the LSE (B, S, H) stored (B, H, S) as FlashAttention-3's.
+        o, lse = ops.attn_combine(torch.empty(3, 2, 5, 6, 64), torch.empty(3, 2, 5, 6), torch.bfloat16)
+        assert (o.shape, o.dtype, lse.shape, lse.stride()) == ((2, 5, 6, 64), torch.bfloat16, (2, 5, 6), (30, 1, 5))
+        o, lse = ops.attn_combine(torch.empty(3, 9, 6, 40), torch.empty(3, 9, 6), torch.float32)
+        assert (o.shape, lse.shape, lse.stride()) == ((9, 6, 40), (9, 6), (1, 9))
 
 
 def test_export_captures_one_operator_per_call():
@@ -133,6 +142,27 @@ def test_opcheck_decode_and_cache_write():
                                                           None, None))
     torch.library.opcheck(ops.paged_cache_write.default, (key, value, *fp8, slots, "NHD", scale, None, None, 2.0),
                           test_utils=FP8_CHECKS)
+
+
+@support.requires_cuda
+def test_combine_and_leftpad_compile():
+    """opcheck of attn_combine and of paged_decode with cache_leftpad (a set of the test bundles or compiled on
+    demand); both compiled with fullgraph=True equal the eager calls bit for bit."""
+    import tessera
+    ops = torch.ops.tessera
+    parts, lse = cuda(3, 2, 5, 6, 64, dtype=torch.float32), cuda(3, 2, 5, 6, dtype=torch.float32)
+    torch.library.opcheck(ops.attn_combine.default, (parts, lse, torch.bfloat16))
+    torch._dynamo.reset()
+    combine = torch.compile(lambda p, s: tessera.attn_combine(p, s, out_dtype=torch.bfloat16), fullgraph=True)
+    for got, want in zip(combine(parts, lse), tessera.attn_combine(parts, lse, out_dtype=torch.bfloat16)):
+        assert torch.equal(got, want)
+    (k_cache, v_cache), table, lens = paged()
+    q, pads = cuda(3, 1, 8, 128), torch.tensor([0, 17, 50], dtype=torch.int32, device="cuda")
+    torch.library.opcheck(ops.paged_decode.default, (q, k_cache, v_cache, table, lens, "NHD", True, None, None, None,
+                                                     None, None, -1, 0.0, 0, True, False, pads))
+    decode = torch.compile(lambda *a: tessera.paged_decode(*a, cache_leftpad=pads), fullgraph=True)
+    assert torch.equal(decode(q, k_cache, v_cache, table, lens),
+                       tessera.paged_decode(q, k_cache, v_cache, table, lens, cache_leftpad=pads))
 
 
 def attention_step(q, k, v):
