@@ -681,8 +681,8 @@ def dropout_keep_scale(dropout_p):
 
 def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
                        seqused=False):
-    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout or seqused under torch.compile (the torch
-    operators do not take them yet)."""
+    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout or seqused under torch.compile (the
+    torch operators do not take them yet)."""
     for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
                        ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None),
                        ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused)):

@@ -53,13 +53,6 @@ def _check(who, out_partial, lse_partial, out, out_dtype):
     return infos, dtype
 
 
-def _batched(shape, strides, split):
-    """(shape, strides) of a 4-D varlen layout (split, total, H[, D]) as batch 1: (split, 1, total, H[, D])."""
-    if split:
-        return shape[:1] + (1,) + shape[1:], strides[:1] + (0,) + strides[1:]
-    return (1,) + shape, (0,) + strides
-
-
 def attn_combine(out_partial, lse_partial, out=None, out_dtype=None, *, device=None):
     """Merges attention results computed over parts of the keys (FlashAttention-3's flash_attn_combine): part s of
     each row gives its output O_s normalised over its keys and its log-sum-exp LSE_s; the row's result is
@@ -92,20 +85,17 @@ def attn_combine(out_partial, lse_partial, out=None, out_dtype=None, *, device=N
     lse = lse.transpose(-1, -2) if part.kind == "torch" else lse.swapaxes(-1, -2)
     infos["o"], infos["lse"] = _arrays.describe(out, "out"), _arrays.describe(lse, "lse")
     del infos["out"]
-    layouts = {}
-    for name in _ARGS:
-        info = infos[name]
-        shape, strides = info.shape, info.strides
-        if len(part.shape) == 4:
-            shape, strides = _batched(shape, strides, name in ("out_partial", "lse_partial"))
-        layouts[name] = (shape, strides)
-    splits, B, S, H = layouts["out_partial"][0][:4]
+    packed = len(part.shape) == 4            # (split, total_q, H, D): one batch item of total_q tokens
+    B, S, H = ((1,) if packed else ()) + rows
     if 0 in (B, S, H, D):
         return out, lse
-    values = dict(num_splits=splits, B=B, S=S, H=H)
+    values = dict(num_splits=part.shape[0], B=B, S=S, H=H)
     for name in _ARGS:
         axes = ("split", "b", "s", "h") if name.endswith("partial") else ("b", "s", "h")
-        values.update({f"{name}_stride_{a}": s for a, s in zip(axes, layouts[name][1])})
+        strides = list(infos[name].strides)
+        if packed:                           # no batch stride
+            strides.insert(1 if name.endswith("partial") else 0, 0)
+        values.update({f"{name}_stride_{a}": s for a, s in zip(axes, strides)})
     if part.kind == "numpy":
         with _launch.SimMemory(dev) as mem:
             ptrs = {name: mem.put(infos[name], copy=name.endswith("partial")) for name in _ARGS}

@@ -117,6 +117,15 @@ def _rope(x, positions, rotary_dim, interleaved):
     return out
 
 
+def _rotary(q, k, before, rotary_dim, interleaved):
+    """(cos, sin, q_rot, k_rot): FlashAttention's rotary tables for 64 positions ((64, rotary_dim / 2) float32) and q
+    and the new k rotated in float64 at positions before[b] + t, rounded to float16."""
+    angles = np.arange(64)[:, None] * 10000.0 ** (-np.arange(rotary_dim // 2) / (rotary_dim // 2))
+    positions = before[:, None] + np.arange(q.shape[1])[None, :]
+    q_rot, k_rot = (_rope(x.astype(np.float64), positions, rotary_dim, interleaved).astype(np.float16) for x in (q, k))
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32), q_rot, k_rot
+
+
 def _check_decode(out, q, keys, values, lengths, causal, lse=None, scale=None, first=None):
     """Each sequence's output against float64 attention over its keys first[b] (default 0) .. lengths[b] - 1
     (bottom-right causal)."""
@@ -142,13 +151,9 @@ def test_kvcache_paged_append_and_rotary(bundles, target, interleaved):
     table = np.array([[3, 0, 5, 1], [2, 6, 4, 7]], np.int32)
     before = np.array([5, 20], np.int32)
     q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, Sq, Hkv, D)), _random(rng, (B, Sq, Hkv, D))
-    angles = np.arange(64)[:, None] * 10000.0 ** (-np.arange(rotary_dim // 2) / (rotary_dim // 2))
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    cos, sin, q_rot, k_rot = _rotary(q, k, before, rotary_dim, interleaved)
     keys = np.concatenate([k_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])   # (B, 64, Hkv, D)
     values = np.concatenate([v_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])
-    positions = before[:, None] + np.arange(Sq)[None, :]
-    k_rot = _rope(k.astype(np.float64), positions, rotary_dim, interleaved).astype(np.float16)
-    q_rot = _rope(q.astype(np.float64), positions, rotary_dim, interleaved).astype(np.float16)
     for b in range(B):
         keys[b, before[b]:before[b] + Sq], values[b, before[b]:before[b] + Sq] = k_rot[b], v[b]
     out, lse = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, before, block_table=table, causal=True,
@@ -206,12 +211,8 @@ def test_kvcache_leftpad(bundles, target):
     for b in range(B):
         k_cache[b, :pads[b]] = v_cache[b, :pads[b]] = np.nan
     q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, Sq, Hkv, D)), _random(rng, (B, Sq, Hkv, D))
-    angles = np.arange(64)[:, None] * 10000.0 ** (-np.arange(rotary_dim // 2) / (rotary_dim // 2))
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-    positions = before[:, None] + np.arange(Sq)[None, :]
+    cos, sin, q_rot, k_rot = _rotary(q, k, before, rotary_dim, False)
     keys, values = k_cache.copy(), v_cache.copy()
-    k_rot = _rope(k.astype(np.float64), positions, rotary_dim, False).astype(np.float16)
-    q_rot = _rope(q.astype(np.float64), positions, rotary_dim, False).astype(np.float16)
     for b in range(B):
         keys[b, before[b]:before[b] + Sq], values[b, before[b]:before[b] + Sq] = k_rot[b], v[b]
     out, lse = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, before, cache_leftpad=pads, causal=True,

@@ -278,11 +278,8 @@ private:
     if (blockSize >= p.stepKeys()) {
       // Tiles start at multiples of stepKeys: the whole tile lies in one page, looked up once
       // (n0 is below the length: an entry the sequence uses).
-      Value entry = kb.add(kb.mul(batch, arg(args.blockTableStride)), kb.divui(n0, blockSize));
-      Value page = kb.loadIndex(arg(args.blockTable), entry);
-      Value base = kb.add(kb.add(kb.mul(page, arg(c.stridePage)),
-                                 kb.mul(kb.remui(n0, blockSize), arg(c.strideToken))),
-                          kb.mul(kvHead, arg(c.strideHead)));
+      Value page = kb.loadIndex(arg(args.blockTable), kb.add(tableRow, kb.divui(n0, blockSize)));
+      Value base = slot(page, kb.remui(n0, blockSize));
       return [this, &c, base](Value row) { return kb.add(base, kb.mul(row, arg(c.strideToken))); };
     }
     Value first = keyStart ? kb.add(keyStart, n0) : n0;

@@ -74,16 +74,20 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
   SmallVector<Operation *> directives;
   for (Operation &op : module.getOps())
     if (isa<tessera::TesseraDialect>(op.getDialect())) directives.push_back(&op);
+  // A directive whose generator builds one plain kernel: record it, then drop the directive.
+  auto plainKernel = [](Operation *directive, StringRef name,
+                        FailureOr<gpu::GPUFuncOp> func) -> LogicalResult {
+    if (failed(func)) return failure();
+    recordKernelSet({name.str(), {*func}});
+    directive->erase();
+    return success();
+  };
   bool ok = true;
   for (Operation *op : directives) {
     LogicalResult result =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
-            .Case([&](tessera::WmmaGemmOp gemm) -> LogicalResult {
-              FailureOr<gpu::GPUFuncOp> func = generateWmmaGemm(gemm, target);
-              if (failed(func)) return failure();
-              recordKernelSet({gemm.getSymName().str(), {*func}});
-              gemm.erase();
-              return success();
+            .Case([&](tessera::WmmaGemmOp gemm) {
+              return plainKernel(gemm, gemm.getSymName(), generateWmmaGemm(gemm, target));
             })
             .Case([&](tessera::PagedDecodeOp decode) -> LogicalResult {
               if (failed(checkKvFormat(decode, target))) return failure();
@@ -93,12 +97,8 @@ LogicalResult generateKernels(ModuleOp module, const TargetInfo &target) {
               decode.erase();
               return success();
             })
-            .Case([&](tessera::AttnCombineOp combine) -> LogicalResult {
-              FailureOr<gpu::GPUFuncOp> func = generateAttnCombine(combine, target);
-              if (failed(func)) return failure();
-              recordKernelSet({combine.getSymName().str(), {*func}});
-              combine.erase();
-              return success();
+            .Case([&](tessera::AttnCombineOp combine) {
+              return plainKernel(combine, combine.getSymName(), generateAttnCombine(combine, target));
             })
             .Case([&](tessera::FlashAttnOp attn) -> LogicalResult {
               if (failed(generateFlashAttnForTarget(attn, target))) return failure();
