@@ -567,8 +567,10 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
         return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
     if _arrays.compiling():
-        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p)
-        return _arrays.torch_ops.call_flash_attn(q, k, v, (), options, return_lse, deterministic, out, lse)
+        features = dict(sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk, dropout_p=dropout_p,
+                        dropout_seed=dropout_seed)
+        return _arrays.torch_ops.call_flash_attn(who, q, k, v, (), options, features, return_lse, deterministic, out,
+                                                 lse)
     options.update(attention_chunk=attention_chunk)
     dropout_p = dropout_rate(who, dropout_p)
     if records_grad((q, k, v, sinks)):   # before the repeat path: a remembered launch would bypass autograd
@@ -677,18 +679,6 @@ def dropout_keep_scale(dropout_p):
     import numpy as np
     threshold = int(np.float32(dropout_p) * np.float32(DROPOUT_LEVELS))
     return DROPOUT_LEVELS / (DROPOUT_LEVELS - threshold)
-
-
-def no_extras_compiled(who, sinks, alibi_slopes=None, attention_chunk=0, block_table=None, dropout_p=0.0,
-                       seqused=False):
-    """InputError for sinks, ALiBi, chunked attention, a paged cache, dropout or seqused under torch.compile (the
-    torch operators do not take them yet)."""
-    for name, used in (("sinks", sinks is not None), ("alibi_slopes", alibi_slopes is not None),
-                       ("attention_chunk", attention_chunk != 0), ("block_table", block_table is not None),
-                       ("dropout_p", dropout_p != 0), ("seqused_q / seqused_k", seqused)):
-        if used:
-            raise InputError(f"{who}: {name} under torch.compile is not supported yet: call it outside the compiled "
-                             "region (torch.compiler.disable)")
 
 
 def _unpadded(result, out, D, return_lse):
@@ -871,19 +861,20 @@ def flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
                                    device=device)
         return _unpadded(result, out, Dv, return_lse)
     options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
-    if _arrays.compiling():
-        no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, block_table, dropout_p,
-                           seqused_q is not None or seqused_k is not None)
-        return _arrays.torch_ops.call_flash_attn(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
-                                                 options, return_lse, deterministic, out, lse)
-    options.update(attention_chunk=attention_chunk)
-    if seqused_q is not None or seqused_k is not None:
-        options.update(seqused_q=seqused_q, seqused_k=seqused_k)
-    dropout_p = dropout_rate(who, dropout_p)
     paged = block_table is not None
     if paged and records_grad((q, k, v, sinks)):
         raise InputError(f"{who}: a paged K/V cache (block_table) has no backward (FlashAttention has none either): "
                          "call it under torch.no_grad(), or on tensors that do not require grad")
+    if _arrays.compiling():
+        features = dict(sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk, dropout_p=dropout_p,
+                        dropout_seed=dropout_seed, block_table=block_table, seqused_q=seqused_q,
+                        seqused_k=seqused_k)
+        return _arrays.torch_ops.call_flash_attn(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+                                                 options, features, return_lse, deterministic, out, lse)
+    options.update(attention_chunk=attention_chunk)
+    if seqused_q is not None or seqused_k is not None:
+        options.update(seqused_q=seqused_q, seqused_k=seqused_k)
+    dropout_p = dropout_rate(who, dropout_p)
     if records_grad((q, k, v, sinks)):
         from . import _attention_bwd
         return _attention_bwd.recorded(who, q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),

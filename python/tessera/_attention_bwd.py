@@ -208,10 +208,11 @@ def flash_attn_bwd(q, k, v, out, dout, lse, causal=False, causal_align="bottom_r
                                **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
-        return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (), options, deterministic,
-                                                     (dq, dk, dv))
+        features = dict(sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk, dropout_p=dropout_p,
+                        dropout_seed=dropout_seed)
+        return _arrays.torch_ops.call_flash_attn_bwd(who, q, k, v, out, dout, lse, (), options, features,
+                                                     deterministic, (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     p = _attention.dense_plan(who, infos, causal, causal_align, scale, window, softcap, True,   # True: LSE given
                               attention_chunk)
@@ -241,11 +242,12 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
                                       seqused_k=seqused_k, **_padded_grads((dq, dk, dv), padded), device=device)
         return _unpadded_grads(grads, (dq, dk, dv), (Dqk, Dqk, Dv))
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes, attention_chunk, dropout_p=dropout_p,
-                                      seqused=seqused_q is not None or seqused_k is not None)
         options = dict(causal=causal, causal_align=causal_align, scale=scale, window=window, softcap=softcap)
-        return _arrays.torch_ops.call_flash_attn_bwd(q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
-                                                     max_seqlen_q, max_seqlen_k), options, deterministic, (dq, dk, dv))
+        features = dict(sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk, dropout_p=dropout_p,
+                        dropout_seed=dropout_seed, seqused_q=seqused_q, seqused_k=seqused_k)
+        return _arrays.torch_ops.call_flash_attn_bwd(who, q, k, v, out, dout, lse, (cu_seqlens_q, cu_seqlens_k,
+                                                     max_seqlen_q, max_seqlen_k), options, features, deterministic,
+                                                     (dq, dk, dv))
     infos, grads = _describe(who, q, k, v, out, dout, lse, dq, dk, dv)
     cus = _attention._describe_all(who, (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)))
     p = _attention.varlen_plan(who, infos, cus, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window,
@@ -259,10 +261,15 @@ def flash_attn_varlen_bwd(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_k, m
 def _with_forward_dropout(who, p, extras, dropout_p, dropout_seed, q):
     """_attention.with_dropout for a backward (the rng_state into `extras`): the forward's seed must be given."""
     dropout_p = _attention.dropout_rate(who, dropout_p)
+    check_forward_seed(who, dropout_p, dropout_seed)
+    return _attention.with_dropout(who, p, extras, dropout_p, dropout_seed, q)
+
+
+def check_forward_seed(who, dropout_p, dropout_seed):
+    """A backward with dropout needs the forward's seed (None would draw a new mask)."""
     if dropout_p and dropout_seed is None:
         raise InputError(f"{who}: dropout_p = {dropout_p} needs the forward's dropout_seed (its seed and offset): the "
                          "backward regenerates the forward's mask from it")
-    return _attention.with_dropout(who, p, extras, dropout_p, dropout_seed, q)
 
 
 def _with_sink_gradient(grads, p, out, dout, lse, sinks, cu_seqlens_q=None):

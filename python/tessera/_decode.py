@@ -657,10 +657,10 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
     """
     who = "tessera.paged_decode"
     if _arrays.compiling():
-        _attention.no_extras_compiled(who, sinks, alibi_slopes)
         return _arrays.torch_ops.call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal,
                                                    softmax_scale, k_scale, v_scale, window_left, softcap, num_splits,
-                                                   out, return_lse, plan, fp8_products, cache_leftpad)
+                                                   out, return_lse, plan, fp8_products, cache_leftpad, sinks,
+                                                   alibi_slopes)
     if block_table is None:
         _contiguous_scales(who, k_scale, v_scale)
         if cache_leftpad is not None:

@@ -31,25 +31,40 @@ def _arguments(options):
             float(options["softcap"]))
 
 
+def _extras(sinks, alibi_slopes, attention_chunk, dropout_p, rng_state):
+    """The Python API's keyword arguments for the operators' optional features (the dropout seed as the (2,) int64
+    array the kernels read)."""
+    return dict(sinks=sinks, alibi_slopes=alibi_slopes, attention_chunk=attention_chunk, dropout_p=dropout_p,
+                dropout_seed=rng_state if dropout_p else None)
+
+
 def _with_lse(result, return_lse, q):
     """(O, LSE) from a call's result: an empty LSE where none was asked for (an operator's outputs are fixed)."""
     return result if return_lse else (result, q.new_empty((0,), dtype=torch.float32))
 
 
+def _with_dsinks(grads, q):
+    """(dq, dk, dv, dsinks) from a backward's result: an empty dsinks for a call without sinks."""
+    return tuple(grads) if len(grads) == 4 else (*grads, q.new_empty((0,), dtype=torch.float32))
+
+
 @torch.library.custom_op("tessera::flash_attn", mutates_args=())
 def flash_attn(q: Tensor, k: Tensor, v: Tensor, causal: bool, causal_align: str, scale: Optional[float],
-               window_left: int, window_right: int, softcap: float, return_lse: bool,
-               deterministic: bool) -> tuple[Tensor, Tensor]:
+               window_left: int, window_right: int, softcap: float, return_lse: bool, deterministic: bool,
+               sinks: Optional[Tensor] = None, alibi_slopes: Optional[Tensor] = None, attention_chunk: int = 0,
+               dropout_p: float = 0.0, rng_state: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """tessera.flash_attn: (O, LSE); LSE is empty (0,) unless return_lse (the backward needs it). deterministic
-    chooses the backward's kernels."""
+    chooses the backward's kernels; rng_state is dropout's (seed, offset) as a (2,) int64 tensor."""
     with torch.no_grad():
         result = _attention.flash_attn(q, k, v, **_options(causal, causal_align, scale, window_left, window_right,
-                                                           softcap), return_lse=return_lse)
+                                                           softcap), return_lse=return_lse,
+                                       **_extras(sinks, alibi_slopes, attention_chunk, dropout_p, rng_state))
     return _with_lse(result, return_lse, q)
 
 
 @flash_attn.register_fake
-def _(q, k, v, causal, causal_align, scale, window_left, window_right, softcap, return_lse, deterministic):
+def _(q, k, v, causal, causal_align, scale, window_left, window_right, softcap, return_lse, deterministic, sinks=None,
+      alibi_slopes=None, attention_chunk=0, dropout_p=0.0, rng_state=None):
     B, Sq, Hq, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32)
 
@@ -57,19 +72,25 @@ def _(q, k, v, causal, causal_align, scale, window_left, window_right, softcap, 
 @torch.library.custom_op("tessera::flash_attn_varlen", mutates_args=())
 def flash_attn_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
                       max_seqlen_k: int, causal: bool, causal_align: str, scale: Optional[float], window_left: int,
-                      window_right: int, softcap: float, return_lse: bool,
-                      deterministic: bool) -> tuple[Tensor, Tensor]:
+                      window_right: int, softcap: float, return_lse: bool, deterministic: bool,
+                      sinks: Optional[Tensor] = None, alibi_slopes: Optional[Tensor] = None, attention_chunk: int = 0,
+                      dropout_p: float = 0.0, rng_state: Optional[Tensor] = None,
+                      block_table: Optional[Tensor] = None, seqused_q: Optional[Tensor] = None,
+                      seqused_k: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """tessera.flash_attn_varlen: (O, LSE (Hq, total_q) or empty)."""
     with torch.no_grad():
         result = _attention.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                               **_options(causal, causal_align, scale, window_left, window_right,
-                                                         softcap), return_lse=return_lse)
+                                                         softcap), return_lse=return_lse,
+                                              **_extras(sinks, alibi_slopes, attention_chunk, dropout_p, rng_state),
+                                              block_table=block_table, seqused_q=seqused_q, seqused_k=seqused_k)
     return _with_lse(result, return_lse, q)
 
 
 @flash_attn_varlen.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align, scale, window_left,
-      window_right, softcap, return_lse, deterministic):
+      window_right, softcap, return_lse, deterministic, sinks=None, alibi_slopes=None, attention_chunk=0,
+      dropout_p=0.0, rng_state=None, block_table=None, seqused_q=None, seqused_k=None):
     total_q, Hq, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((Hq, total_q) if return_lse else (0,), dtype=torch.float32)
 
@@ -77,36 +98,50 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, c
 @torch.library.custom_op("tessera::flash_attn_bwd", mutates_args=())
 def flash_attn_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, causal: bool,
                    causal_align: str, scale: Optional[float], window_left: int, window_right: int, softcap: float,
-                   deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """tessera.flash_attn_bwd: (dq, dk, dv)."""
+                   deterministic: bool, sinks: Optional[Tensor] = None, alibi_slopes: Optional[Tensor] = None,
+                   attention_chunk: int = 0, dropout_p: float = 0.0,
+                   rng_state: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """tessera.flash_attn_bwd: (dq, dk, dv, dsinks); dsinks is empty (0,) without sinks."""
     with torch.no_grad():
-        return _attention_bwd.flash_attn_bwd(q, k, v, out, _attention_bwd.kernel_ready(dout, out), lse,
-                                             **_options(causal, causal_align, scale, window_left, window_right,
-                                                        softcap), deterministic=deterministic)
+        return _with_dsinks(_attention_bwd.flash_attn_bwd(
+            q, k, v, out, _attention_bwd.kernel_ready(dout, out), lse,
+            **_options(causal, causal_align, scale, window_left, window_right, softcap), deterministic=deterministic,
+            **_extras(sinks, alibi_slopes, attention_chunk, dropout_p, rng_state)), q)
+
+
+def _fake_grads(q, k, v, sinks):
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
+            q.new_empty(sinks.shape if sinks is not None else (0,), dtype=torch.float32))
 
 
 @flash_attn_bwd.register_fake
-def _(dout, q, k, v, out, lse, causal, causal_align, scale, window_left, window_right, softcap, deterministic):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+def _(dout, q, k, v, out, lse, causal, causal_align, scale, window_left, window_right, softcap, deterministic,
+      sinks=None, alibi_slopes=None, attention_chunk=0, dropout_p=0.0, rng_state=None):
+    return _fake_grads(q, k, v, sinks)
 
 
 @torch.library.custom_op("tessera::flash_attn_varlen_bwd", mutates_args=())
 def flash_attn_varlen_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
                           cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int,
                           causal: bool, causal_align: str, scale: Optional[float], window_left: int,
-                          window_right: int, softcap: float, deterministic: bool) -> tuple[Tensor, Tensor, Tensor]:
-    """tessera.flash_attn_varlen_bwd: (dq, dk, dv)."""
+                          window_right: int, softcap: float, deterministic: bool, sinks: Optional[Tensor] = None,
+                          alibi_slopes: Optional[Tensor] = None, attention_chunk: int = 0, dropout_p: float = 0.0,
+                          rng_state: Optional[Tensor] = None, seqused_q: Optional[Tensor] = None,
+                          seqused_k: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """tessera.flash_attn_varlen_bwd: (dq, dk, dv, dsinks); dsinks is empty (0,) without sinks."""
     with torch.no_grad():
-        return _attention_bwd.flash_attn_varlen_bwd(q, k, v, out, _attention_bwd.kernel_ready(dout, out), lse,
-                                                    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                                    **_options(causal, causal_align, scale, window_left,
-                                                               window_right, softcap), deterministic=deterministic)
+        return _with_dsinks(_attention_bwd.flash_attn_varlen_bwd(
+            q, k, v, out, _attention_bwd.kernel_ready(dout, out), lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+            max_seqlen_k, **_options(causal, causal_align, scale, window_left, window_right, softcap),
+            deterministic=deterministic, **_extras(sinks, alibi_slopes, attention_chunk, dropout_p, rng_state),
+            seqused_q=seqused_q, seqused_k=seqused_k), q)
 
 
 @flash_attn_varlen_bwd.register_fake
 def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, causal_align, scale,
-      window_left, window_right, softcap, deterministic):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+      window_left, window_right, softcap, deterministic, sinks=None, alibi_slopes=None, attention_chunk=0,
+      dropout_p=0.0, rng_state=None, seqused_q=None, seqused_k=None):
+    return _fake_grads(q, k, v, sinks)
 
 
 def _no_lse(who, lse, out):
@@ -115,50 +150,82 @@ def _no_lse(who, lse, out):
                          "when its inputs require grad (tessera.flash_attn does)")
 
 
+# The operators' arguments between the tensors they start with and the optional features: the attention options,
+# return_lse and deterministic.
+_OPTIONS = 8
+
+
 def _save(ctx, inputs, output):
-    q, k, v, *options = inputs
-    ctx.save_for_backward(q, k, v, *output)
-    ctx.options = options
+    q, k, v, *rest = inputs
+    options, (sinks, alibi_slopes, chunk, dropout_p, rng_state) = rest[:_OPTIONS], rest[_OPTIONS:]
+    ctx.save_for_backward(q, k, v, *output, sinks, alibi_slopes, rng_state)
+    ctx.options, ctx.features = options, (chunk, dropout_p)
 
 
 def _save_varlen(ctx, inputs, output):
-    q, k, v, cu_seqlens_q, cu_seqlens_k, *options = inputs
-    ctx.save_for_backward(q, k, v, *output, cu_seqlens_q, cu_seqlens_k)
-    ctx.options = options
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_q, max_k, *rest = inputs
+    options, (sinks, alibi_slopes, chunk, dropout_p, rng_state, _, seqused_q, seqused_k) = \
+        rest[:_OPTIONS], rest[_OPTIONS:]
+    ctx.save_for_backward(q, k, v, *output, sinks, alibi_slopes, rng_state, cu_seqlens_q, cu_seqlens_k, seqused_q,
+                          seqused_k)
+    ctx.options, ctx.features = (max_q, max_k, *options), (chunk, dropout_p)
+
+
+def _grads(grads, sinks, before, after):
+    """Autograd's gradients for an operator's inputs: dq, dk, dv, `before` Nones, dsinks where sinks were given,
+    `after` Nones."""
+    dq, dk, dv, dsinks = grads
+    return dq, dk, dv, *[None] * before, dsinks if sinks is not None else None, *[None] * after
 
 
 def _flash_attn_grad(ctx, dout, _dlse):
-    q, k, v, out, lse = ctx.saved_tensors
-    causal, causal_align, scale, window_left, window_right, softcap, _, deterministic = ctx.options
+    q, k, v, out, lse, sinks, alibi_slopes, rng_state = ctx.saved_tensors
+    *options, _, deterministic = ctx.options
     _no_lse("tessera::flash_attn", lse, out)
-    grads = torch.ops.tessera.flash_attn_bwd(dout, q, k, v, out, lse, causal, causal_align, scale, window_left,
-                                             window_right, softcap, deterministic)
-    return (*grads, *[None] * 8)
+    grads = torch.ops.tessera.flash_attn_bwd(dout, q, k, v, out, lse, *options, deterministic, sinks, alibi_slopes,
+                                             *ctx.features, rng_state)
+    return _grads(grads, sinks, _OPTIONS, 4)
 
 
 def _flash_attn_varlen_grad(ctx, dout, _dlse):
-    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
-    max_q, max_k, causal, causal_align, scale, window_left, window_right, softcap, _, deterministic = \
-        ctx.options
+    q, k, v, out, lse, sinks, alibi_slopes, rng_state, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k = \
+        ctx.saved_tensors
+    *options, _, deterministic = ctx.options
     _no_lse("tessera::flash_attn_varlen", lse, out)
-    grads = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_q,
-                                                    max_k, causal, causal_align, scale, window_left, window_right,
-                                                    softcap, deterministic)
-    return (*grads, *[None] * 12)
+    grads = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *options,
+                                                    deterministic, sinks, alibi_slopes, *ctx.features, rng_state,
+                                                    seqused_q, seqused_k)
+    return _grads(grads, sinks, 4 + _OPTIONS, 7)
 
 
 flash_attn.register_autograd(_flash_attn_grad, setup_context=_save)
 flash_attn_varlen.register_autograd(_flash_attn_varlen_grad, setup_context=_save_varlen)
 
 
-def call_flash_attn(q, k, v, varlen_args, options, return_lse, deterministic, out, lse):
+def _feature_arguments(who, q, features, backward=False):
+    """The operators' optional-feature arguments (sinks, alibi_slopes, attention_chunk, dropout_p, rng_state) from a
+    call's keywords, the scalars checked here (while tracing: before any operator runs); dropout's seed drawn or
+    converted once (_attention.rng_state), so the backward regenerates the forward's mask (a backward's must be
+    given)."""
+    dropout_p = _attention.dropout_rate(who, features.get("dropout_p", 0.0))
+    if backward:
+        _attention_bwd.check_forward_seed(who, dropout_p, features.get("dropout_seed"))
+    rng_state = _attention.rng_state(who, q, features.get("dropout_seed")) if dropout_p else None
+    return (features.get("sinks"), features.get("alibi_slopes"),
+            _attention._chunk(who, features.get("attention_chunk", 0)), dropout_p, rng_state)
+
+
+def call_flash_attn(who, q, k, v, varlen_args, options, features, return_lse, deterministic, out, lse):
     """tessera.flash_attn (varlen_args empty) or flash_attn_varlen through the operators, as torch.compile traces it:
-    the LSE is computed whenever autograd records the call (its backward needs it); out= and lse= are filled by
-    copies."""
-    records = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    args = (*_arguments(options), bool(return_lse or records), bool(deterministic))
+    features are the call's optional-feature keywords (sinks, alibi_slopes, attention_chunk, dropout_p,
+    dropout_seed; varlen: block_table, seqused_q, seqused_k); the LSE is computed whenever autograd records the call
+    (its backward needs it); out= and lse= are filled by copies."""
+    records = _attention.records_grad((q, k, v, features.get("sinks")))
+    args = (*_arguments(options), bool(return_lse or records), bool(deterministic),
+            *_feature_arguments(who, q, features))
     if varlen_args:
-        o, l = torch.ops.tessera.flash_attn_varlen(q, k, v, *varlen_args, *args)
+        o, l = torch.ops.tessera.flash_attn_varlen(q, k, v, *varlen_args, *args, features.get("block_table"),
+                                                   features.get("seqused_q"), features.get("seqused_k"))
     else:
         o, l = torch.ops.tessera.flash_attn(q, k, v, *args)
     if out is not None:
@@ -168,14 +235,18 @@ def call_flash_attn(q, k, v, varlen_args, options, return_lse, deterministic, ou
     return (o, l) if return_lse else o
 
 
-def call_flash_attn_bwd(q, k, v, out, dout, lse, varlen_args, options, deterministic, grads):
-    """tessera.flash_attn_bwd / flash_attn_varlen_bwd through the operators; dq=, dk=, dv= are filled by copies."""
-    args = (*_arguments(options), bool(deterministic))
+def call_flash_attn_bwd(who, q, k, v, out, dout, lse, varlen_args, options, features, deterministic, grads):
+    """tessera.flash_attn_bwd / flash_attn_varlen_bwd through the operators (features as call_flash_attn's, the
+    forward's dropout_seed given); dq=, dk=, dv= are filled by copies. Returns (dq, dk, dv), and dsinks with
+    sinks."""
+    args = (*_arguments(options), bool(deterministic), *_feature_arguments(who, q, features, backward=True))
     if varlen_args:
-        result = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, *varlen_args, *args)
+        result = torch.ops.tessera.flash_attn_varlen_bwd(dout, q, k, v, out, lse, *varlen_args, *args,
+                                                         features.get("seqused_q"), features.get("seqused_k"))
     else:
         result = torch.ops.tessera.flash_attn_bwd(dout, q, k, v, out, lse, *args)
-    return tuple(r if g is None else g.copy_(r) for r, g in zip(result, grads))
+    result = tuple(r if g is None else g.copy_(r) for r, g in zip(result, (*grads, None)))
+    return result if features.get("sinks") is not None else result[:3]
 
 
 # ---- Paged decode and the cache writer ----------------------------------------------------------
@@ -195,28 +266,30 @@ def paged_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Optio
                  kv_layout: str, causal: bool, softmax_scale: Optional[float], k_scale: Optional[Tensor],
                  v_scale: Optional[Tensor], k_scale_value: Optional[float], v_scale_value: Optional[float],
                  window_left: int, softcap: float, num_splits: int, return_lse: bool,
-                 fp8_products: bool = False, cache_leftpad: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
+                 fp8_products: bool = False, cache_leftpad: Optional[Tensor] = None, sinks: Optional[Tensor] = None,
+                 alibi_slopes: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """tessera.paged_decode: (O, LSE (B, Hq, Sq) or empty). An fp8 cache's scale is a tensor (k_scale) or a number
     (k_scale_value)."""
     result = _decode.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout=kv_layout,
                                   causal=causal, softmax_scale=softmax_scale,
                                   k_scale=_scale(k_scale, k_scale_value), v_scale=_scale(v_scale, v_scale_value),
                                   window_left=window_left, softcap=softcap, num_splits=num_splits,
-                                  return_lse=return_lse, fp8_products=fp8_products, cache_leftpad=cache_leftpad)
+                                  return_lse=return_lse, fp8_products=fp8_products, cache_leftpad=cache_leftpad,
+                                  sinks=sinks, alibi_slopes=alibi_slopes)
     return _with_lse(result, return_lse, q)
 
 
 @paged_decode.register_fake
 def _(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale, v_scale,
       k_scale_value, v_scale_value, window_left, softcap, num_splits, return_lse, fp8_products=False,
-      cache_leftpad=None):
+      cache_leftpad=None, sinks=None, alibi_slopes=None):
     B, Sq, Hq, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32)
 
 
 def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, causal, softmax_scale, k_scale,
                       v_scale, window_left, softcap, num_splits, out, return_lse, plan, fp8_products=False,
-                      cache_leftpad=None):
+                      cache_leftpad=None, sinks=None, alibi_slopes=None):
     """tessera.paged_decode through the operator, as torch.compile traces it: a plan contributes its num_splits (the
     compiled graph's own workspaces come from torch's allocator); out= is filled by a copy."""
     if plan is not None:
@@ -225,7 +298,7 @@ def call_paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout
     o, lse = torch.ops.tessera.paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, kv_layout, bool(causal),
                                             softmax_scale, k_tensor, v_tensor, k_value, v_value, int(window_left),
                                             float(softcap), int(num_splits), bool(return_lse), bool(fp8_products),
-                                            cache_leftpad)
+                                            cache_leftpad, sinks, alibi_slopes)
     if out is not None:
         o = out.copy_(o)
     return (o, lse) if return_lse else o

@@ -2,8 +2,9 @@
 with fake tensors), torch.export / torch.compile capturing tessera's entry points as single operators with no graph
 break; and on a CUDA GPU torch.library.opcheck of every operator, a model trained under
 torch.compile(fullgraph=True) (bit for bit the eager call with the deterministic backward, and a transformer block
-within bf16 tolerance), the same under CUDA graphs (mode="reduce-overhead"), attn_combine and cache_leftpad compiled,
-and a compiled decode step (cache write then paged decode) captured in a CUDA graph and replayed with new lengths.
+within bf16 tolerance), the same under CUDA graphs (mode="reduce-overhead"), the optional features (sinks, ALiBi,
+chunks, dropout, seqused, paged K/V; decode's sinks, ALiBi and cache_leftpad) and attn_combine compiled, and a
+compiled decode step (cache write then paged decode) captured in a CUDA graph and replayed with new lengths.
 Skipped without torch."""
 import pytest
 
@@ -36,19 +37,33 @@ def test_fake_shapes():
         o, lse = ops.flash_attn(q, k, k, True, "bottom_right", None, -1, -1, 0.0, True, False)
         assert (o.shape, o.dtype, lse.shape, lse.dtype) == (q.shape, q.dtype, (2, 6, 5), torch.float32)
         assert ops.flash_attn(q, k, k, True, "bottom_right", None, -1, -1, 0.0, False, False)[1].shape == (0,)
-        dq, dk, dv = ops.flash_attn_bwd(o, q, k, k, o, lse, True, "bottom_right", None, -1, -1, 0.0, False)
-        assert (dq.shape, dk.shape, dv.shape) == (q.shape, k.shape, k.shape)
+        dq, dk, dv, dsinks = ops.flash_attn_bwd(o, q, k, k, o, lse, True, "bottom_right", None, -1, -1, 0.0, False)
+        assert (dq.shape, dk.shape, dv.shape, dsinks.shape) == (q.shape, k.shape, k.shape, (0,))
+        sinks, seed = torch.empty(6), torch.empty(2, dtype=torch.int64)
+        o, lse = ops.flash_attn(q, k, k, True, "bottom_right", None, -1, -1, 0.0, True, False, sinks, torch.empty(2, 6),
+                                64, 0.25, seed)
+        assert (o.shape, lse.shape) == (q.shape, (2, 6, 5))
+        dsinks = ops.flash_attn_bwd(o, q, k, k, o, lse, True, "bottom_right", None, -1, -1, 0.0, False, sinks)[3]
+        assert (dsinks.shape, dsinks.dtype) == ((6,), torch.float32)
         qv, kv, cu = torch.empty(9, 6, 64), torch.empty(11, 2, 64), torch.empty(3, dtype=torch.int32)
         o, lse = ops.flash_attn_varlen(qv, kv, kv, cu, cu, 5, 7, False, "bottom_right", None, -1, -1, 0.0, True,
                                        False)
         assert (o.shape, lse.shape) == (qv.shape, (6, 9))
+        pages, lens = torch.empty(4, 16, 2, 64), torch.empty(2, dtype=torch.int32)
+        o, lse = ops.flash_attn_varlen(qv, pages, pages, cu, cu, 5, 7, False, "bottom_right", None, -1, -1, 0.0, True,
+                                       False, sinks, None, 0, 0.0, None, torch.empty(2, 2, dtype=torch.int32), lens,
+                                       lens)
+        assert (o.shape, lse.shape) == (qv.shape, (6, 9))
+        grads = ops.flash_attn_varlen_bwd(o, qv, kv, kv, o, lse, cu, cu, 5, 7, False, "bottom_right", None, -1, -1,
+                                          0.0, False, sinks, None, 0, 0.0, None, lens, lens)
+        assert [g.shape for g in grads] == [qv.shape, kv.shape, kv.shape, (6,)]
         cache = torch.empty(8, 16, 2, 64, dtype=torch.bfloat16)
         table, lens = torch.empty(2, 4, dtype=torch.int32), torch.empty(2, dtype=torch.int32)
         o, lse = ops.paged_decode(q[:, :3], cache, cache, table, lens, "NHD", True, None, None, None, None, None, -1,
                                   0.0, 0, True)
         assert (o.shape, lse.shape) == ((2, 3, 6, 64), (2, 6, 3))
         o, lse = ops.paged_decode(q[:, :3], cache, cache, table, lens, "NHD", True, None, None, None, None, None, -1,
-                                  0.0, 0, True, False, lens)
+                                  0.0, 0, True, False, lens, sinks, torch.empty(6))
         assert (o.shape, lse.shape) == ((2, 3, 6, 64), (2, 6, 3))
         # attn_combine: out in the asked dtype, the LSE (B, S, H) stored (B, H, S) as FlashAttention-3's.
         o, lse = ops.attn_combine(torch.empty(3, 2, 5, 6, 64), torch.empty(3, 2, 5, 6), torch.bfloat16)
@@ -78,6 +93,105 @@ def test_export_captures_one_operator_per_call():
     assert sum("tessera.flash_attn.default" in t for t in targets) == 1, targets
     assert sum("tessera.paged_decode.default" in t for t in targets) == 1, targets
     assert sum("tessera.paged_cache_write.default" in t for t in targets) == 1, targets
+
+
+class Calls(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records the tessera operators dispatched under it, with their arguments."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "tessera":
+            self.calls.append((func.__name__.split(".")[0], args))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("varlen", (False, True))
+def test_autograd_formula_passes_every_feature_to_the_backward(varlen):
+    """Through the operators' autograd formula (fake tensors), the backward operator gets the forward's sinks, ALiBi
+    slopes, chunk, dropout rate and RNG state (the same tensor: the mask is regenerated, not redrawn), varlen's seqused,
+    and the sinks get their gradient from the backward's fourth output."""
+    import tessera  # noqa: F401
+    ops = torch.ops.tessera
+    with fake_mode():
+        q, k, v = (torch.empty(2, 5, h, 64, dtype=torch.bfloat16, requires_grad=True) for h in (6, 2, 2))
+        sinks, slopes = torch.empty(6, requires_grad=True), torch.empty(2, 6)
+        seed, lens = torch.empty(2, dtype=torch.int64), torch.empty(2, dtype=torch.int32)
+        features = (sinks, slopes, 32, 0.125, seed)
+        with Calls() as mode:
+            if varlen:
+                cu = torch.empty(3, dtype=torch.int32)
+                o, _ = ops.flash_attn_varlen(*(x.flatten(0, 1) for x in (q, k, v)), cu, cu, 5, 5, True, "bottom_right",
+                                             0.5, 8, -1, 0.0, True, True, *features, None, lens, lens)
+            else:
+                o, _ = ops.flash_attn(q, k, v, True, "bottom_right", 0.5, 8, -1, 0.0, True, True, *features)
+            o.sum().backward()
+        assert [name for name, _ in mode.calls] == (["flash_attn_varlen", "flash_attn_varlen_bwd"] if varlen else
+                                                    ["flash_attn", "flash_attn_bwd"])
+        backward = mode.calls[1][1]
+        start = 10 if varlen else 6         # after dout, q, k, v, out, lse (and cu_seqlens_q/k, max_seqlen_q/k)
+        assert backward[start:] == (True, "bottom_right", 0.5, 8, -1, 0.0, True, *features) + \
+            ((lens, lens) if varlen else ())
+        assert (q.grad.shape, k.grad.shape, sinks.grad.shape) == (q.shape, k.shape, (6,))
+
+
+def test_export_captures_every_feature():
+    """torch.export traces flash_attn with sinks, ALiBi, a chunk and dropout (a given seed), flash_attn_varlen over a
+    paged cache with seqused, the explicit backward with sinks and dropout, and paged_decode with sinks and ALiBi, each
+    as one operator that takes those tensors (no refusal, no graph break)."""
+    import tessera
+
+    class Model(torch.nn.Module):
+        def forward(self, q, k, sinks, slopes, pages, cu, table, used, cache, lens):
+            o, lse = tessera.flash_attn(q, k, k, causal=True, sinks=sinks, alibi_slopes=slopes, attention_chunk=32,
+                                        dropout_p=0.1, dropout_seed=(7, 3), return_lse=True)
+            grads = tessera.flash_attn_bwd(q, k, k, o, o, lse, causal=True, sinks=sinks, alibi_slopes=slopes,
+                                           attention_chunk=32, dropout_p=0.1, dropout_seed=(7, 3))
+            p = tessera.flash_attn_varlen(q[0], pages, pages, cu, cu, 5, 32, block_table=table, seqused_k=used,
+                                          sinks=sinks)
+            d = tessera.paged_decode(q[:, -1:], cache, cache, table, lens, sinks=sinks, alibi_slopes=slopes)
+            return o, *grads, p, d
+
+    q, k = torch.randn(2, 5, 6, 64).bfloat16(), torch.randn(2, 5, 2, 64).bfloat16()
+    cache = torch.zeros(8, 16, 2, 64, dtype=torch.bfloat16)
+    table, lens = torch.zeros(2, 4, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
+    args = (q, k, torch.zeros(6), torch.ones(2, 6), cache, torch.tensor([0, 2, 5], dtype=torch.int32), table,
+            torch.tensor([1, 2], dtype=torch.int32), cache, lens)
+    graph = torch.export.export(Model(), args).graph
+    calls = {str(n.target).split(".")[1]: n for n in graph.nodes if str(n.target).startswith("tessera.")}
+    assert sorted(calls) == ["flash_attn", "flash_attn_bwd", "flash_attn_varlen", "paged_decode"], calls
+    inputs = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    sinks, slopes, table, used = (inputs[name] for name in ("sinks", "slopes", "table", "used"))
+    assert calls["flash_attn"].args[11:15] == (sinks, slopes, 32, 0.1)
+    assert calls["flash_attn_bwd"].args[13:17] == (sinks, slopes, 32, 0.1)
+    assert calls["flash_attn_varlen"].args[15] == sinks
+    assert calls["flash_attn_varlen"].args[20:23] == (table, None, used)
+    assert calls["paged_decode"].args[-2:] == (sinks, slopes)
+
+
+def test_traced_feature_errors():
+    """Under tracing, the backward's dropout without the forward's seed and a recorded paged varlen call are
+    InputErrors before any operator runs."""
+    import tessera
+
+    q, k = torch.randn(2, 5, 6, 64).bfloat16(), torch.randn(2, 5, 2, 64).bfloat16()
+
+    class Backward(torch.nn.Module):
+        def forward(self, q, k, lse):
+            return tessera.flash_attn_bwd(q, k, k, q, q, lse, dropout_p=0.1)
+
+    with pytest.raises(tessera.InputError, match="needs the forward's dropout_seed"):
+        torch.export.export(Backward(), (q, k, torch.zeros(2, 6, 5)))
+
+    class Paged(torch.nn.Module):
+        def forward(self, q, pages, cu, table):
+            return tessera.flash_attn_varlen(q.requires_grad_(), pages, pages, cu, cu, 5, 32, block_table=table)
+
+    with torch.enable_grad(), pytest.raises(tessera.InputError, match="block_table.*has no backward"):
+        torch.export.export(Paged(), (q[0], torch.zeros(8, 16, 2, 64).bfloat16(),
+                                      torch.tensor([0, 2, 5], dtype=torch.int32), torch.zeros(2, 4, dtype=torch.int32)))
 
 
 # ---- On the GPU -------------------------------------------------------------------------------------------------------
@@ -163,6 +277,93 @@ def test_combine_and_leftpad_compile():
     decode = torch.compile(lambda *a: tessera.paged_decode(*a, cache_leftpad=pads), fullgraph=True)
     assert torch.equal(decode(q, k_cache, v_cache, table, lens),
                        tessera.paged_decode(q, k_cache, v_cache, table, lens, cache_leftpad=pads))
+
+
+def feature_call(feature):
+    """(call(q, k, v, sinks), sinks or None) of a causal deterministic flash_attn with one optional feature (bf16,
+    D64, Hq 8, Hkv 2), for compiled-against-eager comparisons."""
+    import tessera
+    sinks = cuda(8, dtype=torch.float32).requires_grad_() if feature == "sinks" else None
+    extra = {"sinks": {}, "alibi_chunk": dict(alibi_slopes=torch.rand(8, device="cuda"), attention_chunk=32),
+             "dropout": dict(dropout_p=0.2, dropout_seed=(1234, 5))}[feature]
+
+    def call(q, k, v, sinks):
+        return tessera.flash_attn(q * 2, k, v, causal=True, deterministic=True, sinks=sinks, **extra)
+    return call, sinks
+
+
+def assert_trains_alike(call, inputs, upstream):
+    """call compiled with fullgraph=True and eager on copies of the leaves: output and every leaf's gradient equal
+    bit for bit."""
+    torch._dynamo.reset()
+    compiled = torch.compile(call, fullgraph=True)
+    eager = [x if x is None or not x.requires_grad else x.detach().clone().requires_grad_() for x in inputs]
+    out, want = compiled(*inputs), call(*eager)
+    assert torch.equal(out, want)
+    out.backward(upstream)
+    want.backward(upstream)
+    for i, (x, y) in enumerate(zip(inputs, eager)):
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            assert torch.equal(x.grad, y.grad), i
+
+
+@support.requires_cuda
+@pytest.mark.parametrize("feature", ("sinks", "alibi_chunk", "dropout"))
+def test_compiled_features_train_like_eager(feature):
+    """flash_attn with sinks (trained: their gradient too), ALiBi with a chunk, or dropout with a given seed, compiled
+    with fullgraph=True: the output and gradients (deterministic backward) equal the eager call's bit for bit; the
+    forward and backward operators pass opcheck with the feature."""
+    call, sinks = feature_call(feature)
+    inputs = leaves((2, 77, 8, 64), (2, 77, 2, 64), (2, 77, 2, 64)) + [sinks]
+    assert_trains_alike(call, inputs, cuda(2, 77, 8, 64))
+    ops = torch.ops.tessera
+    args = [x.detach() if x is not None else None for x in inputs[:3]]
+    features = (sinks.detach(), None, 0, 0.0, None) if feature == "sinks" else \
+        (None, torch.rand(8, device="cuda"), 32, 0.0, None) if feature == "alibi_chunk" else \
+        (None, None, 0, 0.2, torch.tensor([1234, 5], device="cuda"))
+    torch.library.opcheck(ops.flash_attn.default, (*args, True, "bottom_right", None, -1, -1, 0.0, True, True,
+                                                   *features))
+    o, lse = ops.flash_attn(*args, True, "bottom_right", None, -1, -1, 0.0, True, True, *features)
+    torch.library.opcheck(ops.flash_attn_bwd.default, (cuda(*o.shape), *args, o, lse, True, "bottom_right", None, -1,
+                                                       -1, 0.0, True, *features))
+
+
+@support.requires_cuda
+def test_compiled_varlen_features_train_like_eager():
+    """flash_attn_varlen with trained sinks and seqused_k (sequence b using the first seqused_k[b] of its keys),
+    compiled: bit for bit the eager call, gradients included; and a paged K/V cache (block_table, no grad)."""
+    import tessera
+    cu = torch.tensor([0, 30, 77], dtype=torch.int32, device="cuda")
+    used = torch.tensor([25, 40], dtype=torch.int32, device="cuda")
+    sinks = cuda(8, dtype=torch.float32).requires_grad_()
+
+    def call(q, k, v, sinks):
+        return tessera.flash_attn_varlen(q, k, v, cu, cu, 47, 47, causal=True, deterministic=True, sinks=sinks,
+                                         seqused_k=used)
+    assert_trains_alike(call, leaves((77, 8, 64), (77, 2, 64), (77, 2, 64)) + [sinks], cuda(77, 8, 64))
+    pages, table = cuda(12, 16, 2, 128), torch.randperm(12, device="cuda").to(torch.int32).view(2, 6)
+    cu_k = torch.tensor([0, 70, 90], dtype=torch.int32, device="cuda")
+    q = cuda(77, 8, 128)
+    torch._dynamo.reset()
+    paged_call = torch.compile(lambda *a: tessera.flash_attn_varlen(*a, cu, cu_k, 47, 70, causal=True,
+                                                                    block_table=table), fullgraph=True)
+    assert torch.equal(paged_call(q, pages, pages),
+                       tessera.flash_attn_varlen(q, pages, pages, cu, cu_k, 47, 70, causal=True, block_table=table))
+
+
+@support.requires_cuda
+def test_compiled_decode_with_sinks_and_alibi():
+    """paged_decode with sinks and ALiBi slopes through its operator: opcheck, and compiled equals eager."""
+    import tessera
+    (k_cache, v_cache), table, lens = paged()
+    q, sinks, slopes = cuda(3, 1, 8, 128), cuda(8, dtype=torch.float32), torch.rand(3, 8, device="cuda")
+    torch.library.opcheck(torch.ops.tessera.paged_decode.default,
+                          (q, k_cache, v_cache, table, lens, "NHD", True, None, None, None, None, None, -1, 0.0, 0,
+                           True, False, None, sinks, slopes))
+    torch._dynamo.reset()
+    decode = torch.compile(lambda *a: tessera.paged_decode(*a, sinks=sinks, alibi_slopes=slopes), fullgraph=True)
+    assert torch.equal(decode(q, k_cache, v_cache, table, lens),
+                       tessera.paged_decode(q, k_cache, v_cache, table, lens, sinks=sinks, alibi_slopes=slopes))
 
 
 def attention_step(q, k, v):
