@@ -166,9 +166,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if (rotary_cos is None) != (rotary_sin is None):
         raise InputError(f"{who}: rotary_cos and rotary_sin come together, got only "
                          f"{'rotary_cos' if rotary_sin is None else 'rotary_sin'}")
-    if not causal and window_size[1] != -1:
-        raise InputError(f"{who}: window_size = {tuple(window_size)}: a right bound needs causal=True here (the "
-                         "decode kernels bound the keys on the left only)")
+    # The decode kernels bound the keys on the left only: a right bound without causal runs flash_attn_varlen's
+    # paged call (the prefill kernel), which has no left padding.
+    right_bound = not causal and window_size[1] != -1
+    if right_bound and cache_leftpad is not None:
+        raise InputError(f"{who}: window_size = {tuple(window_size)} without causal (a right bound) cannot take "
+                         "cache_leftpad: that call runs on the prefill kernel, which has no left padding")
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v)):
         if x is not None and len(_arrays.describe(x, f"{who}: {name}").shape) != 4:
             raise InputError(f"{who}: {name} must be 4-D, got shape {tuple(x.shape)}")
@@ -205,10 +208,34 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                           slots, device=device)
         lengths = lengths + news
         lengths = lengths.astype("int32") if xp.__name__ == "numpy" else lengths.int()
+    if right_bound:
+        return _attend_pages(q, k_cache, v_cache, block_table, lengths, scale=softmax_scale, window=window_size,
+                             softcap=softcap, alibi_slopes=alibi_slopes, return_lse=return_softmax_lse, device=device)
     return paged_decode(q, k_cache, v_cache, block_table, lengths, causal=causal, softmax_scale=softmax_scale,
                         window_left=window_size[0], softcap=softcap, num_splits=num_splits,
                         return_lse=return_softmax_lse, alibi_slopes=alibi_slopes, cache_leftpad=cache_leftpad,
                         device=device)
+
+
+def _attend_pages(q, k_pages, v_pages, block_table, lengths, return_lse, **options):
+    """q (B, Sq, Hq, D) against the first lengths[b] keys of each sequence's pages, through flash_attn_varlen's paged
+    call (bottom-right alignment, as paged_decode's): its query rows packed (B * Sq, Hq, D), its key lengths as
+    cu_seqlens_k (offsets into nothing: pages are found through the table). Returns out (B, Sq, Hq, D) and with
+    return_lse its LSE (B, Hq, Sq)."""
+    B, Sq, Hq, D = q.shape
+    xp = _arrays.library(q)
+    cu_q = _arrays.arange(B + 1, lengths) * Sq
+    ends = xp.cumsum(lengths, 0)
+    cu_k = _arrays.concat_last([0 * cu_q[:1], ends.astype("int32") if xp.__name__ == "numpy" else ends.int()])
+    result = flash_attn_varlen(q.reshape(B * Sq, Hq, D), k_pages, v_pages, cu_q, cu_k, Sq,
+                               block_table.shape[1] * k_pages.shape[1], block_table=block_table, return_lse=return_lse,
+                               **options)
+    out, lse = result if return_lse else (result, None)
+    out = out.reshape(B, Sq, Hq, D)
+    if not return_lse:
+        return out
+    lse = lse.reshape(Hq, B, Sq)
+    return out, (lse.transpose(1, 0, 2) if xp.__name__ == "numpy" else lse.permute(1, 0, 2))
 
 
 def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None, *, device=None):

@@ -19,7 +19,11 @@ ALIBI = ("tessera.flash_attn @fa_f16_d64_br_alibi {dtype = f16, head_dim = 64, m
          "tessera.paged_decode @pd_f16_d64_b16_alibi {dtype = f16, head_dim = 64, block_size = 16, "
          "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, alibi}\n"
          "tessera.paged_decode @pd_f16_d64_b16_leftpad {dtype = f16, head_dim = 64, block_size = 16, "
-         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}")
+         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}\n"
+         "tessera.flash_attn @fa_f16_d64_none_varlen_paged {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, "
+         "sliding_window, softcap, return_lse, varlen, paged_kv}\n"
+         "tessera.flash_attn @fa_f16_d64_none_varlen_paged_alibi {dtype = f16, head_dim = 64, "
+         "mask = #tessera.mask<none>, sliding_window, softcap, return_lse, varlen, paged_kv, alibi}")
 
 
 def _modules():
@@ -179,6 +183,40 @@ def test_kvcache_contiguous_without_new_keys(bundles, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_kvcache_right_window_without_causal(bundles, target):
+    """window_size (3, 2) without causal (a right bound: flash_attn_varlen's paged call) over a shuffled paged cache,
+    three new tokens appended, 11 query tokens, and over a contiguous cache (per-sequence lengths, ALiBi): against
+    float64 attention with the window aligned bottom-right, the LSE too."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(23)
+    B, Sq, Hq, Hkv, D, page = 2, 11, 4, 2, 64, 16
+    k_cache, v_cache = _random(rng, (8, page, Hkv, D)), _random(rng, (8, page, Hkv, D))
+    table = np.array([[3, 0, 5, 1], [2, 6, 4, 7]], np.int32)
+    before = np.array([13, 40], np.int32)
+    q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, 3, Hkv, D)), _random(rng, (B, 3, Hkv, D))
+    out, lse = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cache_seqlens=before, block_table=table,
+                                          window_size=(3, 2), return_softmax_lse=True, device=dev)
+    keys = np.concatenate([k_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])
+    values = np.concatenate([v_cache[table[b]].reshape(-1, Hkv, D)[None] for b in range(B)])
+    assert (keys[np.arange(B)[:, None], before[:, None] + np.arange(3)] == k).all(), "the new keys are in the cache"
+    slopes = rng.uniform(0.05, 1.0, (B, Hq)).astype(np.float32)
+    contiguous_k, contiguous_v = _random(rng, (B, 48, Hkv, D)), _random(rng, (B, 48, Hkv, D))
+    lengths = np.array([20, 48], np.int32)
+    plain = fa.flash_attn_with_kvcache(q, contiguous_k, contiguous_v, cache_seqlens=lengths, window_size=(-1, 0),
+                                       alibi_slopes=slopes, device=dev)
+    for got, got_lse, K, V, n, extra in ((out, lse, keys, values, before + 3, [{}] * B),
+                                          (plain, None, contiguous_k, contiguous_v, lengths,
+                                           [dict(alibi_slopes=slopes[b]) for b in range(B)])):
+        for b in range(B):
+            options = dict(window=(3, 2) if got is out else (-1, 0), **extra[b])
+            ref = testing.attention_reference(q[b:b + 1], K[b:b + 1, :n[b]], V[b:b + 1, :n[b]], **options)
+            same = testing.attention_reference(q[b:b + 1], K[b:b + 1, :n[b]], V[b:b + 1, :n[b]], **options,
+                                               precision="same")
+            result = testing.check_attention(got[b:b + 1], ref, same, None if got_lse is None else got_lse[b:b + 1])
+            assert result.ok, f"sequence {b}: {result}"
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_kvcache_alibi(bundles, target):
     """alibi_slopes (batch, nheads) through flash_attn_with_kvcache: two query tokens at the end of a contiguous
     cache of 40 tokens, causal, each head its own slope, against float64 ALiBi attention."""
@@ -277,8 +315,8 @@ CU = np.array([0, 4], np.int32)
      r"cache_batch_idx must name rows 0 to 0 of the cache, got \[1\]"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, k=KV), r"k and v come together .* got only k"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, rotary_sin=CU), r"got only rotary_sin"),
-    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, window_size=(4, 2)),
-     r"window_size = \(4, 2\): a right bound needs causal=True here"),
+    (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, window_size=(4, 2), cache_leftpad=CU[:1]),
+     r"window_size = \(4, 2\) without causal \(a right bound\) cannot take cache_leftpad"),
     (lambda: fa.flash_attn_with_kvcache(Q, KV, KV, block_table=CU[None]), r"a paged cache \(block_table given\) "
                                                                           r"needs cache_seqlens"),
     (lambda: fa.flash_attn_with_kvcache(Q[0], KV, KV), r"q must be 4-D, got shape \(4, 2, 64\)"),
