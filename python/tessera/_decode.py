@@ -541,10 +541,11 @@ _ARRAYS = ("q", "k_cache", "v_cache", "block_table", "cache_seqlens")
 CONTIGUOUS = {"NHD": "(B, capacity, Hkv, D)", "HND": "(B, Hkv, capacity, D)"}
 
 
-def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=None):
+def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=None, features=()):
     """A contiguous cache (block_table None: (B, capacity, Hkv, D) or HND (B, Hkv, capacity, D)) as pages of the
     largest block size a kernel set of the call has that tiles each sequence's rows (capacity and the batch stride
-    multiples of it): views (num_pages, block_size, ...) of the same memory and the block table that names
+    multiples of it), among the sets with the call's `features` (attribute names: sinks, alibi, cache_leftpad,
+    fp8_products) where the bundle has any, else among all of the dtype and head_dim: views (num_pages, block_size, ...) of the same memory and the block table that names
     sequence b's pages in order, made on the caches' device (torch: no synchronisation). rows: the cache row each
     sequence takes ((B,) integers on the caches' device, FlashAttention's cache_batch_idx; any number of cache
     rows), else row b. Returns (k_pages, v_pages, block_table)."""
@@ -574,12 +575,13 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     stride_b, stride_t = k.strides[0], k.strides[1 if kv_layout == "NHD" else 2]
     dev = _launch.runtime_device(who, [(n, i) for n, i in infos.items()], device,
                                  aligned=("q", "k_cache", "v_cache"))
-    # Block sizes of the sets for this dtype, cache format and head_dim, largest first.
+    # Block sizes of the sets for this dtype, cache format and head_dim (those with the features first), largest first.
     kv_dtype = k.dtype
-    sizes = sorted({s.attributes.get("block_size") for s in dev.bundle().kernel_sets.values()
-                    if s.directive == "paged_decode" and s.attributes.get("dtype") == qi.dtype and
-                    s.attributes.get("kv_dtype", qi.dtype) == kv_dtype and s.attributes.get("head_dim") == D},
-                   reverse=True)
+    sets = [s for s in dev.bundle().kernel_sets.values()
+            if s.directive == "paged_decode" and s.attributes.get("dtype") == qi.dtype and
+            s.attributes.get("kv_dtype", qi.dtype) == kv_dtype and s.attributes.get("head_dim") == D]
+    sets = [s for s in sets if all(s.attributes.get(f) for f in features)] or sets
+    sizes = sorted({s.attributes.get("block_size") for s in sets}, reverse=True)
 
     def tiles(bs):
         return capacity % bs == 0 and (B <= 1 or (stride_t and stride_b % (bs * stride_t) == 0))
@@ -613,6 +615,13 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     if rows is not None:
         table = table[rows.long() if k.kind == "torch" else rows]
     return views[0], views[1], table
+
+
+def _features(fp8_products=False, sinks=None, alibi_slopes=None, cache_leftpad=None):
+    """The kernel-set attributes a call with these options needs (_as_pages prefers the sets with them)."""
+    return tuple(f for f, on in (("fp8_products", fp8_products), ("sinks", sinks is not None),
+                                 ("alibi", alibi_slopes is not None), ("cache_leftpad", cache_leftpad is not None))
+                 if on)
 
 
 def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="NHD", causal=True, softmax_scale=None,
@@ -665,7 +674,9 @@ def paged_decode(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_layout="
         _contiguous_scales(who, k_scale, v_scale)
         if cache_leftpad is not None:
             check_leftpad(who, cache_leftpad, q.shape[0], cache_seqlens)
-        k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
+        k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device,
+                                                  features=_features(fp8_products, sinks, alibi_slopes,
+                                                                     cache_leftpad))
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), out,
                                 device, kv_layout, causal, softmax_scale, k_scale, v_scale, window_left, softcap,
                                 return_lse, num_splits, fp8_products, sinks, alibi_slopes, cache_leftpad)
@@ -727,7 +738,9 @@ def paged_decode_plan(q, k_cache, v_cache, block_table, cache_seqlens, *, kv_lay
         k_scale = v_scale = 1.0
     if block_table is None:
         _contiguous_scales(who, k_scale, v_scale)
-        k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device)
+        k_cache, v_cache, block_table = _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device,
+                                                  features=_features(fp8_products, sinks, alibi_slopes,
+                                                                     cache_leftpad))
     infos, call, dev = _prepare(who, tuple(zip(_ARRAYS, (q, k_cache, v_cache, block_table, cache_seqlens))), None,
                                 device, kv_layout, causal, None, k_scale, v_scale, window_left, softcap, return_lse,
                                 num_splits, fp8_products, sinks, alibi_slopes, cache_leftpad)

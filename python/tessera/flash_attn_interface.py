@@ -186,8 +186,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if cache_leftpad is not None:   # before any device work (new keys count: they land past cache_seqlens)
         _decode.check_leftpad(who, cache_leftpad, B, lengths + (0 if k is None else k.shape[1]))
     if block_table is None:
-        k_cache, v_cache, block_table = _decode._as_pages(who, q, k_cache, v_cache, lengths, "NHD", device,
-                                                          rows=cache_batch_idx)
+        k_cache, v_cache, block_table = _decode._as_pages(
+            who, q, k_cache, v_cache, lengths, "NHD", device, rows=cache_batch_idx,
+            features=_decode._features(alibi_slopes=alibi_slopes, cache_leftpad=cache_leftpad))
     if rotary_cos is not None:
         # Causal or windowed: each query token at its own position; else all at the cache's end.
         steps = _arrays.arange(Sq, lengths)[None, :]

@@ -343,6 +343,26 @@ def test_paged_cache_write_scatters_tokens_into_their_slots(bundles, target, cas
 
 
 @pytest.mark.parametrize("target", support.SIM_TARGETS)
+def test_contiguous_cache_takes_the_block_size_of_the_feature_sets(bundles, target):
+    """A contiguous cache with sinks runs as pages of the block size of the bundle's sets with sinks (f16 head_dim 64:
+    16), not of the largest plain one (64, which has no sinks set: a KernelNotFoundError with kernels on demand off):
+    bit for bit the call on those pages through a block table."""
+    error = bundles.get(target)
+    assert not error, f"tessera-compile --target={target} failed:\n{error}"
+    dev = support.sim_device(target)
+    rng = np.random.default_rng(8)
+    B, cap, Hq, Hkv, D = 2, 64, 8, 1, 64
+    k, v = rng.standard_normal((2, B, cap, Hkv, D)).astype(np.float16)
+    q = rng.standard_normal((B, 1, Hq, D)).astype(np.float16)
+    sinks, lens = rng.standard_normal(Hq).astype(np.float32), np.array([40, 64], np.int32)
+    out = tessera.paged_decode(q, k, v, None, lens, sinks=sinks, num_splits=1, device=dev)
+    table = np.arange(B * cap // 16, dtype=np.int32).reshape(B, -1)
+    want = tessera.paged_decode(q, k.reshape(-1, 16, Hkv, D), v.reshape(-1, 16, Hkv, D), table, lens, sinks=sinks,
+                                num_splits=1, device=dev)
+    assert (out.view(np.uint16) == want.view(np.uint16)).all()
+
+
+@pytest.mark.parametrize("target", support.SIM_TARGETS)
 @pytest.mark.parametrize("layout", ["NHD", "HND"])
 def test_contiguous_caches_run_as_pages(bundles, target, layout):
     """block_table=None: (B, capacity, Hkv, D) caches (HND (B, Hkv, capacity, D)), sliced from a larger capacity so the
