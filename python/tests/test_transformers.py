@@ -148,15 +148,47 @@ def test_greedy_generation_agrees_with_sdpa(name, cache, monkeypatch):
     assert decode.calls + forward.calls + varlen.calls == (steps + 1) * layers + layers, "each call served once"
 
 
+@pytest.mark.parametrize("kind", ("plain", "padded"))
+def test_attention_dropout_in_training(kind, monkeypatch):
+    """A model with attention_dropout = 0.2 in training mode runs tessera's dropout (flash_attn or flash_attn_varlen
+    with dropout_p): the same torch seed gives the same logits bit for bit and the same gradients (up to the order
+    of the backward's dQ additions); another seed, or eval mode (no dropout), other logits."""
+    import tessera.integrations.transformers  # noqa: F401  (registers "tessera")
+    from transformers import LlamaConfig
+    import tessera
+    calls = []
+    for name in ("flash_attn", "flash_attn_varlen"):
+        original = getattr(tessera, name)
+        monkeypatch.setattr(tessera, name, lambda *a, _f=original, **k: calls.append(k.get("dropout_p")) or _f(*a, **k))
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(
+        LlamaConfig(**dict(COMMON, attention_dropout=0.2)), attn_implementation="tessera", dtype=torch.bfloat16)
+    model = model.to(DEVICE).train()
+    ids, mask, _ = batch(kind)
+
+    def run(seed):
+        torch.manual_seed(seed)
+        model.zero_grad()
+        logits = model(input_ids=ids, attention_mask=mask).logits
+        logits.float().square().mean().backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters()]
+    (a, grads_a), (b, grads_b), (c, _) = run(1), run(1), run(2)
+    assert calls and all(p == 0.2 for p in calls), calls
+    assert torch.equal(a, b)
+    for x, y in zip(grads_a, grads_b):
+        assert (x - y).abs().max().item() <= 1e-2 * y.abs().max().item()
+    assert not torch.equal(a, c)
+    with torch.no_grad():
+        assert not torch.equal(a, model.eval()(input_ids=ids, attention_mask=mask).logits)
+
+
 def test_errors_are_clear():
-    """Dropout and output_attentions are refused with messages naming what to change; a float32 model without
-    autocast names the dtypes the kernels take."""
+    """output_attentions is refused with a message naming what to change; a float32 model without autocast names
+    the dtypes the kernels take."""
     import tessera
     from tessera.integrations.transformers import attention_forward
     module = torch.nn.Module()
     q = torch.zeros(1, 4, 8, 64, device=DEVICE, dtype=torch.bfloat16)
-    with pytest.raises(tessera.InputError, match="attention_dropout"):
-        attention_forward(module, q, q, q, None, dropout=0.1)
     with pytest.raises(tessera.InputError, match="output_attentions"):
         attention_forward(module, q, q, q, None, output_attentions=True)
     with pytest.raises(tessera.InputError, match="float16 or bfloat16"):

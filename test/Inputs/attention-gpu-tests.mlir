@@ -31,8 +31,10 @@ tessera.flash_attn @fa_bf16_d128_br_drop {dtype = bf16, head_dim = 128, mask = #
 tessera.flash_attn @fa_bf16_d128_none_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, return_lse, dropout}
 tessera.flash_attn_bwd @fa_bwd_bf16_d128_br_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, dropout}
 tessera.flash_attn_bwd @fa_bwd_bf16_d128_none_drop {dtype = bf16, head_dim = 128, mask = #tessera.mask<none>, sliding_window, softcap, dropout}
-// torch.compile of the optional features (test_torch_ops.py): deterministic backwards, bitwise against eager.
+// torch.compile of the optional features (test_torch_ops.py): deterministic backwards, bitwise against eager;
+// attention dropout through the Transformers integration (test_transformers.py).
 tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_alibi_chunk_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, alibi, attention_chunk, deterministic}
+tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_varlen_drop {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, dropout}
 tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_drop_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, dropout, deterministic}
 tessera.flash_attn @fa_bf16_d64_br_varlen_seqused_sinks {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen, seqused, sinks}
 tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_varlen_seqused_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, seqused, deterministic}

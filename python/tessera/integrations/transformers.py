@@ -5,7 +5,8 @@
 
 Prefill and training run tessera.flash_attn (causal bottom-right, GQA without expanded copies, sliding windows,
 softcap, the model's scaling), differentiable through tessera.flash_attn_bwd; a batch with padding, or a row of
-packed documents (position ids restarting at 0), runs tessera.flash_attn_varlen on its sequences. Decode steps (up
+packed documents (position ids restarting at 0), runs tessera.flash_attn_varlen on its sequences; attention dropout
+(a model's attention_dropout in training) is tessera's, its seed drawn from torch's CUDA generator. Decode steps (up
 to 8 new tokens, no left padding, no grad) run tessera.paged_decode on the cache's tensors as they are (a
 contiguous cache; lengths from the positions or the mask, on the device) when a decode kernel set serves the
 head_dim and divides the capacity (a StaticCache of a multiple of 16 slots, say); otherwise flash_attn with the
@@ -85,7 +86,7 @@ def _paged_decode_serves(q, k, v, lengths, options):
 def _decode_step(q, k, v, options):
     """A call paged_decode may serve: causal, at most MAX_DECODE_QUERIES new tokens, nothing recorded for autograd
     (host checks only: the lengths and the bundle are looked at after them)."""
-    return options["causal"] and q.shape[1] <= MAX_DECODE_QUERIES and \
+    return options["causal"] and not options.get("dropout_p") and q.shape[1] <= MAX_DECODE_QUERIES and \
         not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
 
 
@@ -123,9 +124,6 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     """The AttentionInterface function: query (B, Hq, Sq, D), key and value (B, Hkv, Sk, D) as the model's
     attention layer hands them; returns (O (B, Sq, Hq, D), None)."""
     who = "tessera attention"
-    if dropout:
-        raise InputError(f"{who}: attention dropout ({dropout}) is not supported; set the config's attention_dropout "
-                         "to 0")
     if kwargs.get("output_attentions"):
         raise InputError(f"{who}: output_attentions=True needs the attention weights, which tessera never forms; use "
                          "attn_implementation='eager' for them")
@@ -133,6 +131,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     q, k, v = (_half(x, who).transpose(1, 2) for x in (query, key, value))
     window = (sliding_window - 1, sliding_window - 1) if sliding_window else (-1, -1)
     options = dict(causal=bool(causal), scale=scaling, window=window, softcap=float(softcap or 0.0))
+    if dropout:     # training with attention dropout (models pass 0 in eval): the seed from torch's CUDA generator
+        options["dropout_p"] = float(dropout)
     positions = kwargs.get("position_ids")
     Sq, Sk = q.shape[1], k.shape[1]
     if attention_mask is not None:      # padding: with no left padding a decode step is paged_decode's
