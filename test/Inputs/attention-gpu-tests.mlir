@@ -1,6 +1,7 @@
 // Kernels the GPU tests use beyond the default bundles (examples/*.mlir): the options compiled on demand
 // elsewhere (sinks, ALiBi, chunks, paged K/V, seqused, dropout, head dims 48, 80 and 192; paged_decode with sinks,
-// ALiBi and cache_leftpad), and those bench_attn --dropout and bench_decode's leftpad row time. scripts/make_dist.sh compiles them into
+// ALiBi and cache_leftpad: the Transformers integration's left-padded decode at head_dim 64), and those
+// bench_attn --dropout and bench_decode's leftpad row time. scripts/make_dist.sh compiles them into
 // dist/test-bundles/attention/<target>; scripts/gpu_check.sh puts that folder on the bundle search path for the
 // tests, where a variant the default bundle lacks is found (python/tessera/_ondemand.py).
 tessera.flash_attn @fa_bf16_d128_br_alibi {dtype = bf16, head_dim = 128, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, alibi}
@@ -40,5 +41,6 @@ tessera.flash_attn @fa_bf16_d64_br_varlen_seqused_sinks {dtype = bf16, head_dim 
 tessera.flash_attn_bwd @fa_bwd_bf16_d64_br_varlen_seqused_det {dtype = bf16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, varlen, seqused, deterministic}
 // paged_decode's options.
 tessera.paged_decode @pd_bf16_d128_b16_sinks_alibi {dtype = bf16, head_dim = 128, block_size = 16, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, sinks, alibi}
+tessera.paged_decode @pd_bf16_d64_b16_leftpad {dtype = bf16, head_dim = 64, block_size = 16, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}
 tessera.paged_decode @pd_bf16_d128_b16_leftpad {dtype = bf16, head_dim = 128, block_size = 16, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}
 tessera.paged_decode @pd_bf16_d128_b64_leftpad {dtype = bf16, head_dim = 128, block_size = 64, mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}

@@ -7,10 +7,10 @@ Prefill and training run tessera.flash_attn (causal bottom-right, GQA without ex
 softcap, the model's scaling), differentiable through tessera.flash_attn_bwd; a batch with padding, or a row of
 packed documents (position ids restarting at 0), runs tessera.flash_attn_varlen on its sequences; attention dropout
 (a model's attention_dropout in training) is tessera's, its seed drawn from torch's CUDA generator. Decode steps (up
-to 8 new tokens, no left padding, no grad) run tessera.paged_decode on the cache's tensors as they are (a
-contiguous cache; lengths from the positions or the mask, on the device) when a decode kernel set serves the
-head_dim and divides the capacity (a StaticCache of a multiple of 16 slots, say); otherwise flash_attn with the
-new query rows over the tokens seen."""
+to 8 new tokens, no grad) run tessera.paged_decode on the cache's tensors as they are (a contiguous cache; lengths
+from the positions or the mask, on the device; a left-padded batch's first keys as cache_leftpad, but for sliding
+layers) when a decode kernel set serves the head_dim and divides the capacity (a StaticCache of a multiple of 16
+slots, say); otherwise flash_attn (or flash_attn_varlen) with the new query rows over the tokens seen."""
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
@@ -47,9 +47,12 @@ class _PerForward:
         return self.value
 
 
-def _prefix(mask):
+def _padding(mask):
+    """How a 2-D mask pads: "right" (ones then zeros: none, or right padding), "left" (zeros then ones, with some
+    zeros: a left-padded batch), else None (holes)."""
     ones = mask.bool()
-    return bool((ones[:, 1:] <= ones[:, :-1]).all())
+    right, left = torch.stack(((ones[:, 1:] <= ones[:, :-1]).all(), (ones[:, 1:] >= ones[:, :-1]).all())).tolist()
+    return "right" if right else "left" if left else None
 
 
 def _documents(positions):
@@ -59,7 +62,7 @@ def _documents(positions):
     return None if starts == [0] else starts
 
 
-_is_prefix = _PerForward(_prefix)                                     # the mask is ones then zeros (no left padding)
+_padding_of = _PerForward(_padding)
 _seen = _PerForward(lambda positions: int(positions.max()) + 1)      # tokens a cache holds, padding-free calls
 _packed = _PerForward(_documents)
 
@@ -68,15 +71,16 @@ _SERVED = {}     # (shapes, strides, dtypes, device, options) -> whether a paged
 
 
 @torch.compiler.disable
-def _paged_decode_serves(q, k, v, lengths, options):
+def _paged_decode_serves(q, k, v, lengths, options, leftpad):
     """Whether the bundle has a paged_decode set for these tensors (head_dim, dtype, a block size dividing the
-    cache's capacity): asked of paged_decode_plan once per kind of call, outside any graph torch.compile traces."""
+    cache's capacity; cache_leftpad where given): asked of paged_decode_plan once per kind of call, outside any
+    graph torch.compile traces."""
     key = (q.shape, q.stride(), k.shape, k.stride(), q.dtype, k.dtype, q.device, options["window"][0] != -1,
-           options["softcap"] > 0)
+           options["softcap"] > 0, leftpad is not None)
     if key not in _SERVED:
         try:
             tessera.paged_decode_plan(q, k, v, None, lengths, window_left=options["window"][0],
-                                      softcap=options["softcap"])
+                                      softcap=options["softcap"], cache_leftpad=leftpad)
             _SERVED[key] = True
         except (InputError, KernelNotFoundError):
             _SERVED[key] = False
@@ -90,14 +94,15 @@ def _decode_step(q, k, v, options):
         not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))
 
 
-def _decode(q, k, v, lengths, options):
+def _decode(q, k, v, lengths, options, leftpad=None):
     """tessera.paged_decode over a cache's tensors as they are (k, v: (B, capacity, Hkv, D) views of the cache's
-    (B, Hkv, capacity, D) tensors; a contiguous cache), each sequence's first lengths[b] tokens, for a _decode_step;
-    None when no decode set serves it (then flash_attn does)."""
-    if not _paged_decode_serves(q, k, v, lengths, options):
+    (B, Hkv, capacity, D) tensors; a contiguous cache), each sequence's first lengths[b] tokens (from leftpad[b]
+    where given: a left-padded batch), for a _decode_step; None when no decode set serves it (then flash_attn or
+    flash_attn_varlen does)."""
+    if not _paged_decode_serves(q, k, v, lengths, options, leftpad):
         return None
     return tessera.paged_decode(q, k, v, None, lengths, causal=True, softmax_scale=options["scale"],
-                                window_left=options["window"][0], softcap=options["softcap"])
+                                window_left=options["window"][0], softcap=options["softcap"], cache_leftpad=leftpad)
 
 
 def _unpadded(q, k, v, mask, options):
@@ -135,11 +140,19 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         options["dropout_p"] = float(dropout)
     positions = kwargs.get("position_ids")
     Sq, Sk = q.shape[1], k.shape[1]
-    if attention_mask is not None:      # padding: with no left padding a decode step is paged_decode's
+    if attention_mask is not None:
+        # A decode step over padding at either end is paged_decode's: mask column j is cache slot j, so a sequence's
+        # keys are its ones (right padding: the first sum; left padding: from width - sum to the width). Not left
+        # padding on a sliding layer: a static sliding cache rolls its slots, so its padding is not at the front.
         out = None
         if _decode_step(q, k, v, options) and attention_mask.dim() == 2 and attention_mask.shape[1] <= Sk and \
-                _is_prefix(attention_mask):
-            out = _decode(q, k, v, attention_mask.sum(-1, dtype=torch.int32), options)
+                (padding := _padding_of(attention_mask)) and (padding == "right" or not sliding_window):
+            kept = attention_mask.sum(-1, dtype=torch.int32)
+            if padding == "right":
+                out = _decode(q, k, v, kept, options)
+            else:
+                width = torch.full_like(kept, attention_mask.shape[1])
+                out = _decode(q, k, v, width, options, leftpad=width - kept)
         if out is None:
             out = _unpadded(q, k, v, attention_mask, options)
     elif Sk > Sq and positions is not None:
