@@ -1,6 +1,5 @@
-"""torch.ops.tessera.*: the attention forward and backward, paged decode, the cache writer and the combine of
-attention over parts of the keys as PyTorch custom
-operators (torch.library.custom_op), with fake implementations for torch.compile's tracing and the forward's
+"""torch.ops.tessera.*: the attention forward and backward, paged decode, the cache writer, FlashAttention's kvcache
+call and the combine of attention over parts of the keys as PyTorch custom operators (torch.library.custom_op), with fake implementations for torch.compile's tracing and the forward's
 autograd formula.
 
 tessera.flash_attn and the other entry points call these operators while torch.compile traces (so a compiled model
@@ -322,6 +321,48 @@ def call_paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout
     (k_tensor, k_value), (v_tensor, v_value) = _scale_pair(k_scale), _scale_pair(v_scale)
     torch.ops.tessera.paged_cache_write(key, value, k_cache, v_cache, slot_mapping, kv_layout, k_tensor, v_tensor,
                                         k_value, v_value)
+
+
+@torch.library.custom_op("tessera::flash_attn_with_kvcache", mutates_args=("k_cache", "v_cache"))
+def flash_attn_with_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, k: Optional[Tensor], v: Optional[Tensor],
+                            rotary_cos: Optional[Tensor], rotary_sin: Optional[Tensor], cache_seqlens: Optional[Tensor],
+                            cache_seqlens_value: Optional[int], cache_batch_idx: Optional[Tensor],
+                            cache_leftpad: Optional[Tensor], block_table: Optional[Tensor],
+                            softmax_scale: Optional[float], causal: bool, window_left: int, window_right: int,
+                            softcap: float, rotary_interleaved: bool, alibi_slopes: Optional[Tensor], num_splits: int,
+                            return_lse: bool) -> tuple[Tensor, Tensor]:
+    """flash_attn_interface.flash_attn_with_kvcache: (out, softmax_lse (B, Hq, Sq) or empty); appends k and v to the
+    caches in place. cache_seqlens is a tensor or a number (cache_seqlens_value), or neither (the whole cache)."""
+    from . import flash_attn_interface
+    result = flash_attn_interface.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
+        cache_seqlens if cache_seqlens is not None else cache_seqlens_value,
+        cache_batch_idx, cache_leftpad, block_table, softmax_scale, causal, (window_left, window_right), softcap,
+        rotary_interleaved, alibi_slopes, num_splits, return_lse)
+    return _with_lse(result, return_lse, q)
+
+
+@flash_attn_with_kvcache.register_fake
+def _(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_seqlens_value, cache_batch_idx,
+      cache_leftpad, block_table, softmax_scale, causal, window_left, window_right, softcap, rotary_interleaved,
+      alibi_slopes, num_splits, return_lse):
+    B, Sq, Hq, _ = q.shape
+    return (q.new_empty((B, Sq, Hq, v_cache.shape[-1])),
+            q.new_empty((B, Hq, Sq) if return_lse else (0,), dtype=torch.float32))
+
+
+def call_flash_attn_with_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                                 cache_leftpad, block_table, softmax_scale, causal, window_size, softcap,
+                                 rotary_interleaved, alibi_slopes, num_splits, return_lse):
+    """flash_attn_with_kvcache through its operator, as torch.compile traces it (the cache length an int or a
+    tensor)."""
+    lengths, length = (cache_seqlens, None) if isinstance(cache_seqlens, Tensor) else (None, cache_seqlens)
+    left, right = window_size
+    o, lse = torch.ops.tessera.flash_attn_with_kvcache(
+        q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, lengths, length, cache_batch_idx, cache_leftpad,
+        block_table, softmax_scale, bool(causal), int(left), int(right), float(softcap), bool(rotary_interleaved),
+        alibi_slopes, int(num_splits), bool(return_lse))
+    return (o, lse) if return_lse else o
 
 
 # ---- The combine of results over parts of the keys -------------------------------------------------------------

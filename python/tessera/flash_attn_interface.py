@@ -144,8 +144,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
                             alibi_slopes=None, num_splits=0, return_softmax_lse=False, *, device=None):
-    """Decode against a KV cache, appending the new keys and values first: q (batch, seqlen_q <= 8, nheads,
-    headdim); k_cache, v_cache (batch, seqlen_cache, nheads_k, headdim), or pages (num_blocks, page_block_size,
+    """Decode against a KV cache, appending the new keys and values first: q (batch, seqlen_q, nheads, headdim); k_cache, v_cache (batch, seqlen_cache, nheads_k, headdim), or pages (num_blocks, page_block_size,
     nheads_k, headdim) with block_table (batch, max_blocks) int32; cache_seqlens: the tokens each sequence holds
     before the call (an int or (batch,) int32; None: the whole contiguous cache). k, v (batch, seqlen_new, nheads_k,
     headdim): written into the cache at cache_seqlens.. (in place, tessera.paged_cache_write) before attention over
@@ -154,8 +153,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     positions stay the cache's own). cache_batch_idx (batch,):
     the contiguous cache's row each sequence takes (default row b). rotary_cos, rotary_sin
     (seqlen_ro, rotary_dim / 2): the new k rotated at its positions, q at its own (causal or a window) or at
-    cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q))."""
+    cache_seqlens (else), before either is used. Returns out, or (out, softmax_lse (batch, nheads, seqlen_q)).
+    Under torch.compile the whole call is one operator (torch.ops.tessera.flash_attn_with_kvcache)."""
     who = "tessera.flash_attn_interface.flash_attn_with_kvcache"
+    if _arrays.compiling():
+        return _arrays.torch_ops.call_flash_attn_with_kvcache(
+            q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+            block_table, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+            return_softmax_lse)
     _options(who, 0.0, softmax_scale, causal, window_size, softcap, alibi_slopes)
     if cache_batch_idx is not None and block_table is not None:
         raise InputError(f"{who}: cache_batch_idx indexes a contiguous cache's rows; with a block_table, name the "

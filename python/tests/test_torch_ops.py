@@ -3,8 +3,8 @@ with fake tensors), torch.export / torch.compile capturing tessera's entry point
 break; and on a CUDA GPU torch.library.opcheck of every operator, a model trained under
 torch.compile(fullgraph=True) (bit for bit the eager call with the deterministic backward, and a transformer block
 within bf16 tolerance), the same under CUDA graphs (mode="reduce-overhead"), the optional features (sinks, ALiBi,
-chunks, dropout, seqused, paged K/V; decode's sinks, ALiBi and cache_leftpad) and attn_combine compiled, and a
-compiled decode step (cache write then paged decode) captured in a CUDA graph and replayed with new lengths.
+chunks, dropout, seqused, paged K/V; decode's sinks, ALiBi and cache_leftpad), attn_combine and FlashAttention's
+kvcache call compiled, and a compiled decode step (cache write then paged decode) captured in a CUDA graph and replayed with new lengths.
 Skipped without torch."""
 import pytest
 
@@ -13,7 +13,7 @@ import support
 torch = pytest.importorskip("torch")
 
 OPS = ("flash_attn", "flash_attn_varlen", "flash_attn_bwd", "flash_attn_varlen_bwd", "paged_decode",
-       "paged_cache_write", "attn_combine")
+       "paged_cache_write", "attn_combine", "flash_attn_with_kvcache")
 
 
 def test_every_operator_is_registered_on_import():
@@ -169,6 +169,35 @@ def test_export_captures_every_feature():
     assert calls["flash_attn_varlen"].args[15] == sinks
     assert calls["flash_attn_varlen"].args[20:23] == (table, None, used)
     assert calls["paged_decode"].args[-2:] == (sinks, slopes)
+
+
+def test_export_captures_the_kvcache_call():
+    """torch.export traces FlashAttention's flash_attn_with_kvcache (append, rotary, a contiguous cache with an int
+    length; a paged one with a tensor of lengths and return_softmax_lse) as one operator each, which mutates the
+    caches; its fake output has V's head_dim and the LSE (B, Hq, Sq)."""
+    from tessera import flash_attn_interface as fa
+
+    class Step(torch.nn.Module):
+        def forward(self, q, k_cache, v_cache, k, v, cos, sin, pages, table, lens):
+            a = fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, cache_seqlens=5, causal=True)
+            b, lse = fa.flash_attn_with_kvcache(q, pages, pages, cache_seqlens=lens, block_table=table,
+                                                return_softmax_lse=True)
+            return a, b, lse
+
+    q, cache = torch.randn(2, 3, 4, 64).bfloat16(), torch.zeros(2, 64, 2, 64, dtype=torch.bfloat16)
+    k = torch.randn(2, 3, 2, 64).bfloat16()
+    rotary = torch.randn(64, 16)
+    args = (q, cache, cache.clone(), k, k.clone(), rotary, rotary.clone(), torch.zeros(8, 16, 2, 64).bfloat16(),
+            torch.zeros(2, 4, dtype=torch.int32), torch.ones(2, dtype=torch.int32))
+    program = torch.export.export(Step(), args)
+    calls = [n for n in program.graph.nodes if str(n.target).startswith("tessera.")]
+    assert [str(n.target) for n in calls] == ["tessera.flash_attn_with_kvcache.default"] * 2
+    assert calls[0].args[8] == 5 and calls[1].args[7].name == "lens"
+    with fake_mode():
+        o, lse = torch.ops.tessera.flash_attn_with_kvcache(
+            torch.empty(2, 3, 4, 64), torch.empty(2, 64, 2, 64), torch.empty(2, 64, 2, 32), None, None, None, None,
+            None, 5, None, None, None, None, True, -1, -1, 0.0, True, None, 0, True)
+        assert (o.shape, lse.shape) == ((2, 3, 4, 32), (2, 4, 3))
 
 
 def test_traced_feature_errors():
@@ -364,6 +393,34 @@ def test_compiled_decode_with_sinks_and_alibi():
     decode = torch.compile(lambda *a: tessera.paged_decode(*a, sinks=sinks, alibi_slopes=slopes), fullgraph=True)
     assert torch.equal(decode(q, k_cache, v_cache, table, lens),
                        tessera.paged_decode(q, k_cache, v_cache, table, lens, sinks=sinks, alibi_slopes=slopes))
+
+
+def kvcache_step(q, k_cache, v_cache, k, v, cos, sin, lens):
+    from tessera import flash_attn_interface as fa
+    return fa.flash_attn_with_kvcache(q, k_cache, v_cache, k, v, cos, sin, cache_seqlens=lens, causal=True,
+                                      rotary_interleaved=False, return_softmax_lse=True)
+
+
+@support.requires_cuda
+def test_compiled_kvcache_step():
+    """FlashAttention's decode step (append two tokens with GPT-NeoX rotary, then attend) over a contiguous bf16
+    cache, compiled with fullgraph=True: output, LSE and the caches after it equal the eager step's bit for bit, for
+    three steps with growing lengths; opcheck of its operator."""
+    torch._dynamo.reset()
+    step = torch.compile(kvcache_step, fullgraph=True)
+    caches = [cuda(3, 128, 2, 128) for _ in range(2)]
+    eager_caches = [c.clone() for c in caches]
+    angles = torch.arange(128, device="cuda")[:, None] * 10000.0 ** (-torch.arange(32, device="cuda") / 32)
+    cos, sin = angles.cos(), angles.sin()
+    for lengths in ([5, 40, 64], [7, 42, 66], [9, 44, 68]):
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        q, k, v = cuda(3, 2, 8, 128), cuda(3, 2, 2, 128), cuda(3, 2, 2, 128)
+        got, want = step(q, *caches, k, v, cos, sin, lens), kvcache_step(q, *eager_caches, k, v, cos, sin, lens)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), lengths
+        assert all(torch.equal(a, b) for a, b in zip(caches, eager_caches)), lengths
+    torch.library.opcheck(torch.ops.tessera.flash_attn_with_kvcache.default,
+                          (cuda(3, 1, 8, 128), *caches, cuda(3, 1, 2, 128), cuda(3, 1, 2, 128), cos, sin, lens, None,
+                           None, None, None, None, True, -1, -1, 0.0, False, None, 0, True))
 
 
 def attention_step(q, k, v):
