@@ -8,9 +8,11 @@ stream; numpy arrays: on the simulator with Tessera's `device=` keyword). Differ
 (docs/python.md): dropout's mask comes from Tessera's own Philox stream (the keyword `dropout_seed=` fixes it; by
 default a seed is drawn on the GPU from torch's generator; numpy inputs need one); ALiBi aligns as the causal mask does (bottom-right), with -slope * |i + Sk - Sq - j| in every row
 (FlashAttention 2 adds slope * j under causal, which shifts each row's LSE but not out);
-`return_attn_probs=True` returns (out, softmax_lse, None): no probabilities are materialised
-(tessera.testing.dropout_keep gives a dropout mask).
-flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (up to 8 query tokens);
+`return_attn_probs=True` returns (out, softmax_lse, S_dmask) with S_dmask, for tests, as FlashAttention's only with
+dropout: the probabilities (B, H, Sq, Sk) float32, dropped ones negated, rebuilt outside the kernels
+(tessera.testing.attention_probs; its dropout mask is tessera.testing.dropout_keep's), else None.
+flash_attn_with_kvcache runs on tessera.paged_cache_write and tessera.paged_decode (flash_attn_varlen's paged call
+for a right window bound without causal);
 flash_attn_combine (FlashAttention-3's) is tessera.attn_combine.
 """
 from . import _arrays, _attention, _decode
@@ -35,9 +37,68 @@ def _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_
                 softcap=softcap, alibi_slopes=alibi_slopes, dropout_p=dropout_p, dropout_seed=dropout_seed)
 
 
-def _result(result, return_attn_probs):
-    """FlashAttention's return: out, or (out, softmax_lse, S_dmask) with S_dmask None."""
-    return (*result, None) if return_attn_probs else result
+def _result(result, return_attn_probs, probs=None):
+    """FlashAttention's return: out, or (out, softmax_lse, S_dmask); S_dmask is probs() with dropout (the
+    probabilities, dropped ones negated: testing.attention_probs), None without (FlashAttention returns none then
+    either)."""
+    if not return_attn_probs:
+        return result
+    return (*result, probs() if probs is not None else None)
+
+
+def _with_drawn_seed(who, options, q, return_attn_probs):
+    """options with dropout's seed drawn here when S_dmask is asked for and none was given: its mask is rebuilt on
+    the host from the seed."""
+    if return_attn_probs and options["dropout_p"] and options["dropout_seed"] is None:
+        return dict(options, dropout_seed=_attention.rng_state(who, q, None))
+    return options
+
+
+def _probs(q, k, options, first_batch=0):
+    """S_dmask of a dense call with these options (None without dropout)."""
+    from . import testing
+    if not options["dropout_p"]:
+        return None
+    q, k = (x.detach() if hasattr(x, "detach") else x for x in (q, k))     # not differentiable
+    return testing.attention_probs(q, k, options["causal"], options["causal_align"], options["scale"],
+                                   options["window"], options["softcap"], options["alibi_slopes"],
+                                   dropout=(options["dropout_seed"], options["dropout_p"], first_batch))
+
+
+def _varlen_probs(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options):
+    """S_dmask of a varlen call, (batch, nheads, max_seqlen_q, max_seqlen_k), zero past each sequence (None without
+    dropout)."""
+    if not options["dropout_p"]:
+        return None
+    cq, ck = ([int(x) for x in cu.tolist()] for cu in (cu_seqlens_q, cu_seqlens_k))
+    slopes = options["alibi_slopes"]
+    probs = _arrays.zeros(_arrays.describe(q, "q"), (len(cq) - 1, q.shape[1], max_seqlen_q, max_seqlen_k), "f32")
+    for b in range(len(cq) - 1):
+        sequence = dict(options, alibi_slopes=slopes if slopes is None or len(slopes.shape) == 1 else slopes[b])
+        p = _probs(q[None, cq[b]:cq[b + 1]], k[None, ck[b]:ck[b + 1]], sequence, first_batch=b)
+        probs[b, :, :p.shape[2], :p.shape[3]] = p[0]
+    return probs
+
+
+def _dense(who, q, k, v, options, return_attn_probs, deterministic, device):
+    """flash_attn with FlashAttention's return."""
+    options = _with_drawn_seed(who, options, q, return_attn_probs)
+    return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
+                              device=device), return_attn_probs, lambda: _probs(q, k, options))
+
+
+def _varlen(who, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options, return_attn_probs,
+            deterministic, device, block_table=None):
+    """flash_attn_varlen with FlashAttention's return."""
+    if return_attn_probs and options["dropout_p"] and block_table is not None:
+        raise InputError(f"{who}: return_attn_probs with dropout over a paged K/V cache (block_table) is not "
+                         "supported: S_dmask is rebuilt from contiguous keys")
+    options = _with_drawn_seed(who, options, q, return_attn_probs)
+    result = flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
+                               return_lse=return_attn_probs, block_table=block_table, deterministic=deterministic,
+                               device=device)
+    return _result(result, return_attn_probs, lambda: _varlen_probs(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                                                    max_seqlen_k, options))
 
 
 def _unpacked(who, name, packed, layout):
@@ -56,11 +117,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
                     alibi_slopes=None, deterministic=False, return_attn_probs=False, *, dropout_seed=None, device=None):
     """q (batch, seqlen_q, nheads, headdim), k and v (batch, seqlen_k, nheads_k, headdim), nheads % nheads_k == 0;
     returns out (batch, seqlen_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (batch, nheads,
-    seqlen_q), None)."""
+    seqlen_q), S_dmask)."""
     who = "tessera.flash_attn_interface.flash_attn_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
-    return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
-                              device=device), return_attn_probs)
+    return _dense(who, q, k, v, options, return_attn_probs, deterministic, device)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -70,8 +130,7 @@ def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=Fal
     who = "tessera.flash_attn_interface.flash_attn_qkvpacked_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     q, k, v = _unpacked(who, "qkv", qkv, "(batch, seqlen, 3, nheads, headdim)")
-    return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
-                              device=device), return_attn_probs)
+    return _dense(who, q, k, v, options, return_attn_probs, deterministic, device)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
@@ -81,8 +140,7 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
     who = "tessera.flash_attn_interface.flash_attn_kvpacked_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     k, v = _unpacked(who, "kv", kv, "(batch, seqlen_k, 2, nheads_k, headdim)")
-    return _result(flash_attn(q, k, v, **options, return_lse=return_attn_probs, deterministic=deterministic,
-                              device=device), return_attn_probs)
+    return _dense(who, q, k, v, options, return_attn_probs, deterministic, device)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -90,14 +148,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            deterministic=False, return_attn_probs=False, block_table=None, *,
                            dropout_seed=None, device=None):
     """q (total_q, nheads, headdim), k and v (total_k, nheads_k, headdim), cu_seqlens_q/k int32 (batch + 1);
-    returns out (total_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (nheads, total_q), None).
+    returns out (total_q, nheads, headdim), or with return_attn_probs (out, softmax_lse (nheads, total_q), S_dmask).
     block_table (batch, max_num_blocks) int32: k and v are pages (num_blocks, page_block_size, nheads_k, headdim)."""
     who = "tessera.flash_attn_interface.flash_attn_varlen_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
-    return _result(flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
-                                     return_lse=return_attn_probs, block_table=block_table,
-                                     deterministic=deterministic, device=device),
-                   return_attn_probs)
+    return _varlen(who, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options, return_attn_probs,
+                   deterministic, device, block_table)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -107,9 +163,8 @@ def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
     who = "tessera.flash_attn_interface.flash_attn_varlen_qkvpacked_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     q, k, v = _unpacked(who, "qkv", qkv, "(total, 3, nheads, headdim)")
-    return _result(flash_attn_varlen(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, **options,
-                                     return_lse=return_attn_probs, deterministic=deterministic, device=device),
-                   return_attn_probs)
+    return _varlen(who, q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, options, return_attn_probs,
+                   deterministic, device)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
@@ -120,9 +175,8 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     who = "tessera.flash_attn_interface.flash_attn_varlen_kvpacked_func"
     options = _options(who, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, dropout_seed)
     k, v = _unpacked(who, "kv", kv, "(total_k, 2, nheads_k, headdim)")
-    return _result(flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, **options,
-                                     return_lse=return_attn_probs, deterministic=deterministic, device=device),
-                   return_attn_probs)
+    return _varlen(who, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, options, return_attn_probs,
+                   deterministic, device)
 
 
 def _rotated(x, cos, sin, positions, interleaved):

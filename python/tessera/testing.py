@@ -317,6 +317,32 @@ def attention_reference(q, k, v, causal=False, causal_align="bottom_right", scal
     return AttentionResult(o, lse, o_abs)
 
 
+def attention_probs(q, k, causal=False, causal_align="bottom_right", scale=None, window=(-1, -1), softcap=0.0,
+                    alibi_slopes=None, attention_chunk=0, dropout=None):
+    """The attention probabilities of tessera.flash_attn's forward, (B, Hq, Sq, Sk) float32 of q's library (torch:
+    on its device): P = softmax of the scaled (capped, biased, masked) logits in float32, 0 where a key is not
+    visible; with dropout ((dropout_seed, dropout_p[, first batch item]) as attention_reference's) the dropped ones
+    negated, as FlashAttention's S_dmask encodes them (FlashAttention's return_attn_probs)."""
+    ops = _Ops(q)
+    B, Sq, Hq, D = q.shape
+    Sk, Hkv = k.shape[1], k.shape[2]
+    scale = 1.0 / D ** 0.5 if scale is None else scale
+    probs = ops.full((B, Hq, Sq, Sk), 0.0, ops.cast(q[:0], "f32"))
+    if B * Hq * Sq * Sk == 0:
+        return probs
+    visible = visible_keys(Sq, Sk, causal, causal_align, window, arange=lambda n: ops.arange(n, q),
+                           attention_chunk=attention_chunk)
+    keep, _ = _dropout_terms(ops, dropout, B, Hq, Sq, Sk, q)
+    heads = ops.arange(Hq, q) // (Hq // Hkv)
+    for b in range(B):
+        qb = ops.perm(ops.cast(q[b], "f32"), 1, 0, 2)                      # (Hq, Sq, D)
+        kb = ops.perm(ops.cast(k[b][:, heads], "f32"), 1, 2, 0)            # (Hq, D, Sk)
+        bias = _alibi_bias(ops, alibi_slopes, b, 0, Hq, Sq, Sk, causal, causal_align, "f32", q)
+        p, _ = _softmax(ops, _logits(ops, qb, kb, scale, softcap, visible, bias)[0])
+        probs[b] = p if keep is None else p * ops.cast(2 * keep[b] - 1, "f32")
+    return probs
+
+
 def _sequence_rows(cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k):
     """Per sequence, its (first, end) query and key rows: cu_seqlens' ranges, cut to seqused_q/k where given."""
     cq, ck = [int(x) for x in cu_seqlens_q], [int(x) for x in cu_seqlens_k]

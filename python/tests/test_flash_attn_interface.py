@@ -1,8 +1,9 @@
 """tessera.flash_attn_interface, FlashAttention 2's functions on Tessera: each gives what the tessera call it maps to
 gives (bit for bit: the same kernels), on the simulator (gfx942 and sm_90, numpy arrays): causal aligned
-bottom-right, window_size, softcap, softmax_scale, alibi_slopes, dropout_p (with dropout_seed), return_attn_probs, the packed layouts (their
-slices as q, k, v), varlen; flash_attn_with_kvcache against float64 (paged and contiguous caches, new keys appended in place, rotary
-embedding of both kinds, ALiBi); and FlashAttention's options Tessera lacks are refused before any device work."""
+bottom-right, window_size, softcap, softmax_scale, alibi_slopes, dropout_p (with dropout_seed), return_attn_probs
+(S_dmask with dropout), the packed layouts (their slices as q, k, v), varlen; flash_attn_with_kvcache against float64
+(paged and contiguous caches, new keys appended in place, rotary embedding of both kinds, ALiBi, a right window bound
+without causal); and FlashAttention's options Tessera lacks are refused before any device work."""
 import pytest
 
 import support
@@ -20,6 +21,8 @@ ALIBI = ("tessera.flash_attn @fa_f16_d64_br_alibi {dtype = f16, head_dim = 64, m
          "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, alibi}\n"
          "tessera.paged_decode @pd_f16_d64_b16_leftpad {dtype = f16, head_dim = 64, block_size = 16, "
          "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, split_kv, cache_leftpad}\n"
+         "tessera.flash_attn @fa_f16_d64_br_varlen_drop {dtype = f16, head_dim = 64, "
+         "mask = #tessera.mask<causal_bottom_right>, sliding_window, softcap, return_lse, varlen, dropout}\n"
          "tessera.flash_attn @fa_f16_d64_none_varlen_paged {dtype = f16, head_dim = 64, mask = #tessera.mask<none>, "
          "sliding_window, softcap, return_lse, varlen, paged_kv}\n"
          "tessera.flash_attn @fa_f16_d64_none_varlen_paged_alibi {dtype = f16, head_dim = 64, "
@@ -80,6 +83,50 @@ def test_dense_functions_are_tessera_flash_attn(bundles, target):
     # Dropout with a given seed: the tessera call's output.
     want = tessera.flash_attn(q, k, v, causal=True, dropout_p=0.2, dropout_seed=(9, 1), device=dev)
     assert same(fa.flash_attn_func(q, k, v, 0.2, causal=True, dropout_seed=(9, 1), device=dev), want)
+
+
+def _out_from_probs(probs, v, dropout_p):
+    """FlashAttention's check of S_dmask: the output from its kept probabilities, scaled (float64, (B, Sq, Hq, D))."""
+    from tessera._attention import dropout_keep_scale
+    kept = np.where(probs > 0, probs, 0).astype(np.float64) * dropout_keep_scale(dropout_p)
+    group = probs.shape[1] // v.shape[2]
+    values = np.repeat(v.astype(np.float64), group, axis=2)             # (B, Sk, Hq, D)
+    return np.einsum("bhqk,bkhd->bqhd", kept, values)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_return_attn_probs_with_dropout(bundles, target):
+    """return_attn_probs with dropout gives S_dmask as FlashAttention's tests read it: (B, H, Sq, Sk) probabilities
+    (rows of visible keys summing to 1, in magnitude), dropped ones negative, the mask tessera.testing.dropout_keep's;
+    the kernel's output is the kept probabilities' (scaled) times V. Varlen: per sequence, zero past it."""
+    dev = device_for(bundles, target)
+    rng = np.random.default_rng(29)
+    B, Sq, Sk, Hq, Hkv, D, p = 2, 19, 33, 4, 2, 64, 0.25
+    q, k, v = _random(rng, (B, Sq, Hq, D)), _random(rng, (B, Sk, Hkv, D)), _random(rng, (B, Sk, Hkv, D))
+    out, lse, probs = fa.flash_attn_func(q, k, v, p, 0.2, True, (8, 0), 5.0, return_attn_probs=True,
+                                         dropout_seed=(9, 1), device=dev)
+    assert probs.shape == (B, Hq, Sq, Sk) and probs.dtype == np.float32
+    visible = testing.visible_keys(Sq, Sk, True, window=(8, 0))
+    assert np.allclose(np.abs(probs).sum(-1), 1, atol=1e-5) and (probs[..., ~visible] == 0).all()
+    keep = testing.dropout_keep((9, 1), p, B, Hq, Sq, Sk)
+    assert ((probs > 0) == (keep & visible)).all()
+    ref = testing.attention_reference(q, k, v, True, scale=0.2, window=(8, 0), softcap=5.0, dropout=((9, 1), p))
+    assert np.abs(_out_from_probs(probs, v, p) - ref.o).max() <= 1e-4
+    assert testing.check_attention(out, ref, testing.attention_reference(
+        q, k, v, True, scale=0.2, window=(8, 0), softcap=5.0, dropout=((9, 1), p), precision="same")).ok
+    assert fa.flash_attn_func(q, k, v, causal=True, return_attn_probs=True, device=dev)[2] is None  # no dropout
+    lens = [17, 0, 30, 5]
+    cu = np.cumsum([0] + lens).astype(np.int32)
+    qv, kv, vv = (_random(rng, (int(cu[-1]), Hkv, D)) for _ in range(3))
+    _, _, probs = fa.flash_attn_varlen_func(qv, kv, vv, cu, cu, 30, 30, p, causal=True, return_attn_probs=True,
+                                            dropout_seed=(4, 0), device=dev)
+    assert probs.shape == (4, Hkv, 30, 30)
+    for b, n in enumerate(lens):
+        want = testing.attention_probs(qv[None, cu[b]:cu[b + 1]], kv[None, cu[b]:cu[b + 1]], True,
+                                       dropout=((4, 0), p, b))
+        assert (probs[b, :, :n, :n] == want[0]).all() and not probs[b, :, n:].any() and not probs[b, :, :, n:].any()
+        assert ((want > 0) == (testing.dropout_keep((4, 0), p, 1, Hkv, n, n, b) &
+                               testing.visible_keys(n, n, True))).all()
 
 
 @pytest.mark.parametrize("target", TARGETS)
