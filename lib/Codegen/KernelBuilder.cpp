@@ -513,9 +513,17 @@ SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows
     if (src.inBounds) {
       // Threads past the tile read its last row (their vector is never stored).
       Value row = t.partial ? minsi(t.row, idx(rows - 1)) : t.row;
-      out.push_back(vector::LoadOp::create(b, loc, VectorType::get({vec}, elemType), src.memref,
-                                           ValueRange{add(src.base, add(mul(row, src.ld), t.col))},
-                                           /*nontemporal=*/false, llvm::Align(16)));
+      // Columns past a constant validCols (a row narrower than the tile, by whole vectors) read
+      // as zero, their load kept inside the row.
+      std::optional<int64_t> validCols =
+          src.validCols ? getConstantIntValue(src.validCols) : std::nullopt;
+      bool narrow = validCols && *validCols < cols;
+      Value colOk = narrow ? cmpLt(t.col, idx(*validCols)) : Value();
+      Value col = narrow ? select(colOk, t.col, idx(0)) : t.col;
+      Value load = vector::LoadOp::create(b, loc, VectorType::get({vec}, elemType), src.memref,
+                                          ValueRange{add(src.base, add(mul(row, src.ld), col))},
+                                          /*nontemporal=*/false, llvm::Align(16));
+      out.push_back(narrow ? select(colOk, load, zero(load.getType())) : load);
       continue;
     }
     Value rowOk = cmpLt(t.row, src.validRows);

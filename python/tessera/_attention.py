@@ -74,27 +74,30 @@ def _describe_all(who, named):
     return {name: (None if x is None else _arrays.describe(x, f"{who}: {name}")) for name, x in named}
 
 
-def kernel_head_dim(D):
-    """The head_dim of the kernels that serve head_dim D (1 to 256): D itself where it is a multiple of 16 (the matrix
-    instructions' reduction), else the next multiple of 16, the inputs zero-padded to it (the padding adds nothing to
-    q.k and the output's padding columns are dropped, as FlashAttention does); 176 and 208 go on to 192 and 224,
-    where the backward deals its 16-column tiles evenly over its waves."""
+def kernel_head_dim(D, backward=False):
+    """The head_dim of the kernels that serve head_dim D (1 to 256), the inputs zero-padded to it where it is larger
+    (the padding adds nothing to q.k and the output's padding columns are dropped, as FlashAttention does). Forward:
+    D itself where it is a multiple of 8 (the kernels pad their tiles to the matrix instructions' 16 inside), else the
+    next multiple of 8. Backward: the next multiple of 16, and 176 and 208 go on to 192 and 224, where it deals its
+    16-column tiles evenly over its waves."""
+    if not backward:
+        return -(-D // 8) * 8
     padded = -(-D // 16) * 16
     return padded + 16 if padded in (176, 208) else padded
 
 
-def head_dim_padding(q, k, v):
+def head_dim_padding(q, k, v, backward=False):
     """(Dqk, Dv, padded) when q and k share a head_dim Dqk and v has Dv (each 1 to 256) that run zero-padded to one
-    kernel head_dim, padded = kernel_head_dim(max(Dqk, Dv)): a head_dim no kernel has, or V's differing from Q's and
-    K's (DeepSeek's MLA prefill: 192 and 128; zero columns of q and k add nothing to q.k, and zero columns of V give
-    zero columns of O, which are dropped); None otherwise (the checks then name any problem)."""
+    kernel head_dim, padded = kernel_head_dim(max(Dqk, Dv), backward): a head_dim no kernel has, or V's differing from
+    Q's and K's (DeepSeek's MLA prefill: 192 and 128; zero columns of q and k add nothing to q.k, and zero columns of
+    V give zero columns of O, which are dropped); None otherwise (the checks then name any problem)."""
     dims = [x.shape[-1] if getattr(x, "shape", None) else None for x in (q, k, v)]
     if not all(isinstance(d, int) and 1 <= d <= MAX_HEAD_DIM for d in dims) or dims[0] != dims[1]:
         return None
     Dqk, Dv = dims[1:]
-    if Dqk == Dv and kernel_head_dim(Dqk) == Dqk:
+    if Dqk == Dv and kernel_head_dim(Dqk, backward) == Dqk:
         return None
-    return Dqk, Dv, kernel_head_dim(max(Dqk, Dv))
+    return Dqk, Dv, kernel_head_dim(max(Dqk, Dv), backward)
 
 
 def check_unpadded_outputs(who, named, like):
@@ -526,7 +529,7 @@ def flash_attn(q, k, v, causal=False, causal_align="bottom_right", scale=None, w
     """Attention forward: O = softmax(scale * Q K^T + mask) V, per query head h with key/value head
     h // (Hq // Hkv) (MHA, GQA, MQA).
 
-    q: (B, Sq, Hq, D); k, v: (B, Sk, Hkv, D); float16 or bfloat16 (all the same); D from 1 to 256 (a multiple of 16
+    q: (B, Sq, Hq, D); k, v: (B, Sk, Hkv, D); float16 or bfloat16 (all the same); D from 1 to 256 (a multiple of 8
     runs as it is, any other zero-padded to a kernel's head_dim: kernel_head_dim); Hq % Hkv == 0. Any strides with
     unit stride on D (q, k, v may be slices of one packed qkv tensor).
     causal: mask key j from query i when j > i + off, with off = Sk - Sq for causal_align="bottom_right"

@@ -59,13 +59,14 @@ class Case(NamedTuple):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask = MASKS[self.causal]
         varlen = (", varlen" if self.varlen else "") + (", seqused" if self.seqused else "")
-        D = _attention.kernel_head_dim(max(self.D, self.dv))   # the kernels' (the API zero-pads the others)
+        # The kernels' head dims (the API zero-pads the others): the forward's, then the backward's.
+        Df, D = (_attention.kernel_head_dim(max(self.D, self.dv), backward) for backward in (False, True))
         optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk),
                                     ("dropout", self.dropout)) if on]
-        forward = (f"tessera.flash_attn @fa_{self.dtype}_d{D}_{self.causal or 'none'}"
+        forward = (f"tessera.flash_attn @fa_{self.dtype}_d{Df}_{self.causal or 'none'}"
                    f"{'_varlen' if self.varlen else ''}{'_seqused' if self.seqused else ''}"
                    f"{''.join('_' + a for a in optional)} {{dtype = {self.dtype}, "
-                   f"head_dim = {D}, mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}"
+                   f"head_dim = {Df}, mask = #tessera.mask<{mask}>, sliding_window, softcap, return_lse{varlen}"
                    f"{''.join(', ' + a for a in optional)}}}")
         backward = _attention_bwd.directive_for(
             dict(dtype=self.dtype, head_dim=D, mask=mask, varlen=self.varlen, deterministic=self.deterministic,
@@ -85,7 +86,8 @@ CASES = [
     Case("d96-tl-sq>sk-det", "f16", 96, Sq=40, Sk=23, causal="tl", deterministic=True),
     Case("ragged-rows-br-gqa3", "f16", 64, Sq=37, Sk=50, Hq=6, Hkv=2, causal="br", ragged_rows=True),
     Case("ragged-rows-det", "f16", 64, Sq=33, Sk=41, ragged_rows=True, deterministic=True),
-    # Head dims beyond the default bundle's: 80 as it is, 40 and 176 zero-padded (to 48 and 192).
+    # Head dims beyond the default bundle's: 80 as it is, 40 and 176 zero-padded (to 48 and 192; the forward runs
+    # 40 and 176 as they are).
     Case("d80-br-gqa3", "f16", 80, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br"),
     Case("d40-padded-tl-ragged-rows", "bf16", 40, Sq=20, Sk=33, causal="tl", ragged_rows=True),
     Case("d176-padded-window-det", "f16", 176, Sq=17, Sk=30, window=(8, 8), deterministic=True),

@@ -36,10 +36,10 @@ Q, K, V = qkv()
     ((Q, K[0], V), {}, r"k must be 4-D \(B, Sk, Hkv, D\), got shape \(5, 2, 64\)"),
     ((f16(1, 4, 2, 264), f16(1, 5, 2, 264), f16(1, 5, 2, 264)), {}, r"head_dim 264 is not supported \(1 to 256\)"),
     ((f16(1, 4, 2, 0), f16(1, 5, 2, 0), f16(1, 5, 2, 0)), {}, r"head_dim 0 is not supported \(1 to 256\)"),
-    # A head_dim the kernels take zero-padded (40 -> 48): the given output keeps the caller's 40.
-    ((f16(1, 4, 2, 40), f16(1, 5, 2, 40), f16(1, 5, 2, 40)), {"out": f16(1, 4, 2, 48)},
-     r"out has shape \(1, 4, 2, 48\), expected \(1, 4, 2, 40\)"),
-    ((f16(1, 4, 2, 40), f16(1, 5, 2, 40), f16(1, 5, 2, 40)), {"out": np.ones((1, 4, 2, 40), np.float32)},
+    # A head_dim the kernels take zero-padded (44 -> 48): the given output keeps the caller's 44.
+    ((f16(1, 4, 2, 44), f16(1, 5, 2, 44), f16(1, 5, 2, 44)), {"out": f16(1, 4, 2, 48)},
+     r"out has shape \(1, 4, 2, 48\), expected \(1, 4, 2, 44\)"),
+    ((f16(1, 4, 2, 44), f16(1, 5, 2, 44), f16(1, 5, 2, 44)), {"out": np.ones((1, 4, 2, 44), np.float32)},
      r"out has dtype float32, expected float16"),
     ((Q, f16(1, 5, 2, 32), f16(1, 5, 2, 32)), {}, r"q and k must have the same head_dim \(v's may differ\), got 64 "
                                                    r"and 32"),

@@ -241,7 +241,8 @@ public:
     mlir::Value memref, base, ld, validRows, validCols;
     mlir::Value vectorOk; ///< i1: ld and base keep 16-byte alignment
     /// The caller knows every row of the tile is valid and vectorOk holds: plain vector loads,
-    /// no bounds or alignment branches (validRows, validCols and vectorOk are not read).
+    /// no bounds or alignment branches (validRows and vectorOk are not read; a constant validCols
+    /// below the tile's columns, a multiple of the vectors, zeroes the vectors past it).
     bool inBounds = false;
   };
   /// Cooperatively copies a `rows` x `cols` tile from global memory into LDS with 16-byte

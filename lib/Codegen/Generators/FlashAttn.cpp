@@ -47,7 +47,8 @@ public:
       vBase = v.base(kb, seq, batch, seq.rowK0, kvHead);
     }
     oBase = o.base(kb, seq, batch, seq.rowQ0, head);
-    d = kb.idx(p.headDim);
+    headDim = int(op.getHeadDim());
+    d = kb.idx(headDim);
     alignedQ = q.stridesAligned16(kb, elemBits);
     alignedK = k.stridesAligned16(kb, elemBits), alignedV = v.stridesAligned16(kb, elemBits);
     visibility.emplace(attn::flashAttnVisibility(op, kb, func, args, seq.seqQ, seq.seqK));
@@ -76,9 +77,11 @@ public:
   void storeOutput(Value row, Value col, Value value) override {
     OpBuilder &b = kb.builder();
     Value query = queryOf(row);
-    auto inRange = scf::IfOp::create(b, kb.location(), kb.cmpLt(query, seq.seqQ), false);
+    Value inRange = kb.cmpLt(query, seq.seqQ);
+    if (headDim < p.headDim) inRange = kb.andb(inRange, kb.cmpLt(col, d));
+    auto ifInRange = scf::IfOp::create(b, kb.location(), inRange, false);
     OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(inRange.thenBlock());
+    b.setInsertionPointToStart(ifInRange.thenBlock());
     Value addr = kb.add(oBase, kb.add(kb.mul(query, o.strideS), col));
     memref::StoreOp::create(b, kb.location(), kb.convert(value, op.getDtype()), o.ptr,
                             ValueRange{addr});
@@ -151,6 +154,7 @@ private:
   gpu::GPUFuncOp func;
   const attn::FlashAttnArgs &args;
   const bool returnLse;
+  int headDim = 0; // the directive's; p.headDim, the tiles', is the next multiple of 16
   Value head, batch, d, qBase, kBase, vBase, oBase, alignedQ, alignedK, alignedV, scaleLog2, cap;
   Value pageSize, tableRow; // paged_kv only
   attn::Tensor q, k, v, o;
@@ -163,7 +167,9 @@ FailureOr<gpu::GPUFuncOp> generateFlashAttn(tessera::FlashAttnOp op, const Targe
   // pack_gqa is a tiling choice; this kernel takes one query head per tile whatever it says
   // (the dispatcher records the fallback).
   AttnRequest request;
-  request.headDim = int(op.getHeadDim());
+  // A head_dim of 8 mod 16 runs on tiles of the next multiple of 16: its loads zero the last
+  // vector of each row and its stores skip it.
+  request.headDim = int(llvm::alignTo(op.getHeadDim(), 16));
   request.elem = *toElemType(op.getDtype());
   request.slidingWindow = op.getSlidingWindow();
   request.softcap = op.getSoftcap();

@@ -41,12 +41,12 @@ tessera.flash_attn @fa {dtype = f8E4M3FN, head_dim = 128}
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be a multiple of 16 from 16 to 256, got 88}}
-tessera.flash_attn @fa {dtype = f16, head_dim = 88}
+// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be a multiple of 8 from 8 to 256, got 84}}
+tessera.flash_attn @fa {dtype = f16, head_dim = 84}
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be a multiple of 16 from 16 to 256, got 272}}
+// expected-error @+1 {{'tessera.flash_attn' op 'head_dim' must be a multiple of 8 from 8 to 256, got 272}}
 tessera.flash_attn @fa {dtype = f16, head_dim = 272}
 
 // -----
@@ -89,6 +89,11 @@ tessera.flash_attn_bwd @bwd {dtype = f32, head_dim = 64}
 
 // expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 16 from 16 to 256, got 512}}
 tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 512}
+
+// -----
+
+// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 16 from 16 to 256, got 40}}
+tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 40}
 
 // -----
 
