@@ -198,8 +198,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
                             causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
                             alibi_slopes=None, num_splits=0, return_softmax_lse=False, *, device=None):
-    """Decode against a KV cache, appending the new keys and values first: q (batch, seqlen_q, nheads, headdim); k_cache, v_cache (batch, seqlen_cache, nheads_k, headdim), or pages (num_blocks, page_block_size,
-    nheads_k, headdim) with block_table (batch, max_blocks) int32; cache_seqlens: the tokens each sequence holds
+    """Decode against a KV cache, appending the new keys and values first: q (batch, seqlen_q, nheads, headdim);
+    k_cache, v_cache (batch, seqlen_cache, nheads_k, headdim), or pages (num_blocks, page_block_size, nheads_k,
+    headdim) with block_table (batch, max_blocks) int32; cache_seqlens: the tokens each sequence holds
     before the call (an int or (batch,) int32; None: the whole contiguous cache). k, v (batch, seqlen_new, nheads_k,
     headdim): written into the cache at cache_seqlens.. (in place, tessera.paged_cache_write) before attention over
     cache_seqlens + seqlen_new keys (tessera.paged_decode, causal aligned bottom-right). cache_leftpad (batch,) int32:
