@@ -51,13 +51,14 @@ def default_backward_cases():
 
 
 # --features: (name, the call's options, the baseline's) on FEATURE_CASE: each timed against the same call without
-# the option (head_dim 72, zero-padded, against head_dim 80 itself; V's head_dim 128 under Q's and K's 192 against 192
-# for all three; a paged cache: flash_attn_varlen on the pages against flash_attn_varlen on the packed keys).
+# the option (head_dim 72, on tiles 80 wide with the columns past 72 masked, against head_dim 80 itself; V's head_dim
+# 128 under Q's and K's 192 against 192 for all three; a paged cache: flash_attn_varlen on the pages against
+# flash_attn_varlen on the packed keys).
 FEATURE_CASE = (2, 4096, 32, 32, 128, "bf16", True)
 FEATURES = (("window 1024 left", dict(window=(1024, 0)), {}), ("softcap 30", dict(softcap=30.0), {}),
             ("sinks", dict(sinks="per head"), {}), ("alibi", dict(alibi_slopes="per head"), {}),
             ("chunk 1024", dict(attention_chunk=1024), {}),
-            ("head_dim 72 (padded to 80)", dict(head_dim=72), dict(head_dim=80)),
+            ("head_dim 72 (tiles of 80)", dict(head_dim=72), dict(head_dim=80)),
             ("paged KV, pages of 16", dict(paged=16), {}), ("paged KV, pages of 256", dict(paged=256), {}),
             ("MLA head dims 192/128 (padded)", dict(head_dim=192, head_dim_v=128), dict(head_dim=192)))
 

@@ -74,30 +74,26 @@ def _describe_all(who, named):
     return {name: (None if x is None else _arrays.describe(x, f"{who}: {name}")) for name, x in named}
 
 
-def kernel_head_dim(D, backward=False):
+def kernel_head_dim(D):
     """The head_dim of the kernels that serve head_dim D (1 to 256), the inputs zero-padded to it where it is larger
-    (the padding adds nothing to q.k and the output's padding columns are dropped, as FlashAttention does). Forward:
-    D itself where it is a multiple of 8 (the kernels pad their tiles to the matrix instructions' 16 inside), else the
-    next multiple of 8. Backward: the next multiple of 16, and 176 and 208 go on to 192 and 224, where it deals its
-    16-column tiles evenly over its waves."""
-    if not backward:
-        return -(-D // 8) * 8
-    padded = -(-D // 16) * 16
-    return padded + 16 if padded in (176, 208) else padded
+    (the padding adds nothing to q.k and the output's padding columns are dropped, as FlashAttention does): D itself
+    where it is a multiple of 8 (the kernels widen their tiles to the matrix instructions' 16 inside), else the next
+    multiple of 8."""
+    return -(-D // 8) * 8
 
 
-def head_dim_padding(q, k, v, backward=False):
+def head_dim_padding(q, k, v):
     """(Dqk, Dv, padded) when q and k share a head_dim Dqk and v has Dv (each 1 to 256) that run zero-padded to one
-    kernel head_dim, padded = kernel_head_dim(max(Dqk, Dv), backward): a head_dim no kernel has, or V's differing from
+    kernel head_dim, padded = kernel_head_dim(max(Dqk, Dv)): a head_dim no kernel has, or V's differing from
     Q's and K's (DeepSeek's MLA prefill: 192 and 128; zero columns of q and k add nothing to q.k, and zero columns of
     V give zero columns of O, which are dropped); None otherwise (the checks then name any problem)."""
     dims = [x.shape[-1] if getattr(x, "shape", None) else None for x in (q, k, v)]
     if not all(isinstance(d, int) and 1 <= d <= MAX_HEAD_DIM for d in dims) or dims[0] != dims[1]:
         return None
     Dqk, Dv = dims[1:]
-    if Dqk == Dv and kernel_head_dim(Dqk, backward) == Dqk:
+    if Dqk == Dv and kernel_head_dim(Dqk) == Dqk:
         return None
-    return Dqk, Dv, kernel_head_dim(max(Dqk, Dv), backward)
+    return Dqk, Dv, kernel_head_dim(max(Dqk, Dv))
 
 
 def check_unpadded_outputs(who, named, like):

@@ -292,7 +292,7 @@ def _with_sink_gradient(grads, p, out, dout, lse, sinks, cu_seqlens_q=None):
 def _padding(who, q, k, v, out, dout, dq, dk, dv):
     """_attention.head_dim_padding of q, k, v, with out and dout in V's head_dim and the given gradients in their
     inputs' shapes checked first (the padded call sees only padded arrays)."""
-    pad = _attention.head_dim_padding(q, k, v, backward=True)
+    pad = _attention.head_dim_padding(q, k, v)
     if pad:
         Dv = pad[1]
         like_o = (*q.shape[:-1], Dv)

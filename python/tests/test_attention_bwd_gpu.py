@@ -3,7 +3,7 @@ the GPU, with the tolerance rule of CORRECTNESS.md (3x the same-precision error,
 NaN-poisoned gradients: head_dim {32, 64, 96, 128, 256} x masks (none, causal top-left and bottom-right, window,
 window + causal) x {MHA, GQA 6:2, MQA 6:1} x deterministic x (Sq, Sk) in (1, 1), (239, 1), (799, 3), (113, 203),
 (1023, 1024), (1024, 1023) (900 cases), a few at (4224, 4224), varlen with zero-length items per mask, mode and D,
-softcap, large logits (q x5, k and v x3), byte offsets past 2^31 (a packed batch of 8200 sequences), 100
+softcap, head dims 40 and 24, large logits (q x5, k and v x3), byte offsets past 2^31 (a packed batch of 8200 sequences), 100
 deterministic runs bitwise equal, dk/dv bitwise stable without determinism, non-contiguous dout, autograd (equal bit
 for bit to the explicit call), a CUDA graph of forward + backward, and the default bundle (found as the forward tests
 find it) holding every variant. Skipped without a CUDA GPU."""
@@ -84,7 +84,10 @@ BIG = [Case(4224, 4224, "bf16", 128, "br", "gqa", B=1), Case(4224, 4224, "f16", 
 FEATURES = [Case(1023, 1024, "bf16", 128, "br", "gqa", softcap=15.0, scales=(4.0, 1.0, 1.0)),
             Case(113, 203, "f16", 64, "none", "mqa", True, softcap=50.0),
             Case(799, 3, "bf16", 96, "window", "gqa", softcap=15.0),
-            Case(1024, 1023, "f16", 256, "tl", "mha", softcap=30.0)]
+            Case(1024, 1023, "f16", 256, "tl", "mha", softcap=30.0),
+            # Head dims of 8 mod 16, on tiles of the next multiple of 16.
+            Case(1023, 1024, "bf16", 40, "br", "gqa"),
+            Case(113, 203, "f16", 24, "none", "mqa", softcap=10.0)]
 LARGE_LOGITS = [Case(Sq, Sk, dtype, D, mask, "gqa", det, scales=(5.0, 3.0, 3.0), factor=5.0)
                 for Sq, Sk, dtype, D, mask, det in ((1, 1, "f16", 64, "none", False), (5, 17, "bf16", 128, "br", True),
                                                     (17, 128, "f16", 128, "tl", False), (128, 128, "bf16", 64, "none",

@@ -36,6 +36,7 @@ class Case(NamedTuple):
     input_scale: float = 1.0    # q and k are standard normal times this
     varlen: bool = False
     ragged_rows: bool = False   # q, k, v, dout rows 4 elements longer than D apart: not whole 16-byte vectors
+    nan_gaps: bool = False      # q, k, v, dout rows with 8 NaN columns after each D (read as zero, or all is NaN)
     sinks: bool = False         # a sink logit per query head: the forward's LSE includes it, dsinks checked
     alibi: str = ""             # ALiBi slopes: "h" (Hq,), "bh" (B, Hq)
     chunk: int = 0              # attention_chunk
@@ -46,6 +47,11 @@ class Case(NamedTuple):
     @property
     def dv(self):
         return self.Dv or self.D
+
+    @property
+    def gap(self):
+        """Elements between one row's D and the next row of q, k, v, dout and the gradients."""
+        return 4 * self.ragged_rows + 8 * self.nan_gaps
 
     def options(self):
         return dict(causal=bool(self.causal), causal_align="top_left" if self.causal == "tl" else "bottom_right",
@@ -59,8 +65,8 @@ class Case(NamedTuple):
         """The forward (with every runtime feature and LSE, as examples/attention.mlir has it) and the backward."""
         mask = MASKS[self.causal]
         varlen = (", varlen" if self.varlen else "") + (", seqused" if self.seqused else "")
-        # The kernels' head dims (the API zero-pads the others): the forward's, then the backward's.
-        Df, D = (_attention.kernel_head_dim(max(self.D, self.dv), backward) for backward in (False, True))
+        # The kernels' head_dim (the API zero-pads the others).
+        Df = D = _attention.kernel_head_dim(max(self.D, self.dv))
         optional = [a for a, on in (("sinks", self.sinks), ("alibi", self.alibi), ("attention_chunk", self.chunk),
                                     ("dropout", self.dropout)) if on]
         forward = (f"tessera.flash_attn @fa_{self.dtype}_d{Df}_{self.causal or 'none'}"
@@ -86,15 +92,17 @@ CASES = [
     Case("d96-tl-sq>sk-det", "f16", 96, Sq=40, Sk=23, causal="tl", deterministic=True),
     Case("ragged-rows-br-gqa3", "f16", 64, Sq=37, Sk=50, Hq=6, Hkv=2, causal="br", ragged_rows=True),
     Case("ragged-rows-det", "f16", 64, Sq=33, Sk=41, ragged_rows=True, deterministic=True),
-    # Head dims beyond the default bundle's: 80 as it is, 40 and 176 zero-padded (to 48 and 192; the forward runs
-    # 40 and 176 as they are).
+    # Head dims beyond the default bundle's, as they are: 80; 40, 24 and 8 on tiles of the next multiple of 16, 176
+    # on AMD's of 192 (11 tiles of 16 columns do not deal over its 4 waves), the columns past D read as zero.
     Case("d80-br-gqa3", "f16", 80, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br"),
-    Case("d40-padded-tl-ragged-rows", "bf16", 40, Sq=20, Sk=33, causal="tl", ragged_rows=True),
-    Case("d176-padded-window-det", "f16", 176, Sq=17, Sk=30, window=(8, 8), deterministic=True),
+    Case("d40-tl-ragged-rows", "bf16", 40, Sq=20, Sk=33, causal="tl", ragged_rows=True),
+    Case("d24-nan-gaps-br-gqa3", "f16", 24, Sq=21, Sk=37, Hq=6, Hkv=2, causal="br", nan_gaps=True),
+    Case("d8-nan-gaps-det", "bf16", 8, Sq=30, Sk=19, deterministic=True, nan_gaps=True),
+    Case("d176-window-det", "f16", 176, Sq=17, Sk=30, window=(8, 8), deterministic=True),
     # Attention sinks: dq, dk, dv from the sink-including LSE, and dsinks.
     Case("sinks-br-sq>sk-fully-masked-rows-gqa3", "f16", 64, Sq=40, Sk=19, Hq=6, Hkv=2, causal="br", sinks=True),
     Case("sinks-softcap-det", "bf16", 64, Sq=30, Sk=45, softcap=5.0, input_scale=2.0, deterministic=True, sinks=True),
-    Case("sinks-d40-padded-tl", "f16", 40, Sq=20, Sk=33, causal="tl", sinks=True),
+    Case("sinks-d40-tl", "f16", 40, Sq=20, Sk=33, causal="tl", sinks=True),
     # ALiBi (P recomputed with the bias) and chunked local attention (its masks in both kernels).
     Case("alibi-br-gqa3", "f16", 64, Sq=30, Sk=45, Hq=6, Hkv=2, causal="br", alibi="h"),
     Case("alibi-bh-chunk-softcap-det", "bf16", 64, B=2, Sq=33, Sk=40, softcap=5.0, input_scale=2.0, alibi="bh",
@@ -145,10 +153,12 @@ def sim_for(bundles, target):
 
 
 # ---- Inputs, run, check ------------------------------------------------------------------------------------------
-def _random(rng, shape, dtype, scale=1.0, ragged_rows=False):
-    """Standard normal times `scale`; ragged_rows: a view of rows 4 elements longer (strides not multiples of 8)."""
-    wide = shape[:-1] + (shape[-1] + 4 * ragged_rows,)
-    return (rng.standard_normal(wide) * scale).astype(support.numpy_dtype(dtype))[..., :shape[-1]]
+def _random(rng, shape, dtype, scale=1.0, gap=0):
+    """Standard normal times `scale`; a gap: a view of rows `gap` elements longer, NaN past each row (4: strides not
+    multiples of 8; 8: whole 16-byte vectors of NaN)."""
+    x = (rng.standard_normal(shape[:-1] + (shape[-1] + gap,)) * scale).astype(support.numpy_dtype(dtype))
+    x[..., shape[-1]:] = np.nan
+    return x[..., :shape[-1]]
 
 
 def poisoned(shape, dtype):
@@ -160,12 +170,12 @@ def bits(x):
 
 
 def poisoned_runs(c, dev, q, k, v, backward):
-    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, v (ragged_rows: views of rows 4 elements
-    longer, whose gaps must stay NaN), twice: a deterministic case must agree bit for bit; the second run reuses the
+    """backward(dq=, dk=, dv=) into NaN-poisoned gradients shaped like q, k, v (ragged_rows, nan_gaps: views of longer
+    rows, whose gaps must stay NaN), twice: a deterministic case must agree bit for bit; the second run reuses the
     workspaces the first left (dq_accum holding its sums until the runtime zeroes it for the call). Returns the second
     run's gradients."""
     def once():
-        wide = [poisoned(x.shape[:-1] + (x.shape[-1] + 4 * c.ragged_rows,), c.dtype) for x in (q, k, v)]
+        wide = [poisoned(x.shape[:-1] + (x.shape[-1] + c.gap,), c.dtype) for x in (q, k, v)]
         grads = [w[..., :x.shape[-1]] for w, x in zip(wide, (q, k, v))]
         got = backward(dq=grads[0], dk=grads[1], dv=grads[2])
         assert all(g is x for g, x in zip(got, grads))
@@ -195,10 +205,10 @@ def test_flash_attn_bwd_matches_float64(bundles, target, case):
     dev = sim_for(bundles, target)
     c, seed = case, np.random.SeedSequence().entropy
     rng = np.random.default_rng(seed)
-    q = _random(rng, (c.B, c.Sq, c.Hq, c.D), c.dtype, c.input_scale, c.ragged_rows)
-    k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale, c.ragged_rows)
-    v = _random(rng, (c.B, c.Sk, c.Hkv, c.dv), c.dtype, ragged_rows=c.ragged_rows)
-    dout = _random(rng, q.shape[:-1] + (c.dv,), c.dtype, ragged_rows=c.ragged_rows)
+    q = _random(rng, (c.B, c.Sq, c.Hq, c.D), c.dtype, c.input_scale, c.gap)
+    k = _random(rng, (c.B, c.Sk, c.Hkv, c.D), c.dtype, c.input_scale, c.gap)
+    v = _random(rng, (c.B, c.Sk, c.Hkv, c.dv), c.dtype, gap=c.gap)
+    dout = _random(rng, q.shape[:-1] + (c.dv,), c.dtype, gap=c.gap)
     sinks = (rng.standard_normal(c.Hq) * 3).astype(np.float32) if c.sinks else None
     slopes = c.slopes(rng)
     dropout = support.dropout_options(rng, c.dropout)

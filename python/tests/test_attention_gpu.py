@@ -101,6 +101,9 @@ FEATURES = [
     Case(1000, 257, "bf16", 128, "tl", 1, window=(100, -1), sinks=True, chunk=64),
     Case(127, 257, "bf16", 128, "br", 1, window=(17, -1), softcap=30.0, input_scale=4.0, alibi=True),
     Case(1000, 1000, "f16", 96, "br", 3, alibi=True, sinks=True),
+    # Head dims of 8 mod 16: tiles of the next multiple of 16, the last vector of each row masked on load.
+    Case(1000, 1000, "bf16", 40, "br", 3),
+    Case(257, 1000, "f16", 24, "none", 8, packed=False),
 ]
 
 

@@ -377,7 +377,7 @@ def test_unsupported_options_rejected_before_the_device(call, message):
 @pytest.mark.parametrize("D", [64, 40])
 def test_torch_autograd_through_the_interface(D):
     """On a GPU: flash_attn_qkvpacked_func's output and its gradient into the packed qkv are tessera.flash_attn's on
-    the slices (the packed tensor gets the three gradients side by side); head_dim 40 (the backward zero-padded)."""
+    the slices (the packed tensor gets the three gradients side by side); head_dim 40 (tiles of 48 inside)."""
     torch = support.torch
     gen = torch.Generator(device="cuda").manual_seed(3)
     qkv = torch.randn(2, 37, 3, 4, D, device="cuda", dtype=torch.bfloat16, generator=gen, requires_grad=True)

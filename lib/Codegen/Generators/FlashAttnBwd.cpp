@@ -117,7 +117,7 @@ public:
     seq = attn::seqInfo(kb, func, a, op.getVarlen(), batch);
     q = bind(a.q), k = bind(a.k), v = bind(a.v), o = bind(a.o);
     dO = bind(args.dO), dq = bind(args.dq), dk = bind(args.dk), dv = bind(args.dv);
-    headDim = kb.idx(p.headDim);
+    headDim = kb.idx(op.getHeadDim());
     elemBits = elem.getIntOrFloatBitWidth();
   }
 
@@ -144,11 +144,11 @@ protected:
     return kb.add(kb.mul(plane, workspaceRows()), workspaceRow(query));
   }
   Value statIndex(Stat s, Value head, Value query) { return statIndex(kb.idx(int(s)), head, query); }
-  /// The flat index of dQ element (head, query, col) in dq_accum ([Hq][rows][D]); `col` is a
-  /// position in the row (dqAccumPosition).
+  /// The flat index of dQ element (head, query, col) in dq_accum ([Hq][rows][tile width]); `col`
+  /// is a position in the row (dqAccumPosition).
   Value dqAccumIndex(Value head, Value query, Value col) {
     Value row = kb.add(kb.mul(head, workspaceRows()), workspaceRow(query));
-    return kb.add(kb.mul(row, headDim), col);
+    return kb.add(kb.mul(row, p.headDim), col);
   }
   /// Whether dq_accum's rows hold their columns paired for vector reductions: on Hopper, where
   /// each wave's dQ block spans whole pairs of mma.sync's 8-column tiles.
@@ -202,7 +202,8 @@ protected:
   }
   static constexpr int kHeadsTogether = 4;
 
-  /// A `rows` x D block of `tensor` (head `head`) starting at query/key `first` of this item.
+  /// A `rows` x D block of `tensor` (head `head`) starting at query/key `first` of this item: a
+  /// tile's columns past D read as zero and are never stored.
   KernelBuilder::GlobalTile block(const attn::Tensor &tensor, Value row0, Value first, Value head,
                                   Value count) {
     Value base = tensor.base(kb, seq, batch, row0, head);
@@ -221,7 +222,9 @@ protected:
   const attn::FlashAttnArgs &a;
   Type elem;
   attn::OnlineSoftmax softmax;
-  Value batch, headDim;
+  Value batch;
+  Value headDim; ///< the directive's; p.headDim, the tiles' width, may be larger (the columns past
+                 ///< it read as zero and are never stored)
   int elemBits = 16;
   attn::SeqInfo seq;
   attn::Tensor q, k, v, o, dO, dq, dk, dv;
@@ -252,7 +255,7 @@ public:
     Value tid = kb.threadId();
     Value row = kb.divui(tid, kThreadsPerRow), part = kb.remui(tid, kThreadsPerRow);
     Value sum = kb.f32(0);
-    for (int c = 0; c < p.headDim; c += kThreadsPerRow) {
+    for (int c = 0; c < int(op.getHeadDim()); c += kThreadsPerRow) {
       Value col = kb.add(part, c);
       auto at = [&](const LdsTile &tile) {
         Value x = memref::LoadOp::create(b, loc, tile.memref,
@@ -287,8 +290,9 @@ public:
     const int threads = p.threads();
     const bool paired = pairedDqColumns();
     const int run = paired ? 16 : 8, outVec = 128 / elemBits, inVec = 4;
-    assert(p.headDim % run == 0 && run % outVec == 0 && "head_dim is a multiple of 8");
-    const int runsPerRow = p.headDim / run;
+    assert(p.headDim % run == 0 && run % outVec == 0 && "the tiles are a multiple of 16 wide");
+    // The runs that hold columns below head_dim; the last may end past it.
+    const int headDimCols = int(op.getHeadDim()), runsPerRow = llvm::divideCeil(headDimCols, run);
     Value head = kb.blockId(gpu::Dimension::y);
     Value q0 = kb.mul(kb.blockId(gpu::Dimension::x), kRows);
     Value out = dq.base(kb, seq, batch, seq.rowQ0, head);
@@ -315,6 +319,8 @@ public:
       }
       Value to = kb.add(out, kb.add(kb.mul(query, dq.strideS), col0));
       for (int c0 = 0; c0 < run; c0 += outVec) {
+        OpBuilder::InsertionGuard inRow(b);
+        if (headDimCols % run) kb.enterIf(kb.cmpLt(kb.add(col0, c0), headDim));
         SmallVector<Value> ys;
         for (int c = c0; c < c0 + outVec; ++c)
           ys.push_back(kb.convert(kb.fmul(in[paired ? pairedPosition(c) : c], scale), elem));
@@ -973,12 +979,19 @@ public:
 } // namespace
 
 FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op, const TargetInfo &target) {
-  const int headDim = int(op.getHeadDim());
   std::optional<AttnBwdTile> tile;
   if (auto t = op.getTileAttr()) tile = AttnBwdTile{int(t.getM()), int(t.getN()), int(t.getWaves())};
-  AttnBwdPlanResult plan = planAttentionBwd(headDim, *toElemType(op.getDtype()), target, tile);
+  // The tiles are the narrowest multiple of 16 at least head_dim wide that the plan takes (176
+  // and 208 do not share their 16-column tiles evenly among the waves: 192 and 224 do).
+  const int narrowest = int(llvm::alignTo(op.getHeadDim(), 16));
+  AttnBwdPlanResult plan;
+  for (int width = narrowest; width <= 256 && !plan.plan; width += 16) {
+    AttnBwdPlanResult tried = planAttentionBwd(width, *toElemType(op.getDtype()), target, tile);
+    if (tried.plan || width == narrowest) plan = std::move(tried);
+  }
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnBwdPlan &p = *plan.plan;
+  const int headDim = p.headDim;
   attn::FlashAttnBwdSignature abi = attn::flashAttnBwdSignature(op, headDim, p.blockM);
   const KernelSignature &base = abi.sig;
   const std::string name = op.getSymName().str();

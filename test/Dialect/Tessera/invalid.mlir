@@ -87,13 +87,13 @@ tessera.flash_attn_bwd @bwd {dtype = f32, head_dim = 64}
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 16 from 16 to 256, got 512}}
+// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 8 from 8 to 256, got 512}}
 tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 512}
 
 // -----
 
-// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 16 from 16 to 256, got 40}}
-tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 40}
+// expected-error @+1 {{'tessera.flash_attn_bwd' op 'head_dim' must be a multiple of 8 from 8 to 256, got 36}}
+tessera.flash_attn_bwd @bwd {dtype = bf16, head_dim = 36}
 
 // -----
 

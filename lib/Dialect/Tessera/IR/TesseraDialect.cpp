@@ -120,13 +120,12 @@ static LogicalResult verifyDtype(Operation *op, StringRef name, Type t) {
   return success();
 }
 
-/// flash_attn: any multiple of 8 (one 16-byte vector of a row) up to 256, its tiles padded to the
-/// matrix atoms' 16 inside the kernel; flash_attn_bwd: any multiple of 16 up to 256. The Python API
-/// zero-pads other head dims.
-static LogicalResult verifyHeadDim(Operation *op, int64_t headDim, int64_t multiple) {
-  if (headDim < multiple || headDim > 256 || headDim % multiple)
-    return op->emitOpError() << "'head_dim' must be a multiple of " << multiple << " from "
-                             << multiple << " to 256, got " << headDim;
+/// flash_attn and flash_attn_bwd: any multiple of 8 (one 16-byte vector of a row) up to 256, their
+/// tiles widened to the matrix atoms' 16 inside the kernels. The Python API zero-pads other head
+/// dims.
+static LogicalResult verifyHeadDim(Operation *op, int64_t headDim) {
+  if (headDim < 8 || headDim > 256 || headDim % 8)
+    return op->emitOpError() << "'head_dim' must be a multiple of 8 from 8 to 256, got " << headDim;
   return success();
 }
 
@@ -163,7 +162,7 @@ LogicalResult WmmaGemmOp::verify() {
 
 LogicalResult FlashAttnOp::verify() {
   if (failed(verifyDtype(*this, "dtype", getDtype())) ||
-      failed(verifyHeadDim(*this, getHeadDim(), 8)) ||
+      failed(verifyHeadDim(*this, getHeadDim())) ||
       failed(verifyPackGqa(*this, getPackGqa())))
     return failure();
   if (getVarlen() && getPackGqa() > 1)
@@ -180,7 +179,7 @@ LogicalResult FlashAttnOp::verify() {
 
 LogicalResult FlashAttnBwdOp::verify() {
   if (failed(verifyDtype(*this, "dtype", getDtype())) ||
-      failed(verifyHeadDim(*this, getHeadDim(), 16)))
+      failed(verifyHeadDim(*this, getHeadDim())))
     return failure();
   if (getSeqused() && !getVarlen())
     return emitOpError() << "'seqused' needs 'varlen' (it bounds each packed sequence)";
