@@ -7,7 +7,7 @@ import operator
 import sys
 from typing import NamedTuple
 
-from . import _arrays, _attention, _launch, _ondemand
+from . import _arrays, _attention, _launch, _ondemand, _paths
 from ._errors import InputError, KernelNotFoundError
 
 LAYOUTS = {"NHD": "(num_pages, block_size, Hkv, D)", "HND": "(num_pages, Hkv, block_size, D)"}
@@ -545,8 +545,8 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     """A contiguous cache (block_table None: (B, capacity, Hkv, D) or HND (B, Hkv, capacity, D)) as pages of the
     largest block size a kernel set of the call has that tiles each sequence's rows (capacity and the batch stride
     multiples of it), among the sets with the call's `features` (attribute names: sinks, alibi, cache_leftpad,
-    fp8_products) where the bundle has any, else among all of the dtype and head_dim: views (num_pages, block_size, ...) of the same memory and the block table that names
-    sequence b's pages in order, made on the caches' device (torch: no synchronisation). rows: the cache row each
+    fp8_products) where any has them, else among all of the dtype and head_dim (_block_sizes): views
+    (num_pages, block_size, ...) of the same memory and the block table that names sequence b's pages in order, made on the caches' device (torch: no synchronisation). rows: the cache row each
     sequence takes ((B,) integers on the caches' device, FlashAttention's cache_batch_idx; any number of cache
     rows), else row b. Returns (k_pages, v_pages, block_table)."""
     if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
@@ -575,13 +575,8 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     stride_b, stride_t = k.strides[0], k.strides[1 if kv_layout == "NHD" else 2]
     dev = _launch.runtime_device(who, [(n, i) for n, i in infos.items()], device,
                                  aligned=("q", "k_cache", "v_cache"))
-    # Block sizes of the sets for this dtype, cache format and head_dim (those with the features first), largest first.
     kv_dtype = k.dtype
-    sets = [s for s in dev.bundle().kernel_sets.values()
-            if s.directive == "paged_decode" and s.attributes.get("dtype") == qi.dtype and
-            s.attributes.get("kv_dtype", qi.dtype) == kv_dtype and s.attributes.get("head_dim") == D]
-    sets = [s for s in sets if all(s.attributes.get(f) for f in features)] or sets
-    sizes = sorted({s.attributes.get("block_size") for s in sets}, reverse=True)
+    sizes = _block_sizes(dev, qi.dtype, kv_dtype, D, tuple(features))
 
     def tiles(bs):
         return capacity % bs == 0 and (B <= 1 or (stride_t and stride_b % (bs * stride_t) == 0))
@@ -591,7 +586,8 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
         raise KernelNotFoundError(
             f"{who}: a contiguous cache of capacity {capacity} (batch stride {stride_b}, token stride {stride_t}) "
             f"runs on a paged_decode set whose block_size divides both in tokens; bundle {dev.bundle().directory} "
-            f"has for dtype={qi.dtype} kv_dtype={kv_dtype} head_dim={D} the block sizes "
+            f"(with the later bundles of its target) has for dtype={qi.dtype} kv_dtype={kv_dtype} head_dim={D} the "
+            f"block sizes "
             f"{', '.join(map(str, sizes)) or 'none'}; this directive compiles one: "
             + directive_for(Call(qi.dtype, kv_dtype, D, 0, 1, 0, 0, bs, 0, kv_layout, CAUSAL, 1.0, -1, 0.0, False, 0)))
     bs = fitting[0]
@@ -615,6 +611,22 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     if rows is not None:
         table = table[rows.long() if k.kind == "torch" else rows]
     return views[0], views[1], table
+
+
+def _block_sizes(dev, dtype, kv_dtype, D, features):
+    """The block sizes of the paged_decode sets for this dtype, cache format and head_dim in the device's bundle and
+    the same target's later bundles of the search path (where a kernel the first lacks is found: _ondemand.lookup),
+    among those with every one of `features` where any has them, largest first; remembered per device bundle."""
+    bundle = dev.bundle()
+
+    def sizes():
+        bundles = [bundle] + [dev.bundle(later) for later in _paths.later_bundles(bundle.directory)]
+        sets = [s for b in bundles for s in b.kernel_sets.values()
+                if s.directive == "paged_decode" and s.attributes.get("dtype") == dtype and
+                s.attributes.get("kv_dtype", dtype) == kv_dtype and s.attributes.get("head_dim") == D]
+        sets = [s for s in sets if all(s.attributes.get(f) for f in features)] or sets
+        return sorted({s.attributes.get("block_size") for s in sets}, reverse=True)
+    return bundle.remember(("paged_decode block sizes", dtype, kv_dtype, D, features), sizes)
 
 
 def _features(fp8_products=False, sinks=None, alibi_slopes=None, cache_leftpad=None):

@@ -37,42 +37,54 @@ def lookup(device, key, find_in, directive):
     """find_in(bundle) on the device's bundle, then on the same target's later bundles of the search path; where
     none has the variant (find_in raises KernelNotFoundError) or the device has no bundle: with a compiler, find_in
     on the bundle that `directive` compiles for the device's target (cached on disk); without one the error says
-    what is missing and names the directive. The choice, either way, is remembered per device bundle and key (with key None, find_in remembers
-    what it needs itself); an error is not."""
+    what is missing and names the directive. Which bundle serves the directive is remembered per device bundle, so
+    a kernel of a later or compiled bundle costs no failed search per call; the choice in it is remembered per key
+    (with key None, find_in remembers what it needs itself). An error is not remembered."""
     try:
         bundle = device.bundle()
     except BundleNotFoundError as e:
-        return _built(device, None, e, key, find_in, directive)
+        return _built(device, e, key, find_in, directive)
 
-    def choose():
+    found = []   # what find_in found while the serving bundle was searched for, in this call
+
+    def serving():
         try:
-            return find_in(bundle)
+            found.append(find_in(bundle))
+            return bundle
         except KernelNotFoundError as e:
             missing = e
         for later in _paths.later_bundles(bundle.directory):   # the same target's bundles further on the path
+            candidate = device.bundle(later)
             try:
-                return find_in(device.bundle(later))
+                found.append(find_in(candidate))
+                return candidate
             except KernelNotFoundError:
                 pass
-        return _built(device, bundle, missing, key, find_in, directive)
-    return choose() if key is None else bundle.remember(key, choose)
+        return _compiled(device, bundle.target, missing, directive)
+    server = bundle.remember(("bundle serving", directive), serving)
+    if key is None:
+        return found[0] if found else find_in(server)
+    return server.remember(key, lambda: found[0] if found else find_in(server))
 
 
-def _built(device, bundle, missing, key, find_in, directive):
-    """find_in on the bundle `directive` compiles (lookup), or `missing` raised with what is lacking."""
+def _compiled(device, target, missing, directive):
+    """The bundle `directive` compiles for `target` (lookup), or `missing` raised with what is lacking."""
     compiler = _paths.compiler()
     if compiler is None:
-        note = NO_COMPILER + (f"; this directive compiles it: {directive}" if bundle is None else "")
-        raise type(missing)(f"{missing.message}; {note}") from None
-    # With a device bundle the choice is remembered there (lookup); without one, here.
-    memo = (device, _paths.search_path(), str(cache_dir()), str(compiler), key) if bundle is None else None
+        raise type(missing)(f"{missing.message}; {NO_COMPILER}") from None
+    return device.bundle(compiled_bundle(compiler, target, directive))
+
+
+def _built(device, missing, key, find_in, directive):
+    """lookup without a device bundle: find_in on the bundle `directive` compiles, remembered here per key."""
+    if _paths.compiler() is None:
+        raise type(missing)(f"{missing.message}; {NO_COMPILER}; this directive compiles it: {directive}") from None
+    memo = (device, _paths.search_path(), str(cache_dir()), str(_paths.compiler()), key)
     with _lock:
         if key is not None and memo in _chosen:
             return _chosen[memo]
-    target = bundle.target if bundle is not None else device.arch
-    built = device.bundle(compiled_bundle(compiler, target, directive))
-    chosen = find_in(built)
-    if key is not None and memo is not None:
+    chosen = find_in(_compiled(device, device.arch, missing, directive))
+    if key is not None:
         with _lock:
             _chosen[memo] = chosen
     return chosen

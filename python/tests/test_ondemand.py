@@ -32,6 +32,23 @@ CALL = textwrap.dedent("""
     result = testing.check_attention(out, ref, same, lse=lse)
     print("ok" if result.ok else f"wrong: {result}")
 """)
+# A contiguous cache with cache_leftpad (Transformers' left-padded StaticCache decode): its block size comes from the
+# paged_decode sets with cache_leftpad, wherever on the search path they are.
+LEFTPAD = textwrap.dedent("""
+    import numpy as np, tessera
+    from tessera import testing
+    rng = np.random.default_rng(7)
+    k, v = (rng.standard_normal((2, 128, 2, 64)).astype(np.float16) for _ in range(2))
+    q = rng.standard_normal((2, 1, 8, 64)).astype(np.float16)
+    lens, pad = np.array([100, 128], np.int32), np.array([30, 0], np.int32)
+    out = tessera.paged_decode(q, k, v, None, lens, cache_leftpad=pad, device="sim:gfx942")
+    table = np.arange(16, dtype=np.int32).reshape(2, 8)
+    pages = [x.reshape(16, 16, 2, 64) for x in (k, v)]
+    ref = testing.paged_decode_reference(q, *pages, table, lens, cache_leftpad=pad)
+    same = testing.paged_decode_reference(q, *pages, table, lens, cache_leftpad=pad, precision="same")
+    result = testing.check_attention(out, ref, same)
+    print("ok" if result.ok else f"wrong: {result}")
+""")
 ATTENTION = textwrap.dedent("""
     import numpy as np, tessera
     from tessera import testing
@@ -61,6 +78,7 @@ def setup(tmp_path):
     wrapper.chmod(0o755)
     (tmp_path / "call.py").write_text(CALL)
     (tmp_path / "attention.py").write_text(ATTENTION)
+    (tmp_path / "leftpad.py").write_text(LEFTPAD)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERA_")}
     env.update(PYTHONPATH=str(support.REPO / "python"), TESSERA_HOME=str(home), TESSERA_COMPILER=str(wrapper),
                TESSERA_CACHE_DIR=str(tmp_path / "cache"))
@@ -151,3 +169,22 @@ def test_a_later_bundle_of_the_search_path_serves_what_the_first_lacks(setup):
     out, err = call(tmp_path, env)
     assert out == "ok", err
     assert compiles(log) == 0 and not (tmp_path / "cache").exists()
+
+
+def test_a_contiguous_cache_takes_the_block_size_of_a_later_bundles_set(setup):
+    """Without a compiler: the first bundle's paged_decode set (block 64) lacks cache_leftpad, a later bundle's
+    (block 16) has it: a contiguous cache with cache_leftpad runs as pages of 16 on the later one (the block size
+    chosen from the first bundle alone, 64, has no cache_leftpad set and nothing could compile one)."""
+    tmp_path, env, log = setup
+    env["TESSERA_COMPILER"] = str(tmp_path / "none")
+    common = "dtype = f16, head_dim = 64, mask = #tessera.mask<causal_bottom_right>, return_lse, split_kv"
+    for folder, directive in (("first", f"tessera.paged_decode @pd {{{common}, block_size = 64}}"),
+                              ("later", f"tessera.paged_decode @pd_lp {{{common}, block_size = 16, cache_leftpad}}")):
+        source = tmp_path / f"{folder}.mlir"
+        source.write_text(directive + "\n")
+        subprocess.run([str(COMPILER), str(source), "--target=gfx942", "-o", str(tmp_path / folder / "gfx942")],
+                       check=True, capture_output=True, timeout=600)
+    env["TESSERA_BUNDLE_PATH"] = os.pathsep.join(str(tmp_path / f) for f in ("first", "later"))
+    out, err = call(tmp_path, env, "leftpad.py")
+    assert out == "ok", err
+    assert compiles(log) == 0
