@@ -435,14 +435,23 @@ static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols
 static int vectorElems(Type elemType) { return 128 / elemType.getIntOrFloatBitWidth(); }
 
 Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value validCols,
-                                    Value vectorOk, llvm::function_ref<Value()> offset,
+                                    Value vectorOk, int tileCols,
+                                    llvm::function_ref<Value(Value)> offset,
                                     bool offsetInBranches) {
   Type elemType = cast<MemRefType>(memref.getType()).getElementType();
   const int vec = vectorElems(elemType);
   auto vecType = VectorType::get({vec}, elemType);
-  Value fullVector = andb(andb(rowOk, cmpLe(add(col, vec), validCols)), vectorOk);
-  Value shared = offsetInBranches ? Value() : offset();
-  auto at = [&] { return shared ? shared : offset(); };
+  // A row narrower than the tile by whole vectors (a constant validCols): a vector past it is
+  // zero by a select, its load moved inside the row, so that it takes no branch of its own (a
+  // lane of a wave there would otherwise run the element-wise path beside the others' vectors).
+  std::optional<int64_t> rowCols = getConstantIntValue(validCols);
+  const bool narrow = rowCols && *rowCols < tileCols && *rowCols % vec == 0;
+  Value colOk = narrow ? cmpLt(col, validCols) : Value();
+  if (narrow) col = select(colOk, col, idx(0));
+  Value fullVector = narrow ? andb(rowOk, vectorOk)
+                            : andb(andb(rowOk, cmpLe(add(col, vec), validCols)), vectorOk);
+  Value shared = offsetInBranches ? Value() : offset(col);
+  auto at = [&] { return shared ? shared : offset(col); };
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{vecType}, fullVector, /*withElse=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
@@ -453,7 +462,7 @@ Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value 
   b.setInsertionPointToStart(ifOp.elseBlock());
   SmallVector<Value> elems;
   for (int j = 0; j < vec; ++j) {
-    Value ok = andb(rowOk, cmpLt(add(col, j), validCols));
+    Value ok = narrow ? rowOk : andb(rowOk, cmpLt(add(col, j), validCols));
     auto e = scf::IfOp::create(b, loc, TypeRange{elemType}, ok, /*withElse=*/true);
     b.setInsertionPointToStart(e.thenBlock());
     Value x = memref::LoadOp::create(b, loc, memref, ValueRange{add(at(), j)});
@@ -464,7 +473,8 @@ Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value 
     elems.push_back(e.getResult(0));
   }
   scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
-  return ifOp.getResult(0);
+  b.setInsertionPointAfter(ifOp);
+  return narrow ? select(colOk, ifOp.getResult(0), zero(vecType)) : ifOp.getResult(0);
 }
 
 void KernelBuilder::storeVector(Value x, Value memref, Value at, Value vectorOk) {
@@ -529,9 +539,9 @@ SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows
     Value rowOk = cmpLt(t.row, src.validRows);
     // Threads past the tile (when `threads` does not divide it) load nothing.
     if (t.partial) rowOk = andb(rowOk, inTile(*this, t));
-    out.push_back(loadTileVector(src.memref, rowOk, t.col, src.validCols, src.vectorOk, [&] {
-      return add(src.base, add(mul(t.row, src.ld), t.col));
-    }, /*offsetInBranches=*/false));
+    out.push_back(loadTileVector(src.memref, rowOk, t.col, src.validCols, src.vectorOk, cols,
+                                 [&](Value col) { return add(src.base, add(mul(t.row, src.ld), col)); },
+                                 /*offsetInBranches=*/false));
   }
   return out;
 }
@@ -548,8 +558,8 @@ SmallVector<Value> KernelBuilder::loadGlobalRows(Value memref,
     Value rowOk = cmpLt(t.row, validRows);
     if (t.partial) rowOk = andb(rowOk, inTile(*this, t));
     // rowStart runs only where the row is loaded (it may read an index table).
-    out.push_back(loadTileVector(memref, rowOk, t.col, validCols, vectorOk,
-                                 [&] { return add(rowStart(t.row), t.col); },
+    out.push_back(loadTileVector(memref, rowOk, t.col, validCols, vectorOk, cols,
+                                 [&](Value col) { return add(rowStart(t.row), col); },
                                  /*offsetInBranches=*/true));
   }
   return out;

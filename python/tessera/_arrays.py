@@ -139,6 +139,11 @@ def as_float32(x):
     return x.float() if library(x) is _torch() else x.astype("float32")
 
 
+def as_int32(x):
+    """x (torch tensor or numpy array) converted to int32."""
+    return x.int() if library(x) is _torch() else x.astype("int32")
+
+
 def concat_last(parts):
     """The arrays `parts` (all torch or all numpy) joined along their last dimension."""
     xp = library(parts[0])

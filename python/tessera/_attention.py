@@ -758,7 +758,7 @@ def _with_seqused(who, p, cus, seqused_q, seqused_k):
         cu = cus["cu_seqlens_" + name[-1]]
         if given is None:
             lengths = cu.obj[1:] - cu.obj[:-1]
-            cus[name] = _arrays.describe(lengths.int() if cu.kind == "torch" else lengths.astype("int32"), name)
+            cus[name] = _arrays.describe(_arrays.as_int32(lengths), name)
             continue
         info = _arrays.describe(given, f"{who}: {name}")
         if info.shape != (p.B,) or info.dtype != "int32" or (p.B > 1 and info.strides != (1,)):

@@ -267,8 +267,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         slots = slots.astype("int64") if xp.__name__ == "numpy" else slots.long()
         paged_cache_write(k.reshape(B * news, *k.shape[2:]), v.reshape(B * news, *v.shape[2:]), k_cache, v_cache,
                           slots, device=device)
-        lengths = lengths + news
-        lengths = lengths.astype("int32") if xp.__name__ == "numpy" else lengths.int()
+        lengths = _arrays.as_int32(lengths + news)
     if right_bound:
         return _attend_pages(q, k_cache, v_cache, block_table, lengths, scale=softmax_scale, window=window_size,
                              softcap=softcap, alibi_slopes=alibi_slopes, return_lse=return_softmax_lse, device=device)
@@ -281,18 +280,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 def _attend_pages(q, k_pages, v_pages, block_table, lengths, return_lse, **options):
     """q (B, Sq, Hq, D) against the first lengths[b] keys of each sequence's pages, through flash_attn_varlen's paged
     call (bottom-right alignment, as paged_decode's): its query rows packed (B * Sq, Hq, D), its key lengths as
-    cu_seqlens_k (offsets into nothing: pages are found through the table). Returns out (B, Sq, Hq, D) and with
-    return_lse its LSE (B, Hq, Sq)."""
+    cu_seqlens_k (offsets into nothing: pages are found through the table). Returns out (B, Sq, Hq, Dv), in V's
+    head_dim, and with return_lse its LSE (B, Hq, Sq)."""
     B, Sq, Hq, D = q.shape
     xp = _arrays.library(q)
     cu_q = _arrays.arange(B + 1, lengths) * Sq
     ends = xp.cumsum(lengths, 0)
-    cu_k = _arrays.concat_last([0 * cu_q[:1], ends.astype("int32") if xp.__name__ == "numpy" else ends.int()])
+    cu_k = _arrays.concat_last([0 * cu_q[:1], _arrays.as_int32(ends)])
     result = flash_attn_varlen(q.reshape(B * Sq, Hq, D), k_pages, v_pages, cu_q, cu_k, Sq,
                                block_table.shape[1] * k_pages.shape[1], block_table=block_table, return_lse=return_lse,
                                **options)
     out, lse = result if return_lse else (result, None)
-    out = out.reshape(B, Sq, Hq, D)
+    out = out.reshape(B, Sq, Hq, out.shape[-1])
     if not return_lse:
         return out
     lse = lse.reshape(Hq, B, Sq)

@@ -358,12 +358,14 @@ public:
   void memoryScheduleFence();
 
 private:
-  /// One 16-byte vector of a tile row from `memref` at offset(): whole where the row is loaded
-  /// (`rowOk`), its columns are valid and `vectorOk`, else element by element, zero outside.
-  /// `offsetInBranches`: offset() is emitted in each branch that loads, not once before them.
+  /// One 16-byte vector of a tile row (`tileCols` wide) from `memref` at offset(col): whole where
+  /// the row is loaded (`rowOk`), its columns are valid and `vectorOk`, else element by element,
+  /// zero outside. `offsetInBranches`: offset() is emitted in each branch that loads, not once
+  /// before them.
   mlir::Value loadTileVector(mlir::Value memref, mlir::Value rowOk, mlir::Value col,
-                             mlir::Value validCols, mlir::Value vectorOk,
-                             llvm::function_ref<mlir::Value()> offset, bool offsetInBranches);
+                             mlir::Value validCols, mlir::Value vectorOk, int tileCols,
+                             llvm::function_ref<mlir::Value(mlir::Value)> offset,
+                             bool offsetInBranches);
   mlir::Value mmaSync(const MMAAtom &atom, mlir::Value a, mlir::Value bFrag, mlir::Value c);
   mlir::Value ldmatrixOperand(const LdsTile &tile, const MMAAtom &atom, Operand which,
                               mlir::Value lane, mlir::Value outerBase, int kBase,
