@@ -434,6 +434,25 @@ static SmallVector<TileVector> tileVectors(KernelBuilder &kb, int rows, int cols
 
 static int vectorElems(Type elemType) { return 128 / elemType.getIntOrFloatBitWidth(); }
 
+namespace {
+/// A vector of a row narrower than its tile by whole vectors: whether it lies in the row, and the
+/// column to load it from (past the row, column 0, inside it; the load is then replaced by zeros,
+/// so such a vector needs no branch of its own).
+struct NarrowRowColumn {
+  Value inRow, col;
+};
+} // namespace
+
+/// For `validCols` a constant below `tileCols` and a multiple of `vec`, the vector at `col`;
+/// nothing for a row as wide as its tile (or one that ends inside a vector).
+static std::optional<NarrowRowColumn> narrowRowColumn(KernelBuilder &kb, Value validCols,
+                                                      int tileCols, int vec, Value col) {
+  std::optional<int64_t> rowCols = validCols ? getConstantIntValue(validCols) : std::nullopt;
+  if (!rowCols || *rowCols >= tileCols || *rowCols % vec) return std::nullopt;
+  Value inRow = kb.cmpLt(col, validCols);
+  return NarrowRowColumn{inRow, kb.select(inRow, col, kb.idx(0))};
+}
+
 Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value validCols,
                                     Value vectorOk, int tileCols,
                                     llvm::function_ref<Value(Value)> offset,
@@ -441,13 +460,10 @@ Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value 
   Type elemType = cast<MemRefType>(memref.getType()).getElementType();
   const int vec = vectorElems(elemType);
   auto vecType = VectorType::get({vec}, elemType);
-  // A row narrower than the tile by whole vectors (a constant validCols): a vector past it is
-  // zero by a select, its load moved inside the row, so that it takes no branch of its own (a
-  // lane of a wave there would otherwise run the element-wise path beside the others' vectors).
-  std::optional<int64_t> rowCols = getConstantIntValue(validCols);
-  const bool narrow = rowCols && *rowCols < tileCols && *rowCols % vec == 0;
-  Value colOk = narrow ? cmpLt(col, validCols) : Value();
-  if (narrow) col = select(colOk, col, idx(0));
+  // A row narrower than the tile by whole vectors: a vector past it takes no branch of its own
+  // (a lane of a wave there would otherwise run the element-wise path beside the others' vectors).
+  std::optional<NarrowRowColumn> narrow = narrowRowColumn(*this, validCols, tileCols, vec, col);
+  if (narrow) col = narrow->col;
   Value fullVector = narrow ? andb(rowOk, vectorOk)
                             : andb(andb(rowOk, cmpLe(add(col, vec), validCols)), vectorOk);
   Value shared = offsetInBranches ? Value() : offset(col);
@@ -474,7 +490,7 @@ Value KernelBuilder::loadTileVector(Value memref, Value rowOk, Value col, Value 
   }
   scf::YieldOp::create(b, loc, vector::FromElementsOp::create(b, loc, vecType, elems).getResult());
   b.setInsertionPointAfter(ifOp);
-  return narrow ? select(colOk, ifOp.getResult(0), zero(vecType)) : ifOp.getResult(0);
+  return narrow ? select(narrow->inRow, ifOp.getResult(0), zero(vecType)) : ifOp.getResult(0);
 }
 
 void KernelBuilder::storeVector(Value x, Value memref, Value at, Value vectorOk) {
@@ -523,17 +539,13 @@ SmallVector<Value> KernelBuilder::loadGlobalTile(const GlobalTile &src, int rows
     if (src.inBounds) {
       // Threads past the tile read its last row (their vector is never stored).
       Value row = t.partial ? minsi(t.row, idx(rows - 1)) : t.row;
-      // Columns past a constant validCols (a row narrower than the tile, by whole vectors) read
-      // as zero, their load kept inside the row.
-      std::optional<int64_t> validCols =
-          src.validCols ? getConstantIntValue(src.validCols) : std::nullopt;
-      bool narrow = validCols && *validCols < cols;
-      Value colOk = narrow ? cmpLt(t.col, idx(*validCols)) : Value();
-      Value col = narrow ? select(colOk, t.col, idx(0)) : t.col;
+      std::optional<NarrowRowColumn> narrow =
+          narrowRowColumn(*this, src.validCols, cols, vec, t.col);
+      Value col = narrow ? narrow->col : t.col;
       Value load = vector::LoadOp::create(b, loc, VectorType::get({vec}, elemType), src.memref,
                                           ValueRange{add(src.base, add(mul(row, src.ld), col))},
                                           /*nontemporal=*/false, llvm::Align(16));
-      out.push_back(narrow ? select(colOk, load, zero(load.getType())) : load);
+      out.push_back(narrow ? select(narrow->inRow, load, zero(load.getType())) : load);
       continue;
     }
     Value rowOk = cmpLt(t.row, src.validRows);

@@ -546,9 +546,10 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
     largest block size a kernel set of the call has that tiles each sequence's rows (capacity and the batch stride
     multiples of it), among the sets with the call's `features` (attribute names: sinks, alibi, cache_leftpad,
     fp8_products) where any has them, else among all of the dtype and head_dim (_block_sizes): views
-    (num_pages, block_size, ...) of the same memory and the block table that names sequence b's pages in order, made on the caches' device (torch: no synchronisation). rows: the cache row each
-    sequence takes ((B,) integers on the caches' device, FlashAttention's cache_batch_idx; any number of cache
-    rows), else row b. Returns (k_pages, v_pages, block_table)."""
+    (num_pages, block_size, ...) of the same memory and the block table that names sequence b's pages in order,
+    made on the caches' device (torch: no synchronisation). rows: the cache row each sequence takes ((B,) integers
+    on the caches' device, FlashAttention's cache_batch_idx; any number of cache rows), else row b. Returns
+    (k_pages, v_pages, block_table)."""
     if not isinstance(kv_layout, str) or kv_layout not in LAYOUTS:
         raise InputError(f"{who}: kv_layout must be 'NHD' or 'HND', got {kv_layout!r}")
     infos = _attention._describe_all(who, (("q", q), ("k_cache", k_cache), ("v_cache", v_cache),
@@ -587,8 +588,7 @@ def _as_pages(who, q, k_cache, v_cache, cache_seqlens, kv_layout, device, rows=N
             f"{who}: a contiguous cache of capacity {capacity} (batch stride {stride_b}, token stride {stride_t}) "
             f"runs on a paged_decode set whose block_size divides both in tokens; bundle {dev.bundle().directory} "
             f"(with the later bundles of its target) has for dtype={qi.dtype} kv_dtype={kv_dtype} head_dim={D} the "
-            f"block sizes "
-            f"{', '.join(map(str, sizes)) or 'none'}; this directive compiles one: "
+            f"block sizes {', '.join(map(str, sizes)) or 'none'}; this directive compiles one: "
             + directive_for(Call(qi.dtype, kv_dtype, D, 0, 1, 0, 0, bs, 0, kv_layout, CAUSAL, 1.0, -1, 0.0, False, 0)))
     bs = fitting[0]
     per_seq = capacity // bs

@@ -1,12 +1,12 @@
 """flash_attn_bwd and autograd through flash_attn on the GPU (torch CUDA tensors) against float64 gradients computed on
 the GPU, with the tolerance rule of CORRECTNESS.md (3x the same-precision error, dq, dk, dv judged separately) and
-NaN-poisoned gradients: head_dim {32, 64, 96, 128, 256} x masks (none, causal top-left and bottom-right, window,
-window + causal) x {MHA, GQA 6:2, MQA 6:1} x deterministic x (Sq, Sk) in (1, 1), (239, 1), (799, 3), (113, 203),
-(1023, 1024), (1024, 1023) (900 cases), a few at (4224, 4224), varlen with zero-length items per mask, mode and D,
-softcap, head dims 40 and 24, large logits (q x5, k and v x3), byte offsets past 2^31 (a packed batch of 8200 sequences), 100
-deterministic runs bitwise equal, dk/dv bitwise stable without determinism, non-contiguous dout, autograd (equal bit
-for bit to the explicit call), a CUDA graph of forward + backward, and the default bundle (found as the forward tests
-find it) holding every variant. Skipped without a CUDA GPU."""
+NaN-poisoned gradients: head_dim {32, 64, 96, 128, 256} x masks (none, causal top-left and bottom-right, window, window
++ causal) x {MHA, GQA 6:2, MQA 6:1} x deterministic x (Sq, Sk) in (1, 1), (239, 1), (799, 3), (113, 203), (1023, 1024),
+(1024, 1023) (900 cases), a few at (4224, 4224), varlen with zero-length items per mask, mode and D, softcap, head dims
+40 and 24, large logits (q x5, k and v x3), byte offsets past 2^31 (a packed batch of 8200 sequences), 100 deterministic
+runs bitwise equal, dk/dv bitwise stable without determinism, non-contiguous dout, autograd (equal bit for bit to the
+explicit call), a CUDA graph of forward + backward, and the default bundle (found as the forward tests find it) holding
+every variant. Skipped without a CUDA GPU."""
 import itertools
 import random
 from typing import NamedTuple

@@ -116,7 +116,7 @@ FlashAttnSignature flashAttnSignature(tessera::FlashAttnOp op, int blockM, int b
   return out;
 }
 
-FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim,
+FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int dqRowWidth,
                                             int dqPadRows) {
   FlashAttnBwdSignature out;
   KernelSignature &sig = out.sig;
@@ -146,7 +146,7 @@ FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int head
     sig.workspaces.push_back(
         {"dq_accum",
          GridExpr::mul(GridExpr::add(rowsHeads, GridExpr::constant(dqPadRows)),
-                       GridExpr::constant(4 * headDim)),
+                       GridExpr::constant(4 * dqRowWidth)),
          true});
   }
   return out;

@@ -991,8 +991,8 @@ FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op, const Targ
   }
   if (!plan.plan) return op.emitOpError() << plan.whyNot;
   const AttnBwdPlan &p = *plan.plan;
-  const int headDim = p.headDim;
-  attn::FlashAttnBwdSignature abi = attn::flashAttnBwdSignature(op, headDim, p.blockM);
+  const int tileWidth = p.headDim;
+  attn::FlashAttnBwdSignature abi = attn::flashAttnBwdSignature(op, tileWidth, p.blockM);
   const KernelSignature &base = abi.sig;
   const std::string name = op.getSymName().str();
   auto signature = [&](const char *suffix, GridExpr grid0, ArgHandle gridHeads, int threads) {
@@ -1018,7 +1018,7 @@ FailureOr<KernelSet> generateFlashAttnBwd(tessera::FlashAttnBwdOp op, const Targ
     set.kernels.push_back(func);
     return func;
   };
-  const int preRows = PreprocessKernel::rowsPerBlock(headDim);
+  const int preRows = PreprocessKernel::rowsPerBlock(tileWidth);
   gpu::GPUFuncOp pre = make(signature("pre", perBlock(fa.seqQ, preRows), fa.headsQ,
                                       preRows * PreprocessKernel::kThreadsPerRow));
   PreprocessKernel(op, p, target, b, pre, abi.args).emit();

@@ -73,12 +73,13 @@ struct FlashAttnBwdArgs {
 };
 
 /// The flash_attn_bwd ABI (docs/flash_attn-abi.md); each kernel of the set sets its own name,
-/// grid and block.
+/// grid and block. dq_accum's rows are `dqRowWidth` f32 wide (the kernels' tiles), plus
+/// `dqPadRows` rows.
 struct FlashAttnBwdSignature {
   KernelSignature sig;
   FlashAttnBwdArgs args;
 };
-FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int headDim,
+FlashAttnBwdSignature flashAttnBwdSignature(tessera::FlashAttnBwdOp op, int dqRowWidth,
                                             int dqPadRows);
 
 /// A paged KV cache argument: element (page, token, head, d) at page * stridePage + token *
